@@ -1,0 +1,60 @@
+"""The one Protocol every retriever implements, and helpers they share."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from amsrag.errors import InputError
+from amsrag.types import Hit
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    """Ranked passages for a query.
+
+    `query_vector` is the query's embedding when the caller already has it (the pipeline computes
+    it once and shares it); retrievers that need it and do not get it compute it themselves.
+    Hits are sorted by score descending, ties by passage id, ranks count from 1.
+    """
+
+    name: str
+
+    def search(self, query: str, k: int = 10, query_vector: np.ndarray | None = None) -> list[Hit]: ...
+
+    def batch_search(
+        self, queries: Sequence[str], k: int = 10, query_vectors: np.ndarray | None = None
+    ) -> list[list[Hit]]: ...
+
+
+class RowLookup(Protocol):
+    """Maps internal store rows to (passage id, title)."""
+
+    def describe_rows(self, rows: Sequence[int]) -> list[tuple[str, str]]: ...
+
+
+def check_query(query: str) -> str:
+    if not isinstance(query, str) or not query.strip():
+        raise InputError("query is empty: give a question or keywords to search for")
+    return query.strip()
+
+
+def check_k(k: int) -> int:
+    if not isinstance(k, int) or k < 1:
+        raise InputError(f"k must be a positive integer, got {k!r}")
+    return k
+
+
+def rank_rows(rows: np.ndarray, scores: np.ndarray, ids: Sequence[str], k: int) -> list[tuple[int, float, str]]:
+    """Top-k (row, score, id), score descending, ties broken by passage id so results are deterministic."""
+    order = sorted(range(len(rows)), key=lambda i: (-float(scores[i]), ids[i]))[:k]
+    return [(int(rows[i]), float(scores[i]), ids[i]) for i in order]
+
+
+def to_hits(ranked: Sequence[tuple[int, float, str]], titles: Sequence[str], retriever: str) -> list[Hit]:
+    return [
+        Hit(id=pid, score=score, rank=i + 1, title=title, retriever=retriever, row=row)
+        for i, ((row, score, pid), title) in enumerate(zip(ranked, titles, strict=True))
+    ]

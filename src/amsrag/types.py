@@ -1,0 +1,96 @@
+"""Plain data types shared by every stage."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any, Literal, NamedTuple
+
+Complexity = Literal["zero_hop", "one_hop", "multi_hop"]
+COMPLEXITIES: tuple[Complexity, ...] = ("zero_hop", "one_hop", "multi_hop")
+
+
+def normalise_whitespace(text: str) -> str:
+    return " ".join(text.split())
+
+
+def content_hash(title: str, text: str) -> str:
+    """SHA-256 of the whitespace-normalised title and text: the dedup key of a passage."""
+    payload = normalise_whitespace(title) + "\x1f" + normalise_whitespace(text)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def passage_id_for(title: str, text: str) -> str:
+    """Deterministic id for passages that arrive without one (first 16 hex digits of the content hash)."""
+    return content_hash(title, text)[:16]
+
+
+@dataclass(frozen=True, slots=True)
+class Passage:
+    """One retrievable unit of text."""
+
+    id: str
+    text: str
+    title: str = ""
+    doc_id: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def content_hash(self) -> str:
+        return content_hash(self.title, self.text)
+
+    @classmethod
+    def make(
+        cls,
+        text: str,
+        title: str = "",
+        id: str | None = None,
+        doc_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> Passage:
+        pid = id if id else passage_id_for(title, text)
+        return cls(id=pid, text=text, title=title, doc_id=doc_id or pid, metadata=dict(metadata or {}))
+
+
+class PassageRow(NamedTuple):
+    """A stored passage as derived indexes see it: `row` is the store's internal integer id."""
+
+    row: int
+    id: str
+    title: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One ranked result of a retriever; `rank` counts from 1."""
+
+    id: str
+    score: float
+    rank: int
+    title: str = ""
+    retriever: str = ""
+    row: int = -1  # internal store row, -1 when unknown (external sources)
+
+
+@dataclass(slots=True)
+class QAExample:
+    """A question with its answers and the ids of its gold passages (empty when unknown)."""
+
+    id: str
+    question: str
+    answers: list[str]
+    gold_passage_ids: list[str] = field(default_factory=list)
+    dataset: str = ""
+    complexity: Complexity | None = None
+    qtype: str | None = None  # dataset-specific type, e.g. HotpotQA "bridge" / "comparison"
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class QASet:
+    """What a dataset loader yields: passages (deduplicated by content) plus questions over them."""
+
+    passages: list[Passage] = field(default_factory=list)
+    questions: list[QAExample] = field(default_factory=list)
+    source: str = ""
