@@ -48,13 +48,23 @@ class GraphConfig(_Section):
             "PERSON", "ORG", "GPE", "LOC", "NORP", "FAC", "EVENT", "WORK_OF_ART", "PRODUCT", "LAW", "LANGUAGE",
         ]
     )
-    title_weight: float = Field(2.0, gt=0, description="edge weight between a passage and its own title entity")
-    mention_weight: float = Field(1.0, gt=0)
-    restart: float = Field(0.5, gt=0, lt=1, description="PPR restart probability")
+    title_weight: float = Field(
+        20.0, gt=0, description="entity -> passage step: weight of the passage the entity is the title of"
+    )
+    mention_weight: float = Field(1.0, gt=0, description="entity -> passage step: weight of a passage mentioning it")
+    restart: float = Field(0.2, gt=0, lt=1, description="PPR restart probability")
     iterations: int = Field(20, ge=1, le=200)
     max_entity_degree: int = Field(200, ge=2, description="entities in more passages are not expanded")
     seed_hits: int = Field(5, ge=0, le=100, description="top BM25/dense hits whose passages seed the walk")
     min_mention_chars: int = Field(3, ge=1)
+    ner_batch_size: int = Field(64, ge=1, le=4096, description="spaCy nlp.pipe batch size")
+    query_ner: bool = Field(False, description="also run spaCy NER on the query (~5 ms) besides surface matching")
+    query_entity_weight: float = Field(
+        0.5, ge=0, le=1, description="share of the restart mass on the query's entities when passages seed too"
+    )
+    score: Literal["ppr", "walk"] = Field(
+        "walk", description="ppr: the PPR score; walk: the PPR score without the restart mass a seed gets back"
+    )
 
 
 class ChunkConfig(_Section):

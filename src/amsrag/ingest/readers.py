@@ -1,0 +1,208 @@
+"""Reading input files: UTF-8 text, JSON and JSON Lines (optionally gzipped), and passage JSONL.
+
+Every failure is an `InputError` naming the file and, for JSON Lines, the 1-based line number.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any
+
+from amsrag.errors import InputError
+from amsrag.types import Passage
+
+_BOM = "\ufeff"
+
+
+def is_gzipped(path: Path) -> bool:
+    return path.suffix.lower() == ".gz"
+
+
+def base_suffix(path: Path) -> str:
+    """The extension that names the content: `.jsonl` for both `a.jsonl` and `a.jsonl.gz`."""
+    suffixes = [s.lower() for s in path.suffixes]
+    if suffixes and suffixes[-1] == ".gz":
+        suffixes = suffixes[:-1]
+    return suffixes[-1] if suffixes else ""
+
+
+def base_name(path: Path) -> str:
+    """The file name without its content and compression extensions (`nq-open.jsonl.gz` -> `nq-open`)."""
+    name = path.name
+    if name.lower().endswith(".gz"):
+        name = name[:-3]
+    suffix = Path(name).suffix
+    return name[: -len(suffix)] if suffix else name
+
+
+@contextmanager
+def _reading(path: Path) -> Iterator[None]:
+    """Translate OS and gzip failures into InputError."""
+    try:
+        yield
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory, expected a file") from None
+    except PermissionError:
+        raise InputError(f"{path}: permission denied") from None
+    except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+        raise InputError(f"{path}: not a valid gzip file ({exc})") from None
+
+
+def _open_binary(path: Path) -> IO[bytes]:
+    return gzip.open(path, "rb") if is_gzipped(path) else open(path, "rb")
+
+
+def decode_utf8(data: bytes, path: Path, base_offset: int = 0, line: int | None = None) -> str:
+    """Strict UTF-8 decoding; the error names the byte offset (in the decompressed stream for .gz)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        where = " of the decompressed data" if is_gzipped(path) else ""
+        on_line = f" (line {line})" if line is not None else ""
+        raise InputError(
+            f"{path}: not UTF-8 text: invalid byte 0x{data[exc.start]:02x} at byte offset "
+            f"{base_offset + exc.start}{where}{on_line}; convert the file to UTF-8"
+        ) from None
+
+
+def read_text(path: Path) -> str:
+    """The whole file as text (UTF-8, a leading byte-order mark dropped)."""
+    with _reading(path), _open_binary(path) as fh:
+        data = fh.read()
+    return decode_utf8(data, path).removeprefix(_BOM)
+
+
+def iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
+    """(1-based line number, parsed value) for every non-blank line."""
+    offset = 0
+    with _reading(path), _open_binary(path) as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            line = decode_utf8(raw, path, offset, lineno)
+            offset += len(raw)
+            if lineno == 1:
+                line = line.removeprefix(_BOM)
+            if not line.strip():
+                continue
+            try:
+                value = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{path}:{lineno}: malformed JSON: {exc.msg} (column {exc.colno})") from None
+            yield lineno, value
+
+
+def read_json(path: Path) -> Any:
+    text = read_text(path)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}:{exc.lineno}: malformed JSON: {exc.msg} (column {exc.colno})") from None
+
+
+def is_json_lines(path: Path) -> bool:
+    return base_suffix(path) == ".jsonl"
+
+
+def iter_records(path: Path) -> Iterator[tuple[str, Any]]:
+    """(place, record) of a JSONL file (place `file:line`) or of a JSON array (place `file[index]`).
+
+    A JSON object that is not an array is yielded once, as itself.
+    """
+    if is_json_lines(path):
+        for lineno, value in iter_jsonl(path):
+            yield f"{path}:{lineno}", value
+        return
+    data = read_json(path)
+    if isinstance(data, list):
+        for i, value in enumerate(data):
+            yield f"{path}[{i}]", value
+    else:
+        yield str(path), data
+
+
+def first_record(path: Path) -> Any:
+    """The first record of a JSON / JSONL file (None when it holds none)."""
+    if is_json_lines(path):
+        for _, value in iter_jsonl(path):
+            return value
+        return None
+    data = read_json(path)
+    if isinstance(data, list):
+        return data[0] if data else None
+    return data
+
+
+# ---------------------------------------------------------------- passage JSONL
+
+
+def split_flashrag_contents(contents: str) -> tuple[str, str]:
+    """FlashRAG corpus `contents` is `"Title"\\ntext`: return (title, text); no newline -> ("", contents)."""
+    head, sep, rest = contents.partition("\n")
+    if not sep:
+        return "", contents.strip()
+    title = head.strip()
+    if len(title) >= 2 and title[0] == title[-1] == '"':
+        title = title[1:-1].strip()
+    return title, rest.strip()
+
+
+def _optional_str(record: dict[str, Any], key: str, place: str) -> str:
+    value = record.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise InputError(f"{place}: `{key}` must be a string, got {type(value).__name__}")
+    return value
+
+
+def _passage_id(record: dict[str, Any], place: str) -> str | None:
+    value = record.get("id")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise InputError(f"{place}: `id` must be a string or an integer, got {type(value).__name__}")
+    pid = str(value).strip()
+    if not pid:
+        raise InputError(f"{place}: `id` is empty; give a non-empty id or leave the field out")
+    return pid
+
+
+def _title_and_text(record: dict[str, Any], place: str) -> tuple[str, str]:
+    title = _optional_str(record, "title", place).strip()
+    if "text" in record:
+        text = _optional_str(record, "text", place).strip()
+    elif "contents" in record:
+        text = _optional_str(record, "contents", place)
+        if "title" not in record:
+            title, text = split_flashrag_contents(text)
+        text = text.strip()
+    else:
+        text = ""
+    if not text:
+        raise InputError(f"{place}: passage without text: each line needs a non-empty `text` (or `contents`)")
+    return title, text
+
+
+def passage_from_record(record: Any, place: str) -> Passage:
+    """One passage JSONL record `{id?, title?, text | contents, doc_id?, metadata?}`."""
+    if not isinstance(record, dict):
+        raise InputError(f"{place}: expected a JSON object per line, got {type(record).__name__}")
+    title, text = _title_and_text(record, place)
+    metadata = record.get("metadata")
+    if metadata is not None and not isinstance(metadata, dict):
+        raise InputError(f"{place}: `metadata` must be a JSON object, got {type(metadata).__name__}")
+    doc_id = _optional_str(record, "doc_id", place).strip() or None
+    return Passage.make(text=text, title=title, id=_passage_id(record, place), doc_id=doc_id, metadata=metadata)
+
+
+def read_passage_jsonl(path: Path) -> Iterator[tuple[str, Passage]]:
+    """(place `file:line`, passage) for every line of a passage JSONL file."""
+    for lineno, record in iter_jsonl(path):
+        place = f"{path}:{lineno}"
+        yield place, passage_from_record(record, place)

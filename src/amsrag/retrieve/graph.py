@@ -1,0 +1,500 @@
+"""Entity graph over passages and personalized PageRank from a query's seeds.
+
+The graph is bipartite: passages on one side, entities (normalised titles, their aliases and
+named entities) on the other. An edge's kind is 2 when the entity is the passage's own title and 1
+when the passage mentions it. A query is answered by a *local* personalized PageRank: the walk
+restarts at the seed passages (top BM25/dense hits) and the entities the query mentions, and runs
+on the seeds' neighbourhood only (seeds -> their entities -> those entities' passages), so its cost
+does not grow with the corpus. It reaches the second passage of a bridge question: the question
+names X, passage X mentions Y, and the walk goes X -> entity Y -> passage "Y".
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import zlib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from amsrag.config import GraphConfig
+from amsrag.errors import IndexCorruptError, IndexMismatchError, InputError
+from amsrag.retrieve.base import Retriever, RowLookup, check_k, check_query, to_hits
+from amsrag.retrieve.entities import (
+    SurfaceMatcher,
+    collapsed_key,
+    entity_key,
+    extract_ner,
+    is_matchable,
+    key_is_matchable,
+    ner_pipeline,
+    spacy_info,
+    title_surfaces,
+)
+from amsrag.types import Hit, PassageRow, normalise_whitespace
+
+FORMAT_VERSION = 1
+TITLE, MENTION = 2, 1
+# Config fields that shape the stored graph; the others act at query time only.
+STRUCTURAL_FIELDS = ("ner", "ner_labels", "min_mention_chars")
+_FILES = {"meta": "graph.json", "edges": "graph_edges.npz", "ner": "graph_ner.npz"}
+
+Progress = Callable[[int], None] | None
+NerCache = dict[int, tuple[int, tuple[str, ...]]]  # row -> (crc32 of the text, NER surfaces)
+
+
+def _crc(text: str) -> int:
+    return zlib.crc32(text.encode("utf-8"))
+
+
+def _sorted_rows(rows: Iterable[PassageRow]) -> list[PassageRow]:
+    ordered = sorted(rows, key=lambda r: r.row)
+    for a, b in itertools.pairwise(ordered):
+        if a.row == b.row:
+            raise InputError(f"passage row {a.row} given twice to the entity graph")
+    if ordered and ordered[0].row < 0:
+        raise InputError(f"passage rows must be >= 0, got {ordered[0].row}")
+    return ordered
+
+
+def _run_ner(rows: Sequence[PassageRow], config: GraphConfig, progress: Progress) -> NerCache:
+    if not rows:
+        return {}
+    if config.ner:
+        found = extract_ner(
+            [r.text for r in rows], config.ner_labels, batch_size=config.ner_batch_size, progress=progress
+        )
+    else:
+        found = [()] * len(rows)
+        if progress is not None:
+            progress(len(rows))
+    return {r.row: (_crc(r.text), surfaces) for r, surfaces in zip(rows, found, strict=True)}
+
+
+@dataclass(frozen=True)
+class _Vocabulary:
+    """Entity keys (sorted) and the surface forms that name them."""
+
+    keys: list[str]
+    title_surfaces: list[list[str]]  # per row (in row order): the title surfaces with a key
+    ner_surfaces: list[list[str]]  # per row: the matchable NER surfaces
+    entity_of: dict[str, int]  # surface -> entity id, for every surface above
+    matchable: dict[str, bool]  # surface -> may be searched for in text
+
+
+def _vocabulary(rows: Sequence[PassageRow], ner: NerCache, min_chars: int) -> _Vocabulary:
+    titles = [title_surfaces(r.title) for r in rows]
+    named_all = [ner[r.row][1] for r in rows]
+    unique = set().union(*titles, *named_all)
+    # surfaces here are whitespace-collapsed already: skip that step of entity_key where it can
+    key_of = {s: collapsed_key(s) if s.isascii() else entity_key(s) for s in unique}
+    matchable = {s: key_is_matchable(s, k, min_chars) for s, k in key_of.items()}
+    titles = [[s for s in group if key_of[s]] for group in titles]
+    named = [[s for s in group if matchable[s]] for group in named_all]
+    keys = sorted({key_of[s] for group in (*titles, *named) for s in group})
+    index = {k: i for i, k in enumerate(keys)}
+    entity_of = {s: index[k] for s, k in key_of.items() if k in index}
+    return _Vocabulary(keys, titles, named, entity_of, matchable)
+
+
+def _surface_table(vocab: _Vocabulary, surfaces: Iterable[str]) -> tuple[list[str], list[int]]:
+    ordered = sorted(set(surfaces))
+    return ordered, [vocab.entity_of[s] for s in ordered]
+
+
+def _edges(rows: Sequence[PassageRow], vocab: _Vocabulary) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(row, entity, kind) of every edge before deduplication: titles, NER mentions, title mentions."""
+    row_numbers = np.fromiter((r.row for r in rows), dtype=np.int64, count=len(rows))
+    parts = []
+    for groups, kind in ((vocab.title_surfaces, TITLE), (vocab.ner_surfaces, MENTION)):
+        counts = np.fromiter((len(g) for g in groups), dtype=np.int64, count=len(groups))
+        ents = np.fromiter((vocab.entity_of[s] for g in groups for s in g), dtype=np.int64, count=int(counts.sum()))
+        parts.append((np.repeat(row_numbers, counts), ents, np.full(len(ents), kind, dtype=np.int8)))
+    patterns = (s for group in vocab.title_surfaces for s in group if vocab.matchable[s])
+    surfaces, entities = _surface_table(vocab, patterns)
+    which, found = SurfaceMatcher(surfaces, entities).find_in_texts([normalise_whitespace(r.text) for r in rows])
+    parts.append((row_numbers[which], found, np.full(len(found), MENTION, dtype=np.int8)))
+    edge_rows, edge_ents, kinds = zip(*parts, strict=True)
+    return np.concatenate(edge_rows), np.concatenate(edge_ents), np.concatenate(kinds)
+
+
+def _edge_matrix(rows: np.ndarray, ents: np.ndarray, kinds: np.ndarray, shape: tuple[int, int]) -> sp.csr_array:
+    """Passage x entity CSR whose value is the strongest kind of edge between the two."""
+    width = max(shape[1], 1)
+    code = rows * width + ents
+    order = np.lexsort((kinds, code))
+    code, kinds = code[order], kinds[order]
+    last = np.ones(len(code), dtype=bool)
+    last[:-1] = code[1:] != code[:-1]  # the strongest kind sorts last within a (row, entity) pair
+    code, kinds = code[last], kinds[last]
+    matrix = sp.csr_array((kinds, (code // width, code % width)), shape=shape, dtype=np.int8)
+    matrix.sort_indices()
+    return matrix
+
+
+def _ner_cache(
+    table: list[str], rows: np.ndarray, crc: np.ndarray, indptr: np.ndarray, surfaces: np.ndarray
+) -> NerCache:
+    """The per-row NER results from their saved CSR layout over a table of surface forms."""
+    ptr, idx = indptr.tolist(), surfaces.tolist()
+    return {
+        row: (check, tuple(table[j] for j in idx[ptr[i] : ptr[i + 1]]))
+        for i, (row, check) in enumerate(zip(rows.tolist(), crc.tolist(), strict=True))
+    }
+
+
+@dataclass(frozen=True)
+class _Subgraph:
+    """A seeds' neighbourhood: entities x passages with the edge kinds, and the restart vectors."""
+
+    entities: np.ndarray  # global entity ids (rows of `kinds`)
+    passages: np.ndarray  # global passage rows (columns of `kinds`)
+    kinds: sp.csr_array
+    restart_e: np.ndarray
+    restart_p: np.ndarray
+
+
+class EntityGraph:
+    """Passage-entity bipartite graph with a local personalized PageRank ranking."""
+
+    def __init__(
+        self,
+        config: GraphConfig,
+        ids: list[str],
+        keys: list[str],
+        matrix: sp.csr_array,
+        query_surfaces: list[str],
+        query_entities: np.ndarray,
+        ner: NerCache,
+    ) -> None:
+        self.config = config
+        self._ner = ner
+        self._ids = ids
+        self._keys = keys
+        self._matrix = matrix
+        self._by_entity = sp.csr_array(matrix.T)
+        self._by_entity.sort_indices()
+        self._degree = np.diff(self._by_entity.indptr).astype(np.int64)
+        n = max(self.n_passages, 1)
+        self._idf = np.log1p(n / np.maximum(self._degree, 1))
+        self._query_surfaces = query_surfaces
+        self._query_entities = np.asarray(query_entities, dtype=np.int64)
+        self._matcher: SurfaceMatcher | None = None
+        self._key_index: dict[str, int] | None = None
+
+    # ---- construction -------------------------------------------------------------------
+    @classmethod
+    def build(cls, rows: Iterable[PassageRow], config: GraphConfig, progress: Progress = None) -> EntityGraph:
+        """A graph over `rows`; NER (when enabled) runs on every passage, `progress` gets its steps."""
+        ordered = _sorted_rows(rows)
+        return cls._assemble(ordered, _run_ner(ordered, config, progress), config)
+
+    def update(
+        self,
+        added: Sequence[PassageRow],
+        removed_rows: Sequence[int],
+        all_rows: Callable[[], Iterable[PassageRow]],
+        progress: Progress = None,
+    ) -> EntityGraph:
+        """The graph of the passage set `all_rows()`, reusing the stored NER of unchanged passages.
+
+        NER runs on `added` (and on any passage whose stored NER is missing or was computed on
+        another text); mention matching and the matrices are recomputed over all passages, so the
+        result equals `build` on the final passage set.
+        """
+        cache = dict(self._ner)
+        for row in removed_rows:
+            cache.pop(int(row), None)
+        cache.update(_run_ner(_sorted_rows(added), self.config, progress))
+        ordered = _sorted_rows(all_rows())
+        stale = [r for r in ordered if r.row not in cache or cache[r.row][0] != _crc(r.text)]
+        cache.update(_run_ner(stale, self.config, progress))
+        return self._assemble(ordered, {r.row: cache[r.row] for r in ordered}, self.config)
+
+    @classmethod
+    def _assemble(cls, rows: list[PassageRow], ner: NerCache, config: GraphConfig) -> EntityGraph:
+        vocab = _vocabulary(rows, ner, config.min_mention_chars)
+        n_rows = rows[-1].row + 1 if rows else 0
+        ids = [""] * n_rows
+        for r in rows:
+            ids[r.row] = r.id
+        edge_rows, edge_ents, kinds = _edges(rows, vocab)
+        matrix = _edge_matrix(edge_rows, edge_ents, kinds, (n_rows, len(vocab.keys)))
+        query_pool = [s for g in vocab.title_surfaces for s in g if vocab.matchable[s]]
+        query_pool += [s for g in vocab.ner_surfaces for s in g]
+        surfaces, entities = _surface_table(vocab, query_pool)
+        return cls(config, ids, vocab.keys, matrix, surfaces, np.asarray(entities, dtype=np.int64), ner)
+
+    def with_config(self, config: GraphConfig) -> EntityGraph:
+        """The same graph ranking with `config`'s query-time settings (structural ones stay)."""
+        clone = copy.copy(self)
+        clone.config = config.model_copy(update={f: getattr(self.config, f) for f in STRUCTURAL_FIELDS})
+        return clone
+
+    # ---- facts --------------------------------------------------------------------------
+    @property
+    def n_passages(self) -> int:
+        return len(self._ner)
+
+    @property
+    def n_entities(self) -> int:
+        return len(self._keys)
+
+    @property
+    def n_edges(self) -> int:
+        return int(self._matrix.nnz)
+
+    @property
+    def entity_keys(self) -> list[str]:
+        return list(self._keys)
+
+    @property
+    def matrix(self) -> sp.csr_array:
+        """Passage rows x entities; values are edge kinds (2 = own title, 1 = mention)."""
+        return self._matrix
+
+    def entities_of(self, row: int) -> list[tuple[str, int]]:
+        """(entity key, edge kind) of one passage row."""
+        if not 0 <= row < self._matrix.shape[0]:
+            return []
+        lo, hi = self._matrix.indptr[row], self._matrix.indptr[row + 1]
+        pairs = zip(self._matrix.indices[lo:hi].tolist(), self._matrix.data[lo:hi].tolist(), strict=True)
+        return [(self._keys[e], k) for e, k in pairs]
+
+    @classmethod
+    def expected_params(cls, config: GraphConfig) -> dict[str, Any]:
+        """What a graph built with `config` by this installation records in the index manifest: the
+        format version, the structural settings and the NER model. A change in any of them needs a
+        rebuild; the other settings act at query time only (see `with_config`)."""
+        structural = config.model_dump(mode="json", include=set(STRUCTURAL_FIELDS))
+        return {"format_version": FORMAT_VERSION, **structural, **spacy_info()}
+
+    def params(self) -> dict[str, Any]:
+        """What the index manifest records about this graph (equal to `expected_params` of its config)."""
+        return self.expected_params(self.config)
+
+    # ---- persistence --------------------------------------------------------------------
+    def save(self, directory: Path) -> None:
+        """Write the graph into an existing (empty) directory: JSON and .npz, no pickle."""
+        directory = Path(directory)
+        if not directory.is_dir():
+            raise InputError(f"graph directory does not exist: {directory}")
+        ner_rows = np.array(sorted(self._ner), dtype=np.int64)
+        ner_table = sorted({s for _, surfaces in self._ner.values() for s in surfaces})
+        position = {s: i for i, s in enumerate(ner_table)}
+        lists = [self._ner[int(r)][1] for r in ner_rows]
+        meta = {
+            **self.params(),
+            "config": self.config.model_dump(mode="json"),
+            "counts": {"passages": self.n_passages, "entities": self.n_entities, "edges": self.n_edges},
+            "ids": self._ids,
+            "entity_keys": self._keys,
+            "query_surfaces": self._query_surfaces,
+            "ner_surfaces": ner_table,
+        }
+        (directory / _FILES["meta"]).write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
+        m = self._matrix
+        np.savez(
+            directory / _FILES["edges"],
+            indptr=m.indptr.astype(np.int64),
+            indices=m.indices.astype(np.int64),
+            kinds=m.data.astype(np.int8),
+            shape=np.array(m.shape, dtype=np.int64),
+            query_entities=self._query_entities,
+        )
+        np.savez(
+            directory / _FILES["ner"],
+            rows=ner_rows,
+            crc=np.array([self._ner[int(r)][0] for r in ner_rows], dtype=np.uint32),
+            indptr=np.cumsum([0] + [len(x) for x in lists], dtype=np.int64),
+            surfaces=np.array([position[s] for x in lists for s in x], dtype=np.int64),
+        )
+
+    @classmethod
+    def load(cls, directory: Path) -> EntityGraph:
+        """The graph `save` wrote into `directory`."""
+        directory = Path(directory)
+        missing = [name for name in _FILES.values() if not (directory / name).is_file()]
+        if missing:
+            raise IndexCorruptError(f"entity graph in {directory} lacks {', '.join(missing)}: rebuild the index")
+        try:
+            meta = json.loads((directory / _FILES["meta"]).read_text(encoding="utf-8"))
+            version = meta.get("format_version")
+            if version != FORMAT_VERSION:
+                raise IndexMismatchError(f"entity graph format {version} != {FORMAT_VERSION}: rebuild the index")
+            with np.load(directory / _FILES["edges"], allow_pickle=False) as edges:
+                shape = (int(edges["shape"][0]), int(edges["shape"][1]))
+                matrix = sp.csr_array((edges["kinds"], edges["indices"], edges["indptr"]), shape=shape)
+                query_entities = edges["query_entities"]
+            with np.load(directory / _FILES["ner"], allow_pickle=False) as ner:
+                cache = _ner_cache(meta["ner_surfaces"], ner["rows"], ner["crc"], ner["indptr"], ner["surfaces"])
+            config = GraphConfig.model_validate(meta["config"])
+            return cls(config, meta["ids"], meta["entity_keys"], matrix, meta["query_surfaces"], query_entities, cache)
+        except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
+            raise IndexCorruptError(f"entity graph in {directory} is unreadable ({exc}): rebuild the index") from exc
+
+    # ---- querying -----------------------------------------------------------------------
+    def query_entities(self, query: str) -> list[int]:
+        """Entity ids the query mentions: known surface forms, plus spaCy NER when `query_ner`."""
+        if self._matcher is None:
+            self._matcher = SurfaceMatcher(self._query_surfaces, self._query_entities.tolist())
+        found = {e for _, _, e in self._matcher.find(normalise_whitespace(query))}
+        if self.config.query_ner and self.config.ner and self._keys:
+            if self._key_index is None:
+                self._key_index = {k: i for i, k in enumerate(self._keys)}
+            labels = set(self.config.ner_labels)
+            for ent in ner_pipeline()(query).ents:
+                if ent.label_ in labels and is_matchable(ent.text, self.config.min_mention_chars):
+                    e = self._key_index.get(entity_key(ent.text))
+                    if e is not None:
+                        found.add(e)
+        return sorted(found)
+
+    def rank(self, query: str, seed_rows: Sequence[tuple[int, float]], k: int) -> list[tuple[int, float, str]]:
+        """Top-k (row, score, passage id) by local personalized PageRank from the query's seeds.
+
+        Seeds are the given passage rows (weighted) and the entities the query mentions. Returns []
+        when there is no usable seed. Ties are broken by passage id.
+        """
+        query, k = check_query(query), check_k(k)
+        sub = self._subgraph(self.query_entities(query), seed_rows)
+        if sub is None:
+            return []
+        scores = self._ppr(sub)
+        if self.config.score == "walk":
+            scores = scores - self.config.restart * sub.restart_p
+        return self._top(sub.passages, scores, k)
+
+    def _seed_passages(self, seed_rows: Sequence[tuple[int, float]]) -> dict[int, float]:
+        """Positive seed weights per known passage row (unknown rows are ignored)."""
+        weights: dict[int, float] = {}
+        for row, weight in seed_rows:
+            r = int(row)
+            if r in self._ner and weight > 0:
+                weights[r] = weights.get(r, 0.0) + float(weight)
+        return weights
+
+    def _subgraph(self, query_ents: list[int], seed_rows: Sequence[tuple[int, float]]) -> _Subgraph | None:
+        cfg = self.config
+        passages = self._seed_passages(seed_rows)
+        hub = self._degree > cfg.max_entity_degree
+        entity_seeds = np.array([e for e in query_ents if not hub[e]], dtype=np.int64)
+        if not passages and not len(entity_seeds):
+            return None
+        seed_p = np.array(sorted(passages), dtype=np.int64)
+        m = self._matrix
+        reached = [m.indices[m.indptr[r] : m.indptr[r + 1]] for r in seed_p]
+        entities = np.unique(np.concatenate([entity_seeds, *reached]).astype(np.int64))
+        entities = entities[~hub[entities]]
+        block = self._by_entity[entities]
+        rows, local = np.unique(np.concatenate([block.indices, seed_p]), return_inverse=True)
+        kinds = sp.csr_array((block.data, local[: block.nnz], block.indptr), shape=(len(entities), len(rows)))
+        restart_p = np.zeros(len(rows))
+        restart_p[np.searchsorted(rows, seed_p)] = [passages[int(r)] for r in seed_p]
+        restart_e = np.zeros(len(entities))
+        restart_e[np.searchsorted(entities, entity_seeds)] = 1.0
+        self._normalise_restart(restart_p, restart_e)
+        return _Subgraph(entities, rows, kinds, restart_e, restart_p)
+
+    def _normalise_restart(self, restart_p: np.ndarray, restart_e: np.ndarray) -> None:
+        total_p, total_e = restart_p.sum(), restart_e.sum()
+        share_e = self.config.query_entity_weight if total_p > 0 and total_e > 0 else float(total_e > 0)
+        if total_p > 0:
+            restart_p *= (1.0 - share_e) / total_p
+        if total_e > 0:
+            restart_e *= share_e / total_e
+
+    def _transitions(self, sub: _Subgraph) -> tuple[sp.csr_array, sp.csr_array]:
+        """(entity<-passage, passage<-entity) column-stochastic transition blocks of the subgraph."""
+        cfg = self.config
+        kinds = sub.kinds
+        weight = np.where(kinds.data == TITLE, cfg.title_weight, cfg.mention_weight)
+        ent_of_edge = np.repeat(np.arange(kinds.shape[0]), np.diff(kinds.indptr))
+        # entity -> passage: by edge weight, so an entity leads mostly to its own title passage
+        out_e = np.bincount(ent_of_edge, weight, minlength=kinds.shape[0])
+        to_p = sp.csr_array((weight / out_e[ent_of_edge], kinds.indices, kinds.indptr), shape=kinds.shape)
+        # passage -> entity: every entity of the passage (its own title too) by mention weight x idf,
+        # so frequent entities draw little of a passage's mass; a title-weighted step back to the
+        # passage itself would only trap the walk there
+        w_idf = cfg.mention_weight * self._idf[sub.entities][ent_of_edge]
+        out_p = np.bincount(kinds.indices, w_idf, minlength=kinds.shape[1])
+        to_e = sp.csr_array((w_idf / out_p[kinds.indices], kinds.indices, kinds.indptr), shape=kinds.shape)
+        return to_e, sp.csr_array(to_p.T)
+
+    def _ppr(self, sub: _Subgraph) -> np.ndarray:
+        """Passage scores of a personalized PageRank on the bipartite subgraph (power iteration)."""
+        alpha = self.config.restart
+        to_e, to_p = self._transitions(sub)
+        x_p, x_e = sub.restart_p.copy(), sub.restart_e.copy()
+        for _ in range(self.config.iterations):
+            x_p, x_e = (
+                alpha * sub.restart_p + (1 - alpha) * (to_p @ x_e),
+                alpha * sub.restart_e + (1 - alpha) * (to_e @ x_p),
+            )
+        return x_p
+
+    def _top(self, rows: np.ndarray, scores: np.ndarray, k: int) -> list[tuple[int, float, str]]:
+        positive = np.flatnonzero(scores > 1e-12)
+        if len(positive) > k:
+            cut = np.partition(scores[positive], len(positive) - k)[len(positive) - k]
+            positive = positive[scores[positive] >= cut]
+        order = sorted(positive.tolist(), key=lambda i: (-float(scores[i]), self._ids[int(rows[i])]))[:k]
+        return [(int(rows[i]), float(scores[i]), self._ids[int(rows[i])]) for i in order]
+
+
+class GraphRetriever:
+    """The entity-graph retriever: seeds from other retrievers' top hits, ranks by local PPR."""
+
+    name = "graph"
+
+    def __init__(
+        self, graph: EntityGraph, titles: RowLookup, seeders: Sequence[Retriever], config: GraphConfig
+    ) -> None:
+        self.graph = graph.with_config(config)
+        self.titles = titles
+        self.seeders = list(seeders)
+        self.config = config
+
+    def _seeds(self, hit_lists: Iterable[list[Hit]]) -> list[tuple[int, float]]:
+        """Seed passages: each seeder's top `seed_hits` hits weighted by reciprocal rank, summed."""
+        weights: dict[int, float] = {}
+        for hits in hit_lists:
+            for position, hit in enumerate(hits[: self.config.seed_hits]):
+                if hit.row >= 0:
+                    weights[hit.row] = weights.get(hit.row, 0.0) + 1.0 / (position + 1)
+        return sorted(weights.items())
+
+    def _hits(self, query: str, seeds: list[tuple[int, float]], k: int) -> list[Hit]:
+        ranked = self.graph.rank(query, seeds, k)
+        described = self.titles.describe_rows([row for row, _, _ in ranked])
+        return to_hits(ranked, [title for _, title in described], self.name)
+
+    def seed_rows(self, query: str, query_vector: np.ndarray | None = None) -> list[tuple[int, float]]:
+        """The weighted seed passages `search` would walk from (the seeders' top hits)."""
+        hit_lists = (
+            [s.search(query, k=self.config.seed_hits, query_vector=query_vector) for s in self.seeders]
+            if self.config.seed_hits
+            else []
+        )
+        return self._seeds(hit_lists)
+
+    def search(self, query: str, k: int = 10, query_vector: np.ndarray | None = None) -> list[Hit]:
+        query, k = check_query(query), check_k(k)
+        return self._hits(query, self.seed_rows(query, query_vector), k)
+
+    def batch_search(
+        self, queries: Sequence[str], k: int = 10, query_vectors: np.ndarray | None = None
+    ) -> list[list[Hit]]:
+        cleaned, k = [check_query(q) for q in queries], check_k(k)
+        per_seeder = (
+            [s.batch_search(cleaned, k=self.config.seed_hits, query_vectors=query_vectors) for s in self.seeders]
+            if self.config.seed_hits and cleaned
+            else []
+        )
+        return [self._hits(q, self._seeds(lists[i] for lists in per_seeder), k) for i, q in enumerate(cleaned)]

@@ -1,0 +1,463 @@
+"""The embedded index: an index directory holding passages in SQLite and derived indexes beside it.
+
+Layout of DIR:
+    passages.sqlite        passages (WAL), the source of truth
+    config.toml            the configuration the index was built with
+    manifest.json          format version, generation, and per component its directory and parameters
+    bm25.gNNNNNN/          token cache (BM25 is re-indexed from it on load and on change)
+    dense.gNNNNNN/         passage vectors (+ HNSW graph above `dense.hnsw_min_size`)
+    graph.gNNNNNN/         entity graph
+
+A change (add or delete) runs in one SQLite transaction; the new derived indexes are written to new
+generation directories before the transaction commits, and the manifest, replaced atomically
+afterwards, is what makes them current. A crash at any point leaves the old state readable; a crash
+between the commit and the manifest leaves derived indexes behind the passages, which the next
+writer detects (generation numbers differ) and repairs without re-embedding stored passages.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from amsrag import INDEX_FORMAT_VERSION, __version__
+from amsrag.config import AmsragConfig
+from amsrag.embed.encoder import DIMENSION, Encoder, MiniLMEncoder, model_id_for, passage_text_for_embedding
+from amsrag.errors import IndexMismatchError, IndexNotFoundError, InputError
+from amsrag.progress import NullProgress, Progress
+from amsrag.retrieve.base import Retriever
+from amsrag.retrieve.bm25 import BM25Index, BM25Retriever
+from amsrag.retrieve.dense import DenseRetriever, VectorIndex
+from amsrag.retrieve.graph import EntityGraph, GraphRetriever
+from amsrag.store.manifest import MANIFEST, fsync_dir, param_differences, read_manifest, write_json_atomic
+from amsrag.store.sqlite import PassageTable
+from amsrag.types import Passage, PassageRow
+
+COMPONENTS = ("bm25", "dense", "graph")
+RETRIEVERS = ("bm25", "dense", "graph")
+DB_FILE = "passages.sqlite"
+CONFIG_FILE = "config.toml"
+LOCK_FILE = ".write.lock"
+LOCK_TIMEOUT_S = 60.0
+
+
+@dataclass
+class IngestReport:
+    received: int = 0
+    added: int = 0
+    skipped_existing: int = 0  # same id and same content already stored
+    skipped_duplicate_content: int = 0  # same content stored (or earlier in the input) under another id
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class DeleteReport:
+    deleted: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def expected_params(config: AmsragConfig) -> dict[str, dict[str, Any]]:
+    """What each derived index must have been built with to be usable by this installation."""
+    return {
+        "bm25": BM25Index.params(config.bm25),
+        "dense": {"model_id": model_id_for(config.embedding), "dim": DIMENSION,
+                  **config.dense.model_dump(mode="json")},
+        "graph": EntityGraph.expected_params(config.graph),
+    }
+
+
+class EmbeddedIndex:
+    """Passages + BM25 + vectors + entity graph in one directory. Use `create` or `open`."""
+
+    backend = "embedded"
+
+    def __init__(self, path: Path, config: AmsragConfig, manifest: dict[str, Any], table: PassageTable) -> None:
+        self.path = path
+        self.config = config
+        self.manifest = manifest
+        self.table = table
+        self._encoder: Encoder | None = None
+        self._bm25: BM25Index | None = None
+        self._vectors: VectorIndex | None = None
+        self._graph: EntityGraph | None = None
+        self._info: dict[int, tuple[str, str]] = {}
+        self._row_of: dict[str, int] = {}
+        self._load_row_info()
+
+    # ---------------------------------------------------------------- opening
+    @classmethod
+    def create(cls, path: str | Path, config: AmsragConfig | None = None) -> EmbeddedIndex:
+        path = Path(path)
+        if (path / MANIFEST).exists():
+            raise InputError(f"an index already exists at {path}: add passages with `amsrag index add`, "
+                             f"or choose another directory")
+        if path.exists() and (not path.is_dir() or any(path.iterdir())):
+            raise InputError(f"{path} exists and is not an empty directory; choose a new index directory")
+        config = config or AmsragConfig()
+        path.mkdir(parents=True, exist_ok=True)
+        config.save(path / CONFIG_FILE)
+        table = PassageTable(path / DB_FILE)
+        now = datetime.now(UTC).isoformat(timespec="seconds")
+        manifest = {
+            "format_version": INDEX_FORMAT_VERSION,
+            "amsrag_version": __version__,
+            "backend": "embedded",
+            "generation": table.generation,
+            "created": now,
+            "updated": now,
+            "components": {name: {"dir": None, "params": params, "n": 0}
+                           for name, params in expected_params(config).items()},
+        }
+        write_json_atomic(path / MANIFEST, manifest)
+        return cls(path, config, manifest, table)
+
+    @classmethod
+    def open(cls, path: str | Path) -> EmbeddedIndex:
+        path = Path(path)
+        if not path.is_dir():
+            raise IndexNotFoundError(f"no index directory at {path}: build one with "
+                                     f"`amsrag index build INPUT... --index {path}`")
+        if not (path / MANIFEST).is_file() or not (path / DB_FILE).is_file():
+            raise IndexNotFoundError(f"{path} is not an amsrag index (no {MANIFEST} or {DB_FILE})")
+        manifest = read_manifest(path)
+        if manifest.get("format_version") != INDEX_FORMAT_VERSION:
+            raise IndexMismatchError(
+                f"index at {path} has format version {manifest.get('format_version')!r}; this amsrag "
+                f"({__version__}) reads version {INDEX_FORMAT_VERSION}. Rebuild it with `amsrag index build`.")
+        config = AmsragConfig.load(path / CONFIG_FILE)
+        _check_params(path, manifest, expected_params(config))
+        index = cls(path, config, manifest, PassageTable(path / DB_FILE))
+        if index.table.generation != manifest["generation"]:
+            index.sync()
+        return index
+
+    def close(self) -> None:
+        self.table.close()
+
+    def __enter__(self) -> EmbeddedIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __len__(self) -> int:
+        return len(self._info)
+
+    # ---------------------------------------------------------------- components
+    @property
+    def encoder(self) -> Encoder:
+        if self._encoder is None:
+            self._encoder = MiniLMEncoder(self.config.embedding)
+        return self._encoder
+
+    def _component_dir(self, name: str) -> Path | None:
+        d = self.manifest["components"][name]["dir"]
+        return None if d is None else self.path / d
+
+    @property
+    def bm25_index(self) -> BM25Index:
+        if self._bm25 is None:
+            d = self._component_dir("bm25")
+            self._bm25 = BM25Index.empty(self.config.bm25) if d is None else BM25Index.load(d, self.config.bm25)
+        return self._bm25
+
+    @property
+    def vector_index(self) -> VectorIndex:
+        if self._vectors is None:
+            d = self._component_dir("dense")
+            self._vectors = (VectorIndex.empty(self.config.dense, DIMENSION) if d is None
+                             else VectorIndex.load(d, self.config.dense, DIMENSION))
+        return self._vectors
+
+    @property
+    def entity_graph(self) -> EntityGraph:
+        if self._graph is None:
+            d = self._component_dir("graph")
+            self._graph = EntityGraph.build([], self.config.graph) if d is None else EntityGraph.load(d)
+        return self._graph
+
+    def retriever(self, name: str) -> Retriever:
+        if name == "bm25":
+            return BM25Retriever(self.bm25_index, self)
+        if name == "dense":
+            return DenseRetriever(self.vector_index, self.encoder, self)
+        if name == "graph":
+            seeders = [BM25Retriever(self.bm25_index, self), DenseRetriever(self.vector_index, self.encoder, self)]
+            return GraphRetriever(self.entity_graph, self, seeders, self.config.graph)
+        raise InputError(f"unknown retriever {name!r}; choose one of {', '.join(RETRIEVERS)}")
+
+    # ---------------------------------------------------------------- reading
+    def describe_rows(self, rows: Sequence[int]) -> list[tuple[str, str]]:
+        return [self._info[int(r)] for r in rows]
+
+    def rows_for_ids(self, ids: Sequence[str]) -> dict[str, int]:
+        """Internal rows of the given passage ids (unknown ids are left out)."""
+        return {pid: self._row_of[pid] for pid in ids if pid in self._row_of}
+
+    def passages_by_rows(self, rows: Sequence[int]) -> list[Passage]:
+        found = self.table.passages_by_rows(rows)
+        return [found[int(r)] for r in rows]
+
+    def get(self, pid: str) -> Passage | None:
+        return self.table.get(pid)
+
+    def iter_passages(self) -> Iterator[Passage]:
+        rows = sorted(self._info)
+        for start in range(0, len(rows), 1000):
+            yield from self.passages_by_rows(rows[start : start + 1000])
+
+    def vectors_for_rows(self, rows: Sequence[int]) -> np.ndarray:
+        return self.vector_index.vectors_for_rows(rows)
+
+    def stats(self) -> dict[str, Any]:
+        comps = self.manifest["components"]
+        vec = self.vector_index
+        size = sum(f.stat().st_size for f in self.path.rglob("*") if f.is_file())
+        return {
+            "index": str(self.path),
+            "backend": self.backend,
+            "passages": len(self),
+            "documents": self._count_documents(),
+            "generation": self.manifest["generation"],
+            "embedding_model": comps["dense"]["params"]["model_id"],
+            "dense_search": vec.kind,
+            "bm25": {"method": self.config.bm25.method, "vocabulary": len(self.bm25_index.cache.vocab),
+                     "tokens": int(self.bm25_index.cache.flat.size)},
+            "graph": {"entities": self.entity_graph.n_entities, "edges": self.entity_graph.n_edges},
+            "disk_bytes": size,
+            "created": self.manifest["created"],
+            "updated": self.manifest["updated"],
+        }
+
+    def _count_documents(self) -> int:
+        with self.table._lock:
+            return int(self.table._conn.execute("SELECT COUNT(DISTINCT doc_id) FROM passages").fetchone()[0])
+
+    # ---------------------------------------------------------------- writing
+    def add(self, passages: Iterable[Passage], progress: Progress | None = None,
+            vectors: np.ndarray | None = None) -> IngestReport:
+        """Add passages in one transaction. Identical re-adds and duplicate content are skipped.
+
+        `vectors`, if given, are the passages' embeddings by this index's model (no re-embedding),
+        aligned with `passages`.
+        """
+        progress = progress or NullProgress()
+        items = _validated(list(passages))
+        if vectors is not None and len(vectors) != len(items):
+            raise InputError(f"{len(items)} passages but {len(vectors)} vectors")
+        report = IngestReport(received=len(items))
+        with self._write_lock():
+            try:
+                with self.table.transaction() as conn:
+                    new, report.skipped_existing, report.skipped_duplicate_content = _plan_insert(
+                        self.table, conn, items)
+                    if not new:
+                        raise _NothingToDo
+                    rows = self.table.insert(conn, [items[i] for i in new])
+                    added = [PassageRow(r, items[i][0].id, items[i][0].title, items[i][0].text)
+                             for r, i in zip(rows, new, strict=True)]
+                    given = None if vectors is None else np.asarray(vectors, dtype=np.float32)[new]
+                    staged = self._stage(conn, added, [], progress, report.seconds, given)
+            except _NothingToDo:
+                return report
+            self._publish(staged, added, [])
+        report.added = len(added)
+        return report
+
+    def delete(self, ids: Sequence[str], progress: Progress | None = None) -> DeleteReport:
+        """Delete passages by id in one transaction; unknown ids are an error and nothing is deleted."""
+        ids = list(dict.fromkeys(ids))
+        if not ids:
+            raise InputError("no passage ids given to delete")
+        report = DeleteReport()
+        with self._write_lock():
+            with self.table.transaction() as conn:
+                found = self.table.rows_for_ids(conn, ids)
+                missing = [i for i in ids if i not in found]
+                if missing:
+                    shown = ", ".join(missing[:10]) + (" ..." if len(missing) > 10 else "")
+                    raise InputError(
+                        f"{len(missing)} id(s) not in the index {self.path}: {shown}; nothing was deleted")
+                removed = sorted(found.values())
+                self.table.delete_rows(conn, removed)
+                staged = self._stage(conn, [], removed, progress or NullProgress(), report.seconds, None)
+            self._publish(staged, [], removed)
+        report.deleted = len(removed)
+        return report
+
+    def sync(self, progress: Progress | None = None) -> int:
+        """Bring derived indexes in line with the passages table (after an interrupted write)."""
+        with self._write_lock():
+            if self.table.generation == self.manifest["generation"]:
+                return 0
+            with self.table.transaction() as conn:
+                stored = {r.row: r for r in self.table.iter_rows()}
+                indexed = set(self.bm25_index.rows.tolist())
+                added = [stored[r] for r in sorted(set(stored) - indexed)]
+                removed = sorted(indexed - set(stored))
+                staged = self._stage(conn, added, removed, progress or NullProgress(), {}, None)
+            self._publish(staged, added, removed)
+        return len(added) + len(removed)
+
+    def _refresh(self) -> None:
+        """Pick up a write another process published since this one loaded the manifest."""
+        on_disk = read_manifest(self.path)
+        if on_disk.get("generation") != self.manifest.get("generation"):
+            self.manifest = on_disk
+            self._bm25 = self._vectors = self._graph = None
+            self._load_row_info()
+
+    def _load_row_info(self) -> None:
+        self._info = {r: (pid, title) for r, pid, title in self.table.row_info()}
+        self._row_of = {pid: r for r, (pid, _) in self._info.items()}
+
+    def _stage(self, conn, added: list[PassageRow], removed: list[int], progress: Progress,
+               seconds: dict[str, float], vectors: np.ndarray | None) -> dict[str, Any]:
+        """Compute and write the next generation of every derived index (inside the transaction)."""
+        gen = int(conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()[0])
+        self._remove_orphans()
+        t = time.perf_counter()
+        with progress.task("bm25: tokenise", len(added)) as adv:
+            bm25 = self.bm25_index.updated(added, removed, adv)
+        seconds["bm25"] = time.perf_counter() - t
+        t = time.perf_counter()
+        if vectors is None:
+            with progress.task("dense: embed", len(added)) as adv:
+                vectors = self.encoder.encode([passage_text_for_embedding(p.title, p.text) for p in added], adv)
+        seconds["embed"] = time.perf_counter() - t
+        t = time.perf_counter()
+        vec = self.vector_index.updated([p.row for p in added], vectors, removed)
+        seconds["vectors"] = time.perf_counter() - t
+        t = time.perf_counter()
+        with progress.task("graph: entities", len(added)) as adv:
+            graph = self.entity_graph.update(added, removed, lambda: self.table.iter_rows(), adv)
+        seconds["graph"] = time.perf_counter() - t
+        t = time.perf_counter()
+        dirs = {}
+        for name, comp in (("bm25", bm25), ("dense", vec), ("graph", graph)):
+            dirs[name] = self._write_component(name, gen, comp)
+        seconds["write"] = time.perf_counter() - t
+        return {"generation": gen, "dirs": dirs, "bm25": bm25, "dense": vec, "graph": graph}
+
+    def _write_component(self, name: str, gen: int, comp: Any) -> str:
+        final = self.path / f"{name}.g{gen:06d}"
+        tmp = self.path / f"{name}.g{gen:06d}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(final, ignore_errors=True)  # left by a write that never reached the manifest
+        tmp.mkdir()
+        comp.save(tmp)
+        for f in tmp.iterdir():
+            with open(f, "rb") as fh:
+                os.fsync(fh.fileno())
+        os.rename(tmp, final)
+        return final.name
+
+    def _publish(self, staged: dict[str, Any], added: list[PassageRow], removed: list[int]) -> None:
+        old_dirs = [self._component_dir(n) for n in COMPONENTS]
+        manifest = dict(self.manifest)
+        manifest["generation"] = staged["generation"]
+        manifest["updated"] = datetime.now(UTC).isoformat(timespec="seconds")
+        manifest["components"] = {
+            name: {**self.manifest["components"][name], "dir": staged["dirs"][name], "n": len(staged["bm25"].rows)}
+            for name in COMPONENTS
+        }
+        write_json_atomic(self.path / MANIFEST, manifest)
+        self.manifest = manifest
+        self._bm25, self._vectors, self._graph = staged["bm25"], staged["dense"], staged["graph"]
+        for r in removed:
+            pid, _ = self._info.pop(r)
+            self._row_of.pop(pid, None)
+        for p in added:
+            self._info[p.row] = (p.id, p.title)
+            self._row_of[p.id] = p.row
+        for d in old_dirs:
+            if d is not None and d.name not in staged["dirs"].values():
+                shutil.rmtree(d, ignore_errors=True)
+
+    def _remove_orphans(self) -> None:
+        current = {c["dir"] for c in self.manifest["components"].values()}
+        for d in self.path.iterdir():
+            if d.is_dir() and d.name.split(".g")[0] in COMPONENTS and d.name not in current:
+                shutil.rmtree(d, ignore_errors=True)
+
+    @contextmanager
+    def _write_lock(self) -> Iterator[None]:
+        fd = os.open(self.path / LOCK_FILE, os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            deadline = time.monotonic() + LOCK_TIMEOUT_S
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise InputError(f"index {self.path} is being written by another process; "
+                                         f"gave up after {LOCK_TIMEOUT_S:.0f} s") from None
+                    time.sleep(0.1)
+            self._refresh()
+            yield
+        finally:
+            os.close(fd)
+        fsync_dir(self.path)
+
+
+class _NothingToDo(Exception):
+    """Everything given is already stored: roll back the (generation-bumping) transaction."""
+
+
+def _validated(passages: list[Passage]) -> list[tuple[Passage, str]]:
+    seen: dict[str, int] = {}
+    out = []
+    for n, p in enumerate(passages):
+        if not isinstance(p, Passage):
+            raise InputError(f"item {n} is not a Passage")
+        if not p.id or not p.id.strip():
+            raise InputError(f"passage {n} has an empty id")
+        if not p.text or not p.text.strip():
+            raise InputError(f"passage {p.id!r} has empty text")
+        if p.id in seen:
+            raise InputError(f"duplicate passage id {p.id!r} in the input (items {seen[p.id]} and {n}); "
+                             f"ids must be unique; nothing was added")
+        seen[p.id] = n
+        out.append((p, p.content_hash))
+    return out
+
+
+def _plan_insert(table: PassageTable, conn, items: list[tuple[Passage, str]]) -> tuple[list[int], int, int]:
+    """Indices of items to insert, and counts of those skipped as already stored / duplicate content."""
+    by_id, by_hash = table.existing(conn, [p.id for p, _ in items], [h for _, h in items])
+    new: list[int] = []
+    same, dup = 0, 0
+    batch_hashes: set[str] = set()
+    for i, (p, h) in enumerate(items):
+        if p.id in by_id:
+            if by_id[p.id] != h:
+                raise InputError(f"passage id {p.id!r} is already in the index with different content; "
+                                 f"delete it first to replace it; nothing was added")
+            same += 1
+        elif h in by_hash or h in batch_hashes:
+            dup += 1
+        else:
+            batch_hashes.add(h)
+            new.append(i)
+    return new, same, dup
+
+
+def _check_params(path: Path, manifest: dict[str, Any], expected: dict[str, dict[str, Any]]) -> None:
+    for name, params in expected.items():
+        stored = manifest.get("components", {}).get(name, {}).get("params", {})
+        diffs = param_differences(stored, params)
+        if diffs:
+            raise IndexMismatchError(
+                f"index at {path} was built with different {name} settings than this installation provides "
+                f"({'; '.join(diffs)}). It cannot be used as is: rebuild it with `amsrag index build`.")

@@ -1,0 +1,97 @@
+"""The `amsrag` command line end to end, through the installed console script."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import SLICE
+
+AMSRAG = [sys.executable, "-m", "amsrag.cli"]
+
+
+def run(*args: str | Path, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
+    proc = subprocess.run([*AMSRAG, *map(str, args)], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, **(env or {})})
+    if check and proc.returncode != 0:
+        raise AssertionError(f"amsrag {args} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def json_lines(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def cli_index(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("cli") / "index"
+    [summary] = json_lines(run("index", "build", SLICE / "passages.jsonl", "--index", path, "--json").stdout)
+    assert summary["added"] == 90 and summary["passages"] == 90
+    return path
+
+
+def test_stats_and_search_json(cli_index) -> None:
+    [stats] = json_lines(run("index", "stats", "--index", cli_index, "--json").stdout)
+    assert stats["passages"] == 90 and stats["embedding_model"].startswith("all-MiniLM-L6-v2-int8")
+    for retriever in ("bm25", "dense", "graph"):
+        [res] = json_lines(run("search", "--index", cli_index, "--retriever", retriever, "-k", "3", "--json",
+                               "Tinted Windows band first performance").stdout)
+        assert set(res) == {"query", "retriever", "hits", "ms"} and res["retriever"] == retriever
+        assert len(res["hits"]) == 3 and [h["rank"] for h in res["hits"]] == [1, 2, 3]
+        assert set(res["hits"][0]) == {"id", "title", "score", "rank"}
+    human = run("search", "--index", cli_index, "--retriever", "bm25", "Tinted Windows").stdout
+    assert "Tinted Windows" in human
+
+
+def test_add_and_delete(cli_index, tmp_path) -> None:
+    extra = tmp_path / "notes.md"
+    extra.write_text("# Field notes\n\nThe quokka is a small marsupial found on Rottnest Island.\n", "utf-8")
+    [rep] = json_lines(run("index", "add", extra, "--index", cli_index, "--json").stdout)
+    assert rep["added"] == 1 and rep["passages"] == 91
+    [res] = json_lines(run("search", "--index", cli_index, "--json", "quokka marsupial").stdout)
+    assert res["hits"][0]["title"].startswith("Field notes")
+    [rep] = json_lines(run("index", "delete", "--index", cli_index, "--json", res["hits"][0]["id"]).stdout)
+    assert rep["deleted"] == 1 and rep["passages"] == 90
+
+
+def test_bad_input_is_reported_and_loses_nothing(cli_index, tmp_path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "fine"}\n{"text": "broken"\n', "utf-8")
+    proc = run("index", "add", bad, "--index", cli_index, check=False)
+    assert proc.returncode == 2 and "bad.jsonl" in proc.stderr and "bad.jsonl:2:" in proc.stderr
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes("caf\xe9 au lait".encode("latin-1"))
+    proc = run("index", "add", latin, "--index", cli_index, check=False)
+    assert proc.returncode == 2 and "latin.txt" in proc.stderr and "UTF-8" in proc.stderr
+    [stats] = json_lines(run("index", "stats", "--index", cli_index, "--json").stdout)
+    assert stats["passages"] == 90
+
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("", "utf-8")
+    proc = run("index", "build", empty, "--index", tmp_path / "new", check=False)
+    assert proc.returncode == 2 and "empty corpus" in proc.stderr
+    assert not (tmp_path / "new").exists()
+
+    proc = run("search", "--index", tmp_path / "missing", "anything", check=False)
+    assert proc.returncode == 2 and "no index directory" in proc.stderr
+    proc = run("search", "--index", cli_index, "   ", check=False)
+    assert proc.returncode == 2 and "query is empty" in proc.stderr
+    proc = run("index", "build", SLICE / "passages.jsonl", "--index", cli_index, check=False)
+    assert proc.returncode == 2 and "already exists" in proc.stderr
+
+
+@pytest.mark.slow
+def test_demo_runs_end_to_end(tmp_path) -> None:
+    home = tmp_path / "home"
+    proc = run("demo", env={"AMSRAG_HOME": str(home)})
+    assert "Recall@5" in proc.stdout and "graph" in proc.stdout
+    assert (home / "demo-index" / "manifest.json").is_file()
+    again = run("demo", env={"AMSRAG_HOME": str(home)})  # reuses the index
+    assert "building the demo index" not in again.stderr
+    shutil.rmtree(home)

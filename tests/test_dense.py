@@ -1,0 +1,88 @@
+"""Dense retrieval: encoder recipe, exact vs HNSW, incremental updates."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from amsrag.config import DenseConfig, EmbeddingConfig
+from amsrag.embed import MiniLMEncoder
+from amsrag.errors import InputError
+from amsrag.retrieve.dense import DenseRetriever, VectorIndex
+
+
+class _Lookup:
+    def __init__(self, ids):
+        self.ids = ids
+
+    def describe_rows(self, rows):
+        return [(self.ids[int(r)], "") for r in rows]
+
+
+@pytest.fixture(scope="module")
+def encoder() -> MiniLMEncoder:
+    return MiniLMEncoder(EmbeddingConfig())
+
+
+def test_encoder_is_normalised_and_batch_independent(encoder) -> None:
+    texts = ["Paris is the capital of France.", "a", "The band Tinted Windows first performed in Tulsa, Oklahoma."]
+    batch = encoder.encode(texts)
+    assert batch.shape == (3, 384)
+    np.testing.assert_allclose(np.linalg.norm(batch, axis=1), 1.0, atol=1e-5)
+    for i, t in enumerate(texts):  # padding in a batch must not change a text's vector
+        np.testing.assert_allclose(encoder.encode_query(t), batch[i], atol=1e-4)
+    sims = batch @ encoder.encode_query("What is the capital city of France?")
+    assert int(np.argmax(sims)) == 0
+
+
+def test_dense_retrieves_gold_for_nq_questions(built_index, slice_questions) -> None:
+    dense = built_index.retriever("dense")
+    nq = [q for q in slice_questions if q.dataset == "nq"]
+    found = sum(any(h.id in q.gold_passage_ids for h in dense.search(q.question, k=5)) for q in nq)
+    assert found >= 8, f"dense found the gold passage in the top 5 for only {found}/{len(nq)} NQ questions"
+
+
+def test_query_vector_is_used_and_checked(built_index, slice_questions) -> None:
+    dense = built_index.retriever("dense")
+    q = slice_questions[0].question
+    vec = built_index.encoder.encode_query(q)
+    assert [h.id for h in dense.search(q, k=5, query_vector=vec)] == [h.id for h in dense.search(q, k=5)]
+    # the vector, not the text, decides: another question's vector gives that question's hits
+    other = slice_questions[7].question
+    assert [h.id for h in dense.search(q, k=3, query_vector=built_index.encoder.encode_query(other))] == \
+        [h.id for h in dense.search(other, k=3)]
+    with pytest.raises(InputError, match="query_vector"):
+        dense.search(q, k=5, query_vector=np.zeros(10))
+
+
+def test_hnsw_agrees_with_exact_and_handles_updates(slice_vectors, slice_passages) -> None:
+    n = len(slice_passages)
+    rows = np.arange(1, n + 1)
+    ids = {int(r): p.id for r, p in zip(rows, slice_passages, strict=True)}
+    config = DenseConfig(hnsw_min_size=10)
+    index = VectorIndex.empty(config, 384).updated(rows[:60], slice_vectors[:60], [])
+    assert index.kind == "hnsw"
+    index = index.updated(rows[60:], slice_vectors[60:], [int(r) for r in rows[:5]])
+    assert index.kind == "hnsw" and len(index.rows) == n - 5
+    retriever = DenseRetriever(index, encoder=None, lookup=_Lookup(ids))  # type: ignore[arg-type]
+    overlap = []
+    for v in slice_vectors[::7]:
+        approx = [h.row for h in retriever.search("q", k=10, query_vector=v)]
+        exact = [h.row for h in retriever.search("q", k=10, query_vector=v, exact=True)]
+        assert not set(approx) & set(rows[:5].tolist()), "deleted rows must not be returned"
+        overlap.append(len(set(approx) & set(exact)) / 10)
+    assert np.mean(overlap) >= 0.95
+
+
+def test_vector_index_round_trip(tmp_path, slice_vectors) -> None:
+    for min_size in (0, 10_000):
+        config = DenseConfig(hnsw_min_size=min_size)
+        rows = np.arange(1, len(slice_vectors) + 1)
+        index = VectorIndex.empty(config, 384).updated(rows, slice_vectors, [])
+        d = tmp_path / f"v{min_size}"
+        d.mkdir()
+        index.save(d)
+        loaded = VectorIndex.load(d, config, 384)
+        assert loaded.kind == index.kind
+        np.testing.assert_array_equal(loaded.rows, index.rows)
+        np.testing.assert_array_equal(loaded.vectors_for_rows([3, 1]), index.vectors_for_rows([3, 1]))

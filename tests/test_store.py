@@ -1,0 +1,165 @@
+"""The embedded index: persistence, incremental add/delete across all indexes, bad input, crashes."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from amsrag.errors import IndexMismatchError, IndexNotFoundError, InputError
+from amsrag.store import EmbeddedIndex
+from amsrag.store import embedded as embedded_module
+from amsrag.types import Passage
+
+RETRIEVERS = ("bm25", "dense", "graph")
+
+
+def _results(index: EmbeddedIndex, questions, k: int = 10) -> dict:
+    out = {}
+    for q in questions:
+        vec = index.encoder.encode_query(q.question)
+        for name in RETRIEVERS:
+            out[(q.id, name)] = [(h.id, round(h.score, 4)) for h in index.retriever(name).search(q.question, k, vec)]
+    return out
+
+
+class CountingEncoder:
+    """Wraps the real encoder and counts the texts it embeds (no re-embedding of stored passages)."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.dim = inner.dim
+        self.model_id = inner.model_id
+        self.encoded = 0
+
+    def encode(self, texts, progress=None):
+        self.encoded += len(texts)
+        return self.inner.encode(texts, progress)
+
+    def encode_query(self, text):
+        return self.inner.encode_query(text)
+
+
+def test_round_trip_after_reopen(built_index, slice_questions) -> None:
+    before = _results(built_index, slice_questions)
+    reopened = EmbeddedIndex.open(built_index.path)
+    assert len(reopened) == len(built_index)
+    assert _results(reopened, slice_questions) == before
+    assert reopened.stats()["passages"] == len(built_index)
+    p = reopened.get(slice_questions[0].gold_passage_ids[0])
+    assert p is not None and p.text and p.metadata["source"] == "hotpotqa"
+    reopened.close()
+
+
+def test_incremental_add_and_delete_match_full_builds(tmp_path, built_index, slice_passages, slice_vectors,
+                                                      slice_questions) -> None:
+    half = len(slice_passages) // 2
+    inc = EmbeddedIndex.create(tmp_path / "inc")
+    inc.add(slice_passages[:half], vectors=slice_vectors[:half])
+    counting = CountingEncoder(inc.encoder)
+    inc._encoder = counting
+    report = inc.add(slice_passages)  # the first half is already stored: skipped, not re-embedded
+    assert (report.added, report.skipped_existing) == (len(slice_passages) - half, half)
+    assert counting.encoded == len(slice_passages) - half
+    assert _results(inc, slice_questions) == _results(built_index, slice_questions)
+
+    gone = [p.id for p in slice_passages[10:30]]
+    inc.delete(gone)
+    assert all(inc.get(g) is None for g in gone)
+    fresh = EmbeddedIndex.create(tmp_path / "fresh")
+    keep = [i for i, p in enumerate(slice_passages) if p.id not in set(gone)]
+    fresh.add([slice_passages[i] for i in keep], vectors=slice_vectors[keep])
+    assert _results(inc, slice_questions) == _results(fresh, slice_questions)
+    for name in RETRIEVERS:
+        for q in slice_questions:
+            assert not {h.id for h in inc.retriever(name).search(q.question, k=20)} & set(gone)
+    # and the state survives a reopen
+    assert _results(EmbeddedIndex.open(inc.path), slice_questions) == _results(fresh, slice_questions)
+
+
+def test_dedup_by_content_and_id_conflicts(tmp_path, slice_passages, slice_vectors) -> None:
+    idx = EmbeddedIndex.create(tmp_path / "i")
+    idx.add(slice_passages[:5], vectors=slice_vectors[:5])
+    p = slice_passages[0]
+    copy = Passage(id="another-id", title=p.title, text="  " + p.text + " ")
+    report = idx.add([copy, Passage(id="new", title="New", text="Fresh text about nothing in particular.")])
+    assert (report.added, report.skipped_duplicate_content) == (1, 1)
+    with pytest.raises(InputError, match="already in the index with different content"):
+        idx.add([Passage(id=p.id, title="x", text="different"), Passage(id="n2", text="more text")])
+    assert idx.get("n2") is None and idx.get(p.id).text == p.text and len(idx) == 6
+    with pytest.raises(InputError, match="duplicate passage id 'dup'"):
+        idx.add([Passage(id="dup", text="a b c"), Passage(id="dup", text="d e f")])
+    with pytest.raises(InputError, match="not in the index"):
+        idx.delete([p.id, "no-such-id"])
+    assert idx.get(p.id) is not None and len(idx) == 6
+    with pytest.raises(InputError, match="empty text"):
+        idx.add([Passage(id="blank", text="   ")])
+
+
+def test_missing_and_foreign_indexes(tmp_path, built_index) -> None:
+    with pytest.raises(IndexNotFoundError, match="no index directory"):
+        EmbeddedIndex.open(tmp_path / "nowhere")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(IndexNotFoundError, match="not an amsrag index"):
+        EmbeddedIndex.open(tmp_path / "empty")
+    with pytest.raises(InputError, match="already exists"):
+        EmbeddedIndex.create(built_index.path)
+
+    copy = tmp_path / "copy"
+    shutil.copytree(built_index.path, copy)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["components"]["dense"]["params"]["model_id"] = "some-other-model|max_length=512"
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(IndexMismatchError, match="some-other-model"):
+        EmbeddedIndex.open(copy)
+    manifest["format_version"] = 999
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(IndexMismatchError, match="format version 999"):
+        EmbeddedIndex.open(copy)
+
+
+def test_failure_before_commit_loses_nothing(tmp_path, slice_passages, slice_vectors, slice_questions,
+                                             monkeypatch) -> None:
+    idx = EmbeddedIndex.create(tmp_path / "i")
+    idx.add(slice_passages[:40], vectors=slice_vectors[:40])
+    before = _results(idx, slice_questions[:3])
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(idx, "_write_component", boom)
+    with pytest.raises(RuntimeError, match="disk full"):
+        idx.add(slice_passages[40:], vectors=slice_vectors[40:])
+    monkeypatch.undo()
+    assert len(idx) == 40 and idx.table.count() == 40
+    reopened = EmbeddedIndex.open(idx.path)
+    assert len(reopened) == 40 and _results(reopened, slice_questions[:3]) == before
+    assert sorted(d.name for d in idx.path.iterdir() if d.is_dir()) == sorted(
+        c["dir"] for c in reopened.manifest["components"].values())
+
+
+def test_crash_between_commit_and_manifest_is_repaired(tmp_path, slice_passages, slice_vectors, monkeypatch) -> None:
+    idx = EmbeddedIndex.create(tmp_path / "i")
+    idx.add(slice_passages[:40], vectors=slice_vectors[:40])
+    monkeypatch.setattr(embedded_module, "write_json_atomic", lambda *a, **k: (_ for _ in ()).throw(OSError("crash")))
+    with pytest.raises(OSError, match="crash"):
+        idx.add(slice_passages[40:50], vectors=slice_vectors[40:50])
+    monkeypatch.undo()
+    assert idx.table.count() == 50  # committed, but the derived indexes were never published
+    repaired = EmbeddedIndex.open(idx.path)  # detects the generation gap and re-indexes the 10 passages
+    assert len(repaired) == 50
+    target = slice_passages[45]
+    hits = repaired.retriever("bm25").search(target.title + " " + target.text[:80], k=3)
+    assert hits and hits[0].id == target.id
+    np.testing.assert_allclose(repaired.vectors_for_rows([repaired.rows_for_ids([target.id])[target.id]])[0],
+                               slice_vectors[45], atol=1e-4)
+
+
+def test_bad_queries(built_index) -> None:
+    for name in RETRIEVERS:
+        with pytest.raises(InputError, match="query is empty"):
+            built_index.retriever(name).search(" \n\t", k=5)
+    with pytest.raises(InputError, match="unknown retriever"):
+        built_index.retriever("colbert")
