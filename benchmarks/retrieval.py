@@ -74,11 +74,13 @@ def build_index(path: Path, passages, fresh: bool) -> tuple[EmbeddedIndex, dict]
     info["incremental_add"] = {"onto": len(index) - rep.added, "added": rep.added, "seconds_total": round(add_s, 2),
                                "seconds_by_stage": {k: round(v, 2) for k, v in rep.seconds.items()},
                                "embedded": rep.added}
+    held_rows = index.rows_for_ids([p.id for p in held])
+    held_vectors = index.vectors_for_rows([held_rows[p.id] for p in held])
     t = time.perf_counter()
     drep = index.delete([p.id for p in held])
     info["incremental_delete"] = {"deleted": drep.deleted, "seconds_total": round(time.perf_counter() - t, 2),
                                   "seconds_by_stage": {k: round(v, 2) for k, v in drep.seconds.items()}}
-    index.add(held)
+    index.add(held, vectors=held_vectors)
     return index, info
 
 

