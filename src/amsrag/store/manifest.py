@@ -17,6 +17,7 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     """Write then rename, with fsync of the file and its directory, so readers see old or new, never half."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o644)  # mkstemp creates 0600; the manifest is as readable as the rest of the index
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(data, f, indent=2, sort_keys=True)
             f.flush()
