@@ -163,3 +163,13 @@ def test_bad_queries(built_index) -> None:
             built_index.retriever(name).search(" \n\t", k=5)
     with pytest.raises(InputError, match="unknown retriever"):
         built_index.retriever("colbert")
+
+
+def test_embedded_index_satisfies_the_store_protocol(built_index) -> None:
+    from amsrag.store import PassageIndex
+
+    assert isinstance(built_index, PassageIndex)
+    for name in RETRIEVERS:
+        from amsrag.retrieve import Retriever
+
+        assert isinstance(built_index.retriever(name), Retriever)

@@ -227,7 +227,7 @@ class EmbeddedIndex:
             "index": str(self.path),
             "backend": self.backend,
             "passages": len(self),
-            "documents": self._count_documents(),
+            "documents": self.table.count_documents(),
             "generation": self.manifest["generation"],
             "embedding_model": comps["dense"]["params"]["model_id"],
             "dense_search": vec.kind,
@@ -238,10 +238,6 @@ class EmbeddedIndex:
             "created": self.manifest["created"],
             "updated": self.manifest["updated"],
         }
-
-    def _count_documents(self) -> int:
-        with self.table._lock:
-            return int(self.table._conn.execute("SELECT COUNT(DISTINCT doc_id) FROM passages").fetchone()[0])
 
     # ---------------------------------------------------------------- writing
     def add(self, passages: Iterable[Passage], progress: Progress | None = None,

@@ -78,6 +78,10 @@ class PassageTable:
         with self._lock:
             return int(self._conn.execute("SELECT COUNT(*) FROM passages").fetchone()[0])
 
+    def count_documents(self) -> int:
+        with self._lock:
+            return int(self._conn.execute("SELECT COUNT(DISTINCT doc_id) FROM passages").fetchone()[0])
+
     def row_info(self) -> Iterator[tuple[int, str, str]]:
         with self._lock:
             yield from self._conn.execute("SELECT row, id, title FROM passages ORDER BY row").fetchall()
