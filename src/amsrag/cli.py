@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from amsrag.classify.cli import classifier_app
 from amsrag.config import AmsragConfig
 from amsrag.errors import AmsragError
 from amsrag.ingest.formats import FORMATS
@@ -21,6 +22,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="amsrag: adaptive multi-source RAG.")
 index_app = typer.Typer(no_args_is_help=True, help="Build and maintain an index directory.")
 app.add_typer(index_app, name="index")
+app.add_typer(classifier_app, name="classifier")
 
 out = Console()
 err = Console(stderr=True)

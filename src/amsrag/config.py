@@ -72,12 +72,20 @@ class ChunkConfig(_Section):
     overlap_tokens: int = Field(40, ge=0)
 
 
+class ClassifierConfig(_Section):
+    artifact: str = Field("", description="classifier artifact directory; empty = the one shipped in amsrag")
+    embedding_cache: str = Field(
+        "", description="training-embedding cache directory; empty = <repo>/bench-cache or $AMSRAG_HOME/cache"
+    )
+
+
 class AmsragConfig(_Section):
     embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
     bm25: BM25Config = Field(default_factory=BM25Config)
     dense: DenseConfig = Field(default_factory=DenseConfig)
     graph: GraphConfig = Field(default_factory=GraphConfig)
     chunking: ChunkConfig = Field(default_factory=ChunkConfig)
+    classifier: ClassifierConfig = Field(default_factory=ClassifierConfig)
 
     def to_toml(self) -> str:
         return tomli_w.dumps(self.model_dump(mode="json"))

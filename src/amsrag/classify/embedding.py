@@ -1,0 +1,80 @@
+"""Question embeddings for training, cached on disk by (model id, sha256 of the question text).
+
+The cache lives outside the package: `<repo>/bench-cache/classifier-embeddings` in a source
+checkout (git-ignored), else `$AMSRAG_HOME/cache/classifier-embeddings` (default ~/.cache/amsrag).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from amsrag.embed.encoder import DIMENSION, Encoder
+
+
+def default_cache_dir() -> Path:
+    repo = Path(__file__).resolve().parents[3]
+    if (repo / "pyproject.toml").is_file() and (repo / ".gitignore").is_file():
+        return repo / "bench-cache" / "classifier-embeddings"
+    home = Path(os.environ.get("AMSRAG_HOME", Path.home() / ".cache" / "amsrag"))
+    return home / "cache" / "classifier-embeddings"
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class EmbeddingCache:
+    """One `.npz` per model id: `keys` (sha256 hex of each text) and `vectors` (float32, n x 384)."""
+
+    def __init__(self, directory: Path, model_id: str) -> None:
+        self.path = Path(directory) / f"{hashlib.sha256(model_id.encode()).hexdigest()[:16]}.npz"
+        self.model_id = model_id
+        self._vectors: dict[str, np.ndarray] = {}
+        if self.path.is_file():
+            with np.load(self.path, allow_pickle=False) as npz:
+                if str(npz["model_id"]) == model_id:
+                    self._vectors = dict(zip((str(k) for k in npz["keys"]), npz["vectors"], strict=True))
+
+    def __len__(self) -> int:
+        return len(self._vectors)
+
+    def get(self, key: str) -> np.ndarray | None:
+        return self._vectors.get(key)
+
+    def put_many(self, keys: Sequence[str], vectors: np.ndarray) -> None:
+        for k, v in zip(keys, vectors, strict=True):
+            self._vectors[k] = v
+
+    def save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        keys = sorted(self._vectors)
+        vectors = np.stack([self._vectors[k] for k in keys]) if keys else np.zeros((0, DIMENSION), np.float32)
+        tmp = self.path.with_suffix(".tmp.npz")
+        np.savez(tmp, keys=np.array(keys), vectors=vectors.astype(np.float32), model_id=np.array(self.model_id))
+        tmp.replace(self.path)
+
+
+def embed_questions(
+    questions: Sequence[str],
+    encoder: Encoder,
+    cache_dir: Path | None = None,
+    progress: Callable[[int], None] | None = None,
+    save_every: int = 4096,
+) -> np.ndarray:
+    """Embeddings of `questions` (row-aligned); only texts missing from the cache are encoded."""
+    cache = EmbeddingCache(cache_dir or default_cache_dir(), encoder.model_id)
+    keys = [text_hash(q) for q in questions]
+    missing = sorted({k: q for k, q in zip(keys, questions, strict=True) if cache.get(k) is None}.items())
+    if progress is not None:
+        progress(len(questions) - len(missing))
+    for start in range(0, len(missing), save_every):
+        chunk = missing[start : start + save_every]
+        vectors = encoder.encode([q for _, q in chunk], progress=progress)
+        cache.put_many([k for k, _ in chunk], vectors)
+        cache.save()
+    return np.stack([cache.get(k) for k in keys]).astype(np.float32) if keys else np.zeros((0, DIMENSION), np.float32)
