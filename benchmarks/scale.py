@@ -101,7 +101,8 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "scale.json").write_text(json.dumps(result, indent=2))
     lines = ["# Scale run: 200k passages (embedded store)", "", "Command: `python benchmarks/scale.py`", "",
-             (__doc__ or "").split("How the passages are made:")[1].strip().replace("\n", " "), "",
+             "How the passages were made: "
+             + (__doc__ or "").split("How the passages are made:")[1].strip().replace("\n", " "), "",
              f"- build of {rep.added} passages: {result['build']['seconds_total']} s; by stage (s) "
              f"{result['build']['seconds_by_stage']} (vectors given, so no embedding)",
              f"- incremental add of {add.added} passages: {result['incremental_add']['seconds_total']} s; by stage "
