@@ -155,6 +155,75 @@ def search(
     out.print(table)
 
 
+SystemOpt = Annotated[str, typer.Option("--system", help="full|fixed|A0..A4|bm25|dense|graph|adaptive-rag")]
+
+
+def _print_trace(trace: dict) -> None:
+    cx = trace.get("complexity")
+    head = f"system [bold]{trace['system']}[/] · strategy [bold]{trace['strategy']}[/] · {trace['reason']}"
+    if cx:
+        probs = " ".join(f"{k} {v:.2f}" for k, v in cx["probs"].items())
+        head += f"\ncomplexity [bold]{cx['label']}[/] (alpha {cx['alpha']:.3f}; {probs})"
+    weights = " ".join(f"{r} {w:.3f}" for r, w in trace["fusion"]["weights"].items())
+    head += f"\nfusion {trace['fusion']['method']} weights {weights}"
+    for r in trace["retrievers"]:
+        error = f" [red]{r['error']}[/]" if r["error"] else ""
+        head += f"\n  {r['name']}: {len(r['hits'])} hits in {r['ms']:.1f} ms{error}"
+    t = trace["timings_ms"]
+    head += (f"\ntimings (ms): embed {t['embed']}, classify {t.get('classify', 0)}, fusion {t['fusion']}, "
+             f"mmr {t['mmr']}, total {t['total']}")
+    out.print(head, highlight=False)
+
+
+@app.command("retrieve")
+def retrieve(
+    query: Annotated[str, typer.Argument(help="the question")],
+    index: IndexOpt,
+    system: SystemOpt = "full",
+    k: Annotated[int | None, typer.Option("-k", help="passages to return (default: the strategy's k)")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Adaptive retrieval: classify, route, retrieve, fuse; prints the passages and the trace."""
+    from amsrag.pipeline import Engine
+
+    with Engine.open(index) as engine:
+        result = engine.retrieve(query, system=system, k=k)
+    if as_json:
+        _emit(result.to_dict())
+        return
+    _print_trace(result.trace)
+    table = Table(title=query)
+    for col in ("#", "score", "id", "title", "text"):
+        table.add_column(col)
+    for i, p in enumerate(result.passages, 1):
+        table.add_row(str(i), f"{p.score:.4f}", p.id, p.title, p.text[:160] + ("…" if len(p.text) > 160 else ""))
+    out.print(table)
+
+
+@app.command("ask")
+def ask(
+    query: Annotated[str, typer.Argument(help="the question")],
+    index: IndexOpt,
+    system: SystemOpt = "full",
+    generator: Annotated[str, typer.Option("--generator", help="extractive (the only one so far)")] = "extractive",
+    as_json: JsonOpt = False,
+) -> None:
+    """Answer with citations (for now the best evidence sentence, extractively) and the route taken."""
+    from amsrag.errors import InputError
+    from amsrag.pipeline import Engine
+
+    if generator != "extractive":
+        raise InputError(f"generator {generator!r} is not available yet; use extractive")
+    with Engine.open(index) as engine:
+        result = engine.ask(query, system=system)
+    if as_json:
+        _emit(result.to_dict())
+        return
+    _print_trace(result.trace)
+    out.print(f"\n[bold]{result.answer}[/]  [dim]{' '.join('[' + c + ']' for c in result.citations)}[/]",
+              highlight=False)
+
+
 @app.command("demo")
 def demo(
     index: Annotated[Path | None, typer.Option("--index", help="where to build the demo index")] = None,

@@ -488,6 +488,11 @@ class GraphRetriever:
         query, k = check_query(query), check_k(k)
         return self._hits(query, self.seed_rows(query, query_vector), k)
 
+    def search_seeded(self, query: str, k: int, seed_hits: Iterable[list[Hit]]) -> list[Hit]:
+        """`search` with the seeders' hit lists given (the pipeline has just run them): no second run."""
+        query, k = check_query(query), check_k(k)
+        return self._hits(query, self._seeds(seed_hits), k)
+
     def batch_search(
         self, queries: Sequence[str], k: int = 10, query_vectors: np.ndarray | None = None
     ) -> list[list[Hit]]:

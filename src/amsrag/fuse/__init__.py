@@ -1,0 +1,39 @@
+"""Fusion stage: rank fusion (RRF, weighted RRF, CombSUM, CombMNZ, CA-RRF), MMR, adaptive k (DESIGN §5)."""
+
+from amsrag.fuse.adaptive_k import adaptive_cut, adaptive_k
+from amsrag.fuse.mmr import MMRPick, MMRResult, minmax, mmr
+from amsrag.fuse.rank_fusion import (
+    CARRF,
+    FUSION_METHODS,
+    RRF,
+    CombMNZ,
+    CombSUM,
+    FusedItem,
+    FusedList,
+    Fuser,
+    WeightedRRF,
+    ca_rrf_weights,
+    make_fuser,
+    rho,
+)
+
+__all__ = [
+    "CARRF",
+    "FUSION_METHODS",
+    "RRF",
+    "CombMNZ",
+    "CombSUM",
+    "FusedItem",
+    "FusedList",
+    "Fuser",
+    "MMRPick",
+    "MMRResult",
+    "WeightedRRF",
+    "adaptive_cut",
+    "adaptive_k",
+    "ca_rrf_weights",
+    "make_fuser",
+    "minmax",
+    "mmr",
+    "rho",
+]

@@ -1,0 +1,5 @@
+"""Router (DESIGN §4): the classifier's (c, alpha) → a retrieval plan (Strategy none/A/B/C)."""
+
+from amsrag.route.router import RoutePlan, Router, bayes_route, expected_costs
+
+__all__ = ["RoutePlan", "Router", "bayes_route", "expected_costs"]
