@@ -110,6 +110,7 @@ class FusionConfig(_Section):
         description="CA-RRF: prior beta_r^(c) per complexity class and retriever (renormalised when used)",
     )
     mmr_lambda: float = Field(0.5, ge=0, le=1, description="MMR: redundancy penalty lambda")
+    mmr_pool: int = Field(2, ge=1, le=20, description="MMR picks k among the top mmr_pool * k fused passages")
     adaptive_k_drop: float = Field(
         0.5, ge=0, le=1, description="adaptive k: cut where the min-max normalised score falls this far below the top"
     )

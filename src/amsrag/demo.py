@@ -87,6 +87,7 @@ def run_demo(out: Console, err: Console, index_dir: Path | None = None, fresh: b
                                   "[green]✓[/]" if h.id in q.gold_passage_ids else "")
             out.print(table)
         _recall_summary(out, index, questions, retrievers)
+        _routes(out, index, questions)
     out.print(f"[dim]index: {index_dir} ({len(index)} passages). Try: amsrag search --index {index_dir} "
               f"--retriever graph \"your question\"[/]")
 
@@ -106,4 +107,25 @@ def _recall_summary(out: Console, index, questions: list[QAExample], retrievers:
             recalls.append(found / len(q.gold_passage_ids))
             complete += found == len(q.gold_passage_ids)
         table.add_row(name, f"{sum(recalls) / len(recalls):.3f}", f"{complete}/{len(scored)}")
+    out.print(table)
+
+
+def _routes(out: Console, index, questions: list[QAExample]) -> None:
+    """The adaptive pipeline on the showcase questions: the route each took, against the fixed pipeline."""
+    from amsrag.pipeline import Engine
+
+    engine = Engine(index)
+    table = Table(title="The adaptive pipeline (system full) against the fixed pipeline (all retrievers + RRF)")
+    for col in ("question", "class (alpha)", "strategy", "retrievers", "gold in top 5: full / fixed"):
+        table.add_column(col)
+    for q in _showcase(questions):
+        vec = index.encoder.encode_query(q.question)
+        full = engine.retrieve(q.question, system="full", query_vector=vec)
+        fixed = engine.retrieve(q.question, system="fixed", query_vector=vec)
+        cx = full.trace["complexity"]
+        gold = set(q.gold_passage_ids)
+        table.add_row(q.question[:60] + ("…" if len(q.question) > 60 else ""), f"{cx['label']} ({cx['alpha']:.2f})",
+                      full.trace["strategy"], ", ".join(r["name"] for r in full.trace["retrievers"]),
+                      f"{len(gold & {p.id for p in full.passages})}/{len(gold)} · "
+                      f"{len(gold & {p.id for p in fixed.passages})}/{len(gold)}")
     out.print(table)

@@ -90,6 +90,7 @@ class EmbeddedIndex:
         self._bm25: BM25Index | None = None
         self._vectors: VectorIndex | None = None
         self._graph: EntityGraph | None = None
+        self._retrievers: dict[str, Retriever] = {}
         self._info: dict[int, tuple[str, str]] = {}
         self._row_of: dict[str, int] = {}
         self._load_row_info()
@@ -187,6 +188,12 @@ class EmbeddedIndex:
         return self._graph
 
     def retriever(self, name: str) -> Retriever:
+        """The retriever over the current generation (cached: the graph's query matcher is costly to build)."""
+        if name not in self._retrievers:
+            self._retrievers[name] = self._make_retriever(name)
+        return self._retrievers[name]
+
+    def _make_retriever(self, name: str) -> Retriever:
         if name == "bm25":
             return BM25Retriever(self.bm25_index, self)
         if name == "dense":
@@ -311,6 +318,7 @@ class EmbeddedIndex:
         if on_disk.get("generation") != self.manifest.get("generation"):
             self.manifest = on_disk
             self._bm25 = self._vectors = self._graph = None
+            self._retrievers = {}
             self._load_row_info()
 
     def _load_row_info(self) -> None:
@@ -370,6 +378,7 @@ class EmbeddedIndex:
         write_json_atomic(self.path / MANIFEST, manifest)
         self.manifest = manifest
         self._bm25, self._vectors, self._graph = staged["bm25"], staged["dense"], staged["graph"]
+        self._retrievers = {}
         for r in removed:
             pid, _ = self._info.pop(r)
             self._row_of.pop(pid, None)

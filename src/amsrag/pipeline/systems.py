@@ -1,0 +1,46 @@
+"""The systems one run compares (DESIGN §7, §9): fixed pipelines, single retrievers, ablations A0–A4."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from amsrag.errors import InputError
+
+ALL_RETRIEVERS = ("bm25", "dense", "graph")
+
+
+@dataclass(frozen=True, slots=True)
+class SystemSpec:
+    name: str
+    adaptive: bool  # route per query from the classifier's (c, alpha)
+    fusion: str  # "none" (one list) | "rrf" | "ca-rrf"
+    mmr: bool
+    retrievers: tuple[str, ...] = ()  # the fixed retriever set of non-adaptive systems
+    label_only: bool = False  # Adaptive-RAG style: route by the argmax label, ignore alpha
+
+    @property
+    def classifies(self) -> bool:
+        return self.adaptive or self.fusion == "ca-rrf"
+
+
+_FIXED = SystemSpec("fixed", adaptive=False, fusion="rrf", mmr=False, retrievers=ALL_RETRIEVERS)
+SYSTEMS: dict[str, SystemSpec] = {
+    "bm25": SystemSpec("bm25", False, "none", False, ("bm25",)),
+    "dense": SystemSpec("dense", False, "none", False, ("dense",)),
+    "graph": SystemSpec("graph", False, "none", False, ("graph",)),
+    "fixed": _FIXED,
+    "A0": SystemSpec("A0", False, "rrf", False, ALL_RETRIEVERS),
+    "A1": SystemSpec("A1", False, "ca-rrf", False, ALL_RETRIEVERS),
+    "A2": SystemSpec("A2", True, "rrf", False),
+    "A3": SystemSpec("A3", True, "ca-rrf", False),
+    "A4": SystemSpec("A4", True, "ca-rrf", True),
+    "full": SystemSpec("full", True, "ca-rrf", True),
+    "adaptive-rag": SystemSpec("adaptive-rag", True, "rrf", False, label_only=True),
+}
+
+
+def system_spec(name: str) -> SystemSpec:
+    try:
+        return SYSTEMS[name]
+    except KeyError:
+        raise InputError(f"unknown system {name!r}; choose one of {', '.join(SYSTEMS)}") from None
