@@ -224,6 +224,47 @@ def ask(
               highlight=False)
 
 
+route_app = typer.Typer(no_args_is_help=True, help="Routing: tune thresholds and priors.")
+app.add_typer(route_app, name="route")
+
+
+@route_app.command("tune")
+def route_tune(
+    index: IndexOpt,
+    qa: Annotated[list[Path], typer.Option("--qa", help="QA files with complexity (and gold passages for beta)")],
+    fmt: FormatOpt = "auto",
+    limit: Annotated[int | None, typer.Option("--limit", help="at most this many questions per file")] = None,
+    miss_cap: Annotated[float, typer.Option("--miss-cap", help="max share of multi_hop routed cheaper")] = 0.05,
+    as_json: JsonOpt = False,
+) -> None:
+    """Grid-search (theta_high, theta_low) under the cost matrix and fit the CA-RRF priors; saves both."""
+    from tqdm import tqdm
+
+    from amsrag.ingest import load_qa
+    from amsrag.pipeline import Engine
+    from amsrag.route.tune import calibration_queries, fit_beta, tune_thresholds, write_curve
+
+    questions = [q for path in qa for q in load_qa(path, fmt=fmt, limit=limit).questions]
+    with Engine.open(index) as engine:
+        with tqdm(total=len(questions), desc="calibration queries", file=sys.stderr) as bar:
+            cal = calibration_queries(engine, questions, bar.update)
+        cfg = engine.config
+        best, curve = tune_thresholds(cal, cfg.router.cost_matrix, miss_cap, engine.generator_knows)
+        beta = fit_beta(cal)
+        new = cfg.model_copy(deep=True)
+        new.router.theta_high, new.router.theta_low = best.theta_high, best.theta_low
+        new.fusion.beta_by_class = beta
+        engine.index.update_config(new)
+        write_curve(engine.index.path / "route-tune.json", best, curve, beta, len(cal))
+    summary = {"queries": len(cal), "theta_high": best.theta_high, "theta_low": best.theta_low,
+               "expected_loss": round(best.loss, 4), "multi_hop_miss_rate": round(best.miss_rate, 4),
+               "route_mix": best.route_mix, "beta_by_class": beta, "curve": str(Path(index) / "route-tune.json")}
+    if as_json:
+        _emit(summary)
+    else:
+        out.print(summary)
+
+
 @app.command("demo")
 def demo(
     index: Annotated[Path | None, typer.Option("--index", help="where to build the demo index")] = None,

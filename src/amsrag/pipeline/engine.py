@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from amsrag.classify import ComplexityClassifier
+from amsrag.config import AmsragConfig
 from amsrag.errors import InputError
 from amsrag.fuse import CARRF, RRF, FusedList, mmr
 from amsrag.pipeline.execute import RetrieverExecutor, RetrieverRun
@@ -66,9 +67,9 @@ class Engine:
     knowledge, so a confident zero_hop may skip retrieval (the extractive default cannot)."""
 
     def __init__(self, index: EmbeddedIndex, classifier: ComplexityClassifier | None = None,
-                 generator_knows: bool = False) -> None:
+                 generator_knows: bool = False, config: AmsragConfig | None = None) -> None:
         self.index = index
-        self.config = index.config
+        self.config = config or index.config  # another config: query-time settings only (router, fusion)
         self.router = Router(self.config.router)
         self.generator_knows = generator_knows
         self._classifier = classifier

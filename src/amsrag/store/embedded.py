@@ -203,6 +203,20 @@ class EmbeddedIndex:
             return GraphRetriever(self.entity_graph, self, seeders, self.config.graph)
         raise InputError(f"unknown retriever {name!r}; choose one of {', '.join(RETRIEVERS)}")
 
+    def update_config(self, config: AmsragConfig) -> None:
+        """Replace query-time settings (router thresholds, fusion priors...) in the index's config.toml;
+        settings the stored indexes depend on cannot change this way."""
+        diffs = {n: param_differences(p, q) for (n, p), q in
+                 zip(expected_params(self.config).items(), expected_params(config).values(), strict=True)}
+        changed = [f"{n}: {'; '.join(d)}" for n, d in diffs.items() if d]
+        if changed:
+            raise InputError(f"these settings need a rebuild, not a config update: {' | '.join(changed)}")
+        tmp = self.path / f".{CONFIG_FILE}.tmp"
+        tmp.write_text(config.to_toml(), encoding="utf-8")
+        os.replace(tmp, self.path / CONFIG_FILE)
+        self.config = config
+        self._retrievers = {}
+
     # ---------------------------------------------------------------- reading
     def describe_rows(self, rows: Sequence[int]) -> list[tuple[str, str]]:
         return [self._info[int(r)] for r in rows]
