@@ -258,11 +258,15 @@ def route_tune(
         write_curve(engine.index.path / "route-tune.json", best, curve, beta, len(cal))
     summary = {"queries": len(cal), "theta_high": best.theta_high, "theta_low": best.theta_low,
                "expected_loss": round(best.loss, 4), "multi_hop_miss_rate": round(best.miss_rate, 4),
-               "route_mix": best.route_mix, "beta_by_class": beta, "curve": str(Path(index) / "route-tune.json")}
+               "route_mix": best.route_mix, "miss_cap_met": best.miss_rate <= miss_cap, "beta_by_class": beta,
+               "curve": str(Path(index) / "route-tune.json")}
     if as_json:
         _emit(summary)
-    else:
-        out.print(summary)
+        return
+    out.print(summary)
+    if not summary["miss_cap_met"]:
+        err.print(f"[yellow]warning:[/] no threshold pair keeps the multi_hop miss rate within {miss_cap}; "
+                  f"the pair with the least expected cost was saved")
 
 
 @app.command("demo")
