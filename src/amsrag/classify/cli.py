@@ -160,16 +160,12 @@ def evaluate_cmd(
 
 
 def _read_jsonl_questions(path: Path) -> list[str]:
+    from amsrag.ingest.readers import iter_jsonl
+
     if not path.is_file():
         raise InputError(f"{path}: no such file")
     questions = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{path}:{n}: not valid JSON ({exc.msg})") from None
+    for n, rec in iter_jsonl(path):
         q = rec.get("question") if isinstance(rec, dict) else rec
         if not isinstance(q, str) or not q.strip():
             raise InputError(f"{path}:{n}: expected an object with a non-empty string `question`")
