@@ -38,7 +38,8 @@ from amsrag.classify.evaluate import (  # noqa: E402
     hop_view,
     model_outputs,
 )
-from amsrag.classify.model import ComplexityClassifier, shipped_artifact_dir  # noqa: E402
+from amsrag.classify.features import FEATURE_NAMES  # noqa: E402
+from amsrag.classify.model import ComplexityClassifier, decide, shipped_artifact_dir  # noqa: E402
 from amsrag.classify.train import CONFIDENT, MULTI, Prepared, TrainConfig, confident_downward, fit_head, prepare  # noqa: E402
 from amsrag.embed.encoder import MiniLMEncoder  # noqa: E402
 from amsrag.types import COMPLEXITIES  # noqa: E402
@@ -146,12 +147,15 @@ def ablations(prep: Prepared, config: TrainConfig) -> dict[str, Any]:
                 "hop_accuracy_dataset": float(np.mean((z >= 0) == prep.hop_y[cal_ds])),
                 "hop_accuracy_all_cal_rows": float(np.mean((z_all >= 0) == prep.hop_y[cal])),
             }
-        s_tr, s_cal = prep.mask("train", silver3=True), prep.mask("cal", silver3=True)
-        yk = (prep.three_y == 0).astype(int)
-        head = fit_head(prep.embeddings[s_tr], prep.features[s_tr], yk[s_tr], feats, config.knowledge_c, config.seed)
+    s_tr, s_cal = prep.mask("train", silver3=True), prep.mask("cal", silver3=True)
+    yk = (prep.three_y == 0).astype(int)
+    # the embedding-reading knowledge heads at the C of the previous artifact (0.002): higher C overfits 384-d
+    for name, emb, feats, c in (("embedding only", True, False, 0.002), ("embedding + features", True, True, 0.002),
+                                ("features only (shipped)", False, True, config.knowledge_c)):
+        head = fit_head(prep.embeddings[s_tr], prep.features[s_tr], yk[s_tr], feats, c, config.seed, emb)
         z = head.logits(prep.embeddings[s_cal], prep.features[s_cal])
         pred = (z >= 0).astype(int)
-        out[f"knowledge head, {'+ features' if feats else 'embedding only'}"] = {
+        out[f"knowledge head, {name}"] = {
             "zero_vs_rest_accuracy": float(np.mean(pred == yk[s_cal])),
             "zero_vs_rest_macro_f1": classification_metrics(yk[s_cal], pred, np.ones(len(pred)), ("no", "zero"))[
                 "macro_f1"],
@@ -175,6 +179,198 @@ def calibration_methods(clf: ComplexityClassifier, prep: Prepared) -> dict[str, 
         nll = float(-np.mean(np.log(np.clip(np.where(y_test == 1, p, 1 - p), 1e-12, None))))
         out[method] = {"accuracy": m["accuracy"], "ece": m["ece"], "raa": m["raa"], "nll": nll}
     return out
+
+
+# ---------------------------------------------------------------- the silver three-way gap
+
+
+def _oof_logits(make, x: np.ndarray, y: np.ndarray, rows: np.ndarray, seed: int) -> np.ndarray:
+    """Out-of-fold decision values on `rows` (5-fold, stratified, seeded)."""
+    from sklearn.model_selection import StratifiedKFold
+
+    idx = np.flatnonzero(rows)
+    out = np.zeros(len(idx))
+    for a, b in StratifiedKFold(5, shuffle=True, random_state=seed).split(idx, y[idx]):
+        model = make().fit(x[idx[a]], y[idx[a]])
+        out[b] = _decision(model, x[idx[b]])
+    return out
+
+
+def _decision(model: Any, x: np.ndarray) -> np.ndarray:
+    if hasattr(model, "decision_function"):
+        return model.decision_function(x)
+    p = np.clip(model.predict_proba(x)[:, 1], 1e-6, 1 - 1e-6)
+    return np.log(p / (1 - p))
+
+
+def _standardise(x: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    mean, scale = x[rows].mean(axis=0), x[rows].std(axis=0)
+    scale[scale < 1e-9] = 1.0
+    return (x - mean) / scale
+
+
+def silver_gap(prep: Prepared, clf: ComplexityClassifier, config: TrainConfig) -> dict[str, Any]:
+    """Why silver three-way accuracy stays near 50%: knowledge-head variants (5-fold CV on the silver train rows
+    and the cal split), the ceiling of a perfect zero_hop decision, the exact-label decision rule, and what
+    moving one_hop/multi_hop decisions towards the silver labels costs in hop accuracy (cal split only)."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import roc_auc_score
+
+    seed = config.seed
+    tr, ca = prep.mask("train", silver3=True), prep.mask("cal", silver3=True)
+    cal_ds = prep.mask("cal", source="dataset")
+    y3, yh = prep.three_y, prep.hop_y
+    y_zero = (y3 == 0).astype(int)
+    zh = clf.hop.logits(prep.embeddings, prep.features)
+    hop_label = np.where(zh >= 0, MULTI, 1)
+    train_rows = prep.mask("train")
+    emb_feat = _standardise(np.hstack([prep.embeddings, prep.features]).astype(np.float64), train_rows)
+    feat = _standardise(prep.features.astype(np.float64), train_rows)
+    feat_hop = _standardise(np.hstack([prep.features, zh[:, None]]).astype(np.float64), train_rows)
+
+    def lr(c: float) -> Any:
+        return lambda: LogisticRegression(C=c, class_weight="balanced", max_iter=5000, random_state=seed)
+
+    variants = {
+        "embedding + features, LR C=0.002 (as the previous artifact)": (lr(0.002), emb_feat),
+        f"features only, LR C={config.knowledge_c} (shipped)": (lr(config.knowledge_c), feat),
+        "features + hop-head logit, LR C=0.1": (lr(0.1), feat_hop),
+        "features only, HistGradientBoosting": (lambda: HistGradientBoostingClassifier(
+            learning_rate=0.05, max_iter=150, max_depth=3, min_samples_leaf=20, l2_regularization=1.0,
+            random_state=seed), feat),
+    }
+    te = prep.mask("test", silver3=True)
+    taus = np.round(np.arange(0.5, 0.991, 0.01), 2)
+    heads: dict[str, Any] = {}
+    for name, (make, x) in variants.items():
+        oof = _oof_logits(make, x, y_zero, tr, seed)
+        z = _decision(make().fit(x[tr], y_zero[tr]), x)
+        temp = fit_temperature(z[ca], y_zero[ca])
+
+        def right(logits: np.ndarray, rows: np.ndarray, tau: float, temp: float = temp) -> int:
+            zero = 1 / (1 + np.exp(-logits / temp)) >= tau
+            return int(np.sum(np.where(zero, 0, hop_label[rows]) == y3[rows]))
+
+        # the gate by each rule (ties: the higher tau); the confident-downward cap is left out here
+        cal_rule = max(taus, key=lambda t: (right(z[ca], ca, t), t))
+        oof_rule = max(taus, key=lambda t: (right(oof, tr, t) + right(z[ca], ca, t), t))
+        n_all = int(tr.sum() + ca.sum() + te.sum())
+        row = {"cv_auc": float(roc_auc_score(y_zero[tr], oof)), "cal_auc": float(roc_auc_score(y_zero[ca], z[ca]))}
+        for rule, tau in (("cal", cal_rule), ("cal+oof", oof_rule)):
+            row[rule] = {"tau": float(tau), "cal": right(z[ca], ca, tau) / int(ca.sum()),
+                         "test": right(z[te], te, tau) / int(te.sum()),
+                         "all": (right(oof, tr, tau) + right(z[ca], ca, tau) + right(z[te], te, tau)) / n_all}
+        heads[name] = row
+    label, _ = clf.probabilities(prep.embeddings, prep.features)
+    ceiling = {}
+    for split in ("cal", "test"):
+        s = prep.mask(split, silver3=True)  # type: ignore[arg-type]
+        ceiling[split] = {"shipped": float(np.mean(label[s] == y3[s])),
+                          "never zero_hop": float(np.mean(hop_label[s] == y3[s])),
+                          "perfect zero_hop decision": float(np.mean(np.where(y3[s] == 0, 0, hop_label[s]) == y3[s]))}
+    # Exact-label rule: a three-way silver model's P(A) against P(the hop head's class), i.e. zero_hop whenever a
+    # guess without retrieval is likelier to match the silver label than the hop route is (even at P(A) < 0.5).
+    three = lambda: LogisticRegression(C=0.1, max_iter=5000, random_state=seed)  # noqa: E731
+    from sklearn.model_selection import StratifiedKFold
+
+    idx = np.flatnonzero(tr)
+    oof3 = np.zeros((len(idx), 3))
+    for a, b in StratifiedKFold(5, shuffle=True, random_state=seed).split(idx, y3[idx]):
+        oof3[b] = three().fit(feat_hop[idx[a]], y3[idx[a]]).predict_proba(feat_hop[idx[b]])
+    p3 = three().fit(feat_hop[tr], y3[tr]).predict_proba(feat_hop)
+
+    def exact_rule(p: np.ndarray, hop: np.ndarray) -> np.ndarray:
+        return np.where(p[:, 0] >= np.take_along_axis(p, hop[:, None], axis=1)[:, 0], 0, hop)
+
+    exact = {"cv_accuracy": float(np.mean(exact_rule(oof3, hop_label[tr]) == y3[tr])),
+             "cal_accuracy": float(np.mean(exact_rule(p3[ca], hop_label[ca]) == y3[ca])),
+             "cv_accuracy_unconstrained_argmax": float(np.mean(oof3.argmax(axis=1) == y3[tr])),
+             "cal_accuracy_unconstrained_argmax": float(np.mean(p3[ca].argmax(axis=1) == y3[ca]))}
+    # Trade-off 1: a higher hop-logit threshold (fewer multi_hop calls), the shipped zero_hop gate unchanged.
+    gate = clf.knowledge.logits(prep.embeddings, prep.features) >= clf.zero_logit
+    curve = []
+    for t in (0.0, 0.5, 1.0, 1.5, 2.0, 3.0):
+        lab = np.where(gate, 0, np.where(zh >= t, MULTI, 1))
+        hop_pred = (zh >= t).astype(int)
+        curve.append({"kind": f"hop threshold logit {t}",
+                      "hop_accuracy_cal": float(np.mean(hop_pred[cal_ds] == yh[cal_ds])),
+                      "silver_accuracy_cal": float(np.mean(lab[ca] == y3[ca]))})
+    # Trade-off 2: the hop head trained with the silver A/B/C rows weighted w times (generator-specific depth).
+    x_hop = _standardise(np.hstack([prep.embeddings, prep.features]).astype(np.float64), train_rows)
+    silver3 = np.array([r.source == "silver3" for r in prep.rows])
+    for w in (3.0, 10.0, 30.0):
+        model = LogisticRegression(C=config.hop_c, class_weight="balanced", max_iter=5000, random_state=seed)
+        model.fit(x_hop[train_rows], yh[train_rows], sample_weight=np.where(silver3[train_rows], w, 1.0))
+        z = model.decision_function(x_hop)
+        lab = np.where(gate, 0, np.where(z >= 0, MULTI, 1))
+        curve.append({"kind": f"silver rows weighted {w:g}x in the hop head",
+                      "hop_accuracy_cal": float(np.mean((z[cal_ds] >= 0) == yh[cal_ds])),
+                      "silver_accuracy_cal": float(np.mean(lab[ca] == y3[ca]))})
+    # two-option ("X or Y?") and yes/no questions of the multi-hop data sets: how often FLAN-T5-XL's label is A
+    names = list(FEATURE_NAMES)
+    binary = (prep.features[:, names.index("or_choice")] > 0) | (prep.features[:, names.index("wh_yesno")] > 0)
+    multi_ds = np.array([r.dataset in ("hotpotqa", "2wikimultihopqa") for r in prep.rows])
+    b = tr & binary & multi_ds
+    return {"knowledge_heads": heads, "ceiling": ceiling, "exact_label_rule": exact, "tradeoff": curve,
+            "binary_choice_train_rows": int(b.sum()), "binary_choice_share_A": float(np.mean(y3[b] == 0))}
+
+
+def bootstrap_ci(correct: np.ndarray, baseline_correct: np.ndarray, n: int = 10000, seed: int = 13) -> dict[str, Any]:
+    """95% percentile bootstrap intervals of an accuracy and of its difference to a baseline on the same rows."""
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(correct), size=(n, len(correct)))
+    acc, diff = correct[idx].mean(axis=1), (correct[idx] - baseline_correct[idx]).mean(axis=1)
+    return {"n": len(correct), "accuracy": float(correct.mean()),
+            "ci": [float(np.percentile(acc, 2.5)), float(np.percentile(acc, 97.5))],
+            "minus_majority": float((correct - baseline_correct).mean()),
+            "minus_majority_ci": [float(np.percentile(diff, 2.5)), float(np.percentile(diff, 97.5))],
+            "p_at_least_55": float(np.mean(acc >= 0.55))}
+
+
+def _silver_correct_all(clf: ComplexityClassifier, prep: Prepared, config: TrainConfig) -> np.ndarray:
+    """Per silver row (out-of-fold train, then cal, then test): is the three-way label right? Train rows use
+    knowledge heads refitted on the other folds, with the artifact's hop head and gate."""
+    from amsrag.classify.train import knowledge_oof
+
+    zk, y3 = knowledge_oof(prep, config)
+    tr = prep.mask("train", silver3=True)
+    label, _ = decide(clf.hop.logits(prep.embeddings[tr], prep.features[tr]), zk, clf.zero_logit)
+    parts = [label == y3]
+    for split in ("cal", "test"):
+        s = prep.mask(split, silver3=True)  # type: ignore[arg-type]
+        lab, _ = clf.probabilities(prep.embeddings[s], prep.features[s])
+        parts.append(lab == prep.three_y[s])
+    return np.concatenate(parts).astype(float)
+
+
+def previous_design(data: Any, prep: Prepared, clf: ComplexityClassifier, config: TrainConfig) -> dict[str, Any]:
+    """The previous artifact's design retrained here (embedding + features knowledge head at C = 0.002, gate on the
+    cal split alone) against the shipped one, on every silver row, paired."""
+    from dataclasses import replace
+
+    from amsrag.classify.train import train
+
+    old_config = replace(config, knowledge_c=0.002, knowledge_embedding=True, gate_rows="cal")
+    old = train(data, prep, old_config, clf.meta.get("embedding_model", ""))
+    new_right, old_right = _silver_correct_all(clf, prep, config), _silver_correct_all(old, prep, old_config)
+    ci = bootstrap_ci(new_right, old_right)
+    n_tr = int(prep.mask("train", silver3=True).sum())
+    n_cal = int(prep.mask("cal", silver3=True).sum())
+
+    def parts(x: np.ndarray) -> dict[str, float]:
+        return {"oof_train": float(x[:n_tr].mean()), "cal": float(x[n_tr:n_tr + n_cal].mean()),
+                "test": float(x[n_tr + n_cal:].mean()), "all": float(x.mean())}
+
+    return {"previous_tau": old.meta["calibration"]["tau"], "previous": parts(old_right), "shipped": parts(new_right),
+            "difference": ci["minus_majority"], "difference_ci": ci["minus_majority_ci"], "n": len(new_right)}
+
+
+def silver_test_ci(prep: Prepared, clf: ComplexityClassifier) -> dict[str, Any]:
+    s = prep.mask("test", silver3=True)
+    label, _ = clf.probabilities(prep.embeddings[s], prep.features[s])
+    y = prep.three_y[s]
+    return bootstrap_ci((label == y).astype(float), (y == 1).astype(float))
 
 
 # ---------------------------------------------------------------- stress set, leakage, speed
@@ -374,16 +570,21 @@ def write_report(r: dict[str, Any]) -> None:
         f"| classification ≤ 1 ms/query beyond the shared embedding | {r['speed']['classify_ms_mean']:.3f} ms mean, "
         f"{r['speed']['classify_ms_p95']:.3f} ms p95 | {'yes' if r['speed']['classify_ms_p95'] <= 1 else 'no'} |", "",
         "## Design", "",
-        "Two heads on the shared MiniLM query embedding (384-d) plus 20 cheap features (comparison patterns, "
+        "Two heads over the shared MiniLM query embedding (384-d) and 20 cheap features (comparison patterns, "
         "relative clauses, possessives, capitalised spans, years, relation words, wh-type), each a scikit-learn "
         "`LogisticRegression(class_weight=\"balanced\", random_state=13)` on standardised inputs:",
         "- **hop head** p_h = p(multi_hop): trained on every train row's hop label (dataset-derived, silver B/C "
         f"overriding; C = {r['train_config']['hop_c']}), temperature-scaled on the dataset-derived cal rows;",
         "- **knowledge head** p_k = p(zero_hop): trained on the silver A/B/C train rows only (FLAN-T5-XL's labels; "
-        f"C = {r['train_config']['knowledge_c']}), temperature-scaled on the silver cal rows;",
+        f"C = {r['train_config']['knowledge_c']}), on the 20 features only "
+        f"(embedding: {r['train_config'].get('knowledge_embedding', True)}; on 829 silver rows the 384-d embedding "
+        "overfits, see *The silver three-way gap*), temperature-scaled on the silver cal rows;",
         f"- **gate**: zero_hop only when p_k ≥ tau = {r['calibration']['tau']} (tau maximises silver three-way "
-        "accuracy on the cal split with the cal confident-downward rate ≤ 5%; stored as a raw-logit threshold, so "
-        "calibration never moves a decision);",
+        f"accuracy on the rows `{r['calibration'].get('gate_rows', 'cal')}` — the cal split's silver rows plus the "
+        "silver train rows scored out-of-fold by knowledge heads refitted on the other 4 of 5 folds — with the cal "
+        "confident-downward rate ≤ 5%; stored as a raw-logit threshold, so "
+        f"calibration never moves a decision); it opens on {_pct(r['gate_zero_rate_cal'])}% of all cal questions "
+        "(chiefly two-option and yes/no comparisons, and quiz-style TriviaQA/NQ questions);",
         "- **combination**: z = p_k if the gate is open else 0; p(zero_hop) = z, p(one_hop) = (1−z)(1−p_h), "
         "p(multi_hop) = (1−z)·p_h; label = argmax, alpha = max. Below the gate zero_hop is not an available route, "
         "so alpha is the hop head's calibrated confidence — the number the router acts on.",
@@ -466,6 +667,7 @@ def write_report(r: dict[str, Any]) -> None:
         L.append(f"| {name} | {m['C'] if m['C'] is not None else '–'} | {_pct(m['silver_accuracy'])} | "
                  f"{_pct(m['silver_macro_f1'])} | {_pct(m['hop_accuracy_dataset'])} | {_pct(m['hop_ece'])} | "
                  f"{_pct(m['confident_downward'])} |")
+    L += silver_gap_lines(r)
     L += ["", "## Ablations (calibration split)", "", "| head | metric | value |", "|---|---|---|"]
     for name, m in r["ablations_cal"].items():
         for k, v in m.items():
@@ -487,6 +689,95 @@ def write_report(r: dict[str, Any]) -> None:
           "## Figures", "", "![reliability](classifier_reliability.png)", "", "![confusion](classifier_confusion.png)",
           ""]
     (OUT / "classifier.md").write_text("\n".join(L), encoding="utf-8")
+
+
+def silver_gap_lines(r: dict[str, Any]) -> list[str]:
+    g, ci = r["silver_gap"], r["silver_test_ci"]
+    L = ["", "## The silver three-way gap (target 55% not met)", "",
+         f"Test silver accuracy {_pct(ci['accuracy'])} on {ci['n']} rows, 95% bootstrap interval "
+         f"[{_pct(ci['ci'][0])}, {_pct(ci['ci'][1])}]; minus the one_hop majority {_pct(ci['minus_majority'])} "
+         f"[{_pct(ci['minus_majority_ci'][0])}, {_pct(ci['minus_majority_ci'][1])}] (paired); share of bootstrap "
+         f"resamples at ≥ 55%: {_pct(ci['p_at_least_55'])}. With 102 rows (32 zero_hop) one row is 1 point, so "
+         "the choices below were made on the silver *train* rows by 5-fold cross-validation (829 rows) and the "
+         "cal split. (Disclosure: the test accuracy of the first retrained artifact, with a cal-only gate, was seen "
+         "before the gate rule was changed to cal+oof; that change was then made on the CV + cal curve alone.)", "",
+         "**Where the points are.** The hop decision is free for zero_hop labels (the hop view of a zero_hop row "
+         "is the larger of its one_hop/multi_hop probabilities), so zero_hop is the only lever that does not move "
+         "the hop target. With the shipped hop head:", "",
+         "| split | shipped | never zero_hop | perfect zero_hop decision |", "|---|---|---|---|"]
+    for split, m in g["ceiling"].items():
+        L.append(f"| {split} | {_pct(m['shipped'])} | {_pct(m['never zero_hop'])} | "
+                 f"{_pct(m['perfect zero_hop decision'])} |")
+    pd = r["previous_design"]
+    L += ["", f"**Against the previous design** (embedding + features knowledge head, C = 0.002, gate on cal alone; "
+          f"retrained by this script: tau {pd['previous_tau']}), on all {pd['n']} silver rows (train rows "
+          "out-of-fold): previous " + ", ".join(f"{k} {_pct(v)}" for k, v in pd["previous"].items())
+          + "; shipped " + ", ".join(f"{k} {_pct(v)}" for k, v in pd["shipped"].items())
+          + f". Paired difference {_pct(pd['difference'])} points, 95% bootstrap interval "
+          f"[{_pct(pd['difference_ci'][0])}, {_pct(pd['difference_ci'][1])}]: a real gain, too small for 55%."]
+    L += ["", "**Knowledge heads** (zero_hop vs rest on silver rows; three-way accuracy with the shipped hop head for "
+          "every other row). The gate tau is fitted either on the cal split's silver rows alone (the previous rule) "
+          "or on them plus the out-of-fold silver train rows (\"cal+oof\", the shipped rule). *all silver*: "
+          "accuracy over every silver row — out-of-fold on train, plus cal, plus test (1033 rows, ±3 points) — a "
+          "summary computed after the choice, not used for it:", "",
+          "| knowledge head | CV AUC | cal AUC | rule: tau | cal | test | all silver |",
+          "|---|---|---|---|---|---|---|"]
+    for name, m in g["knowledge_heads"].items():
+        for rule in ("cal", "cal+oof"):
+            x = m[rule]
+            head = f"{name} | {m['cv_auc']:.3f} | {m['cal_auc']:.3f}" if rule == "cal" else " | | "
+            L.append(f"| {head} | {rule}: {x['tau']:.2f} | {_pct(x['cal'])} | {_pct(x['test'])} | {_pct(x['all'])} |")
+    e = g["exact_label_rule"]
+    aucs = [m[k] for m in g["knowledge_heads"].values() for k in ("cv_auc", "cal_auc")]
+    acc_all = [m[r]["all"] for m in g["knowledge_heads"].values() for r in ("cal", "cal+oof")]
+    n_feat = len(FEATURE_NAMES)
+    L += ["", f"All heads rank zero_hop questions alike (AUC {min(aucs):.2f}–{max(aucs):.2f}; the CV AUC moves by "
+          "±0.02 with the fold seed alone): what FLAN-T5-XL knows is barely visible in the question text beyond its "
+          "form. The form carries most of it — two-option comparisons (\"X or Y?\") and yes/no questions, which the "
+          f"generator answers right by guessing half the time, are silver A in {_pct(g['binary_choice_share_A'])}% "
+          f"of the {g['binary_choice_train_rows']} such train rows from 2WikiMultihopQA and HotpotQA. The shipped "
+          f"head reads the {n_feat} features only ({n_feat + 1} parameters instead of {384 + n_feat + 1}): the "
+          "embedding-reading head ranks no better and its accuracy depends on where the gate falls, while the "
+          "feature head's changes little with tau near its optimum; with ~100 cal rows a cal-only gate lands "
+          "anywhere on that curve, so the gate is now fitted on cal plus the out-of-fold train rows. All variants "
+          "end within "
+          f"{_pct(min(acc_all))}–{_pct(max(acc_all))}% on all silver rows. "
+          "Tried during development on the same protocol (scratch runs, not repeated by this script) and not kept: "
+          "style cues (lower-case start, trailing '?', digits, length), an explicit binary-choice flag, subword "
+          "rarity of capitalised words and a PopQA-trained subject-popularity regressor as entity-popularity "
+          "proxies (the latter has AUC 0.50 for A), a 7-way source-data-set head as input, a three-way silver "
+          "model's P(A), and blends of the embedding and feature heads: all within ±0.01 CV AUC and ±1.5 points "
+          "CV accuracy of the shipped head.", "",
+          f"**Exact-label rule** (rejected). A three-way silver model can pick zero_hop whenever P(A) exceeds the "
+          f"probability of the hop head's class, even at P(A) < 0.5: CV {_pct(e['cv_accuracy'])}, cal "
+          f"{_pct(e['cal_accuracy'])}. It would send questions to the no-retrieval route when retrieval answers "
+          "more of them (silver B rows are mostly answered by both retrieval routes), and zero_hop would no longer "
+          "be the argmax of the output, so alpha would stop being the label's probability. The same model "
+          f"without the hop constraint (argmax over A/B/C) reaches CV {_pct(e['cv_accuracy_unconstrained_argmax'])}, "
+          f"cal {_pct(e['cal_accuracy_unconstrained_argmax'])} — at the cost of the hop target (the single head "
+          "trained on silver rows only, above, keeps ~56% hop accuracy): the gap to 55% is the one_hop/multi_hop "
+          "call on silver rows, where FLAN-T5-XL says B for many structurally two-hop questions.", "",
+          "**Trading hop accuracy for silver accuracy** (cal split; the floor is 90%, keep ≥ 91% with margin). "
+          "Dataset-derived rows outnumber silver rows 26 to 1, and silver B and dataset multi_hop questions of the "
+          "same data set look alike, so each silver row won costs many dataset rows:", "",
+          "| change | hop accuracy (cal dataset rows) | silver accuracy (cal) |", "|---|---|---|"]
+    for m in g["tradeoff"]:
+        L.append(f"| {m['kind']} | {_pct(m['hop_accuracy_cal'])} | {_pct(m['silver_accuracy_cal'])} |")
+    base = g["tradeoff"][0]
+    ok = [m for m in g["tradeoff"][1:] if m["hop_accuracy_cal"] >= 0.91]
+    best = max(ok, key=lambda m: m["silver_accuracy_cal"], default=None)
+    if best is None or best["silver_accuracy_cal"] <= base["silver_accuracy_cal"]:
+        L += ["", "Nothing within the 91% margin buys a silver point, so the shipped hop head is unchanged."]
+    else:
+        gain = best["silver_accuracy_cal"] - base["silver_accuracy_cal"]
+        L += ["", f"Within the 91% margin the best is *{best['kind']}*: +{100 * gain:.1f} silver points on cal "
+              f"({round(gain * r['silver_test_ci']['n'])} of {r['silver_test_ci']['n']} rows, inside the noise) for "
+              f"−{100 * (base['hop_accuracy_cal'] - best['hop_accuracy_cal']):.1f} hop points. Not shipped: a "
+              "threshold other than logit 0 on a calibrated head labels rows one_hop whose calibrated p(multi_hop) "
+              "exceeds 0.5, so the label would stop being the argmax and alpha its probability — or, shifting the "
+              "probabilities with it, the hop calibration would go; re-weighting the silver rows in training moves "
+              "the hop accuracy without a silver gain until it is below the floor."]
+    return L
 
 
 def _jsonable(obj: Any) -> Any:
@@ -518,10 +809,17 @@ def main() -> None:
         "artifact_matches_data": clf.meta["training_data"]["sha256"] == data.sha256,
         "train_config": clf.meta["train_config"], "calibration": clf.meta["calibration"], "counts": data.counts(),
     }
+    cal_rows = prep.mask("cal")
+    label_cal, _ = clf.probabilities(prep.embeddings[cal_rows], prep.features[cal_rows])
+    result["gate_zero_rate_cal"] = float(np.mean(label_cal == 0))
     result["table3_test"] = table3(prep, "test", clf)
     print("table 3 done", flush=True)
     result["single_heads_cal"] = single_heads(prep, clf)
     result["ablations_cal"] = ablations(prep, config)
+    result["silver_gap"] = silver_gap(prep, clf, config)
+    result["silver_test_ci"] = silver_test_ci(prep, clf)
+    result["previous_design"] = previous_design(data, prep, clf, config)
+    print("silver gap done", flush=True)
     result["calibration_methods"] = calibration_methods(clf, prep)
     result["stress"] = stress_eval(clf, stress_questions(args.data, prep), encoder)
     result["leakage"] = leakage(prep)

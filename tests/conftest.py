@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from amsrag.types import Passage, QAExample
+from pg_server import pg_built_index, pg_server, pg_url  # noqa: F401  (PostgreSQL fixtures, see pg_server.py)
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SLICE = FIXTURES / "retrieval_slice"

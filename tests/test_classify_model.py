@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -110,6 +111,46 @@ def test_head_without_features_ignores_them() -> None:
     assert isinstance(h, Head) and not h.use_features and h.coef.shape == (384,)
 
 
+def test_features_only_head_round_trip(tmp_path: Path) -> None:
+    rng = np.random.default_rng(5)
+    e = rng.normal(size=(120, 384)).astype(np.float32)
+    f = rng.normal(size=(120, N_FEATURES)).astype(np.float32)
+    y = (f[:, 2] > 0).astype(int)
+    head = fit_head(e, f, y, True, 1.0, 13, use_embedding=False)
+    assert head.coef.shape == (N_FEATURES,) and not head.use_embedding
+    # the embedding cannot move a features-only head
+    assert np.allclose(head.logits(e, f), head.logits(np.zeros_like(e), f))
+    assert np.mean((head.logits(e, f) >= 0) == y) > 0.9
+    clf = _tiny_classifier()
+    clf.knowledge = head.with_calibrator(TemperatureCalibrator(1.3))
+    assert not clf.knowledge.use_embedding
+    clf.save(tmp_path)
+    again = ComplexityClassifier.load(tmp_path)
+    assert not again.knowledge.use_embedding and again.hop.use_embedding
+    v = _vectors(len(QUESTIONS))
+    before, after = clf.predict_batch(QUESTIONS, v), again.predict_batch(QUESTIONS, v)
+    assert [p.to_dict() for p in before] == [p.to_dict() for p in after]
+    with pytest.raises(ValueError, match="embedding, the features or both"):
+        fit_head(e, f, y, False, 1.0, 13, use_embedding=False)
+
+
+def test_version_1_artifact_still_loads(tmp_path: Path) -> None:
+    """Version 1 had no `use_embedding` key: every head read the embedding."""
+    clf = _tiny_classifier()
+    clf.save(tmp_path)
+    spec = json.loads((tmp_path / ARTIFACT_JSON).read_text())
+    spec["artifact_version"] = 1
+    for head in spec["heads"].values():
+        del head["use_embedding"]
+    (tmp_path / ARTIFACT_JSON).write_text(json.dumps(spec))
+    again = ComplexityClassifier.load(tmp_path)
+    assert again.hop.use_embedding and again.knowledge.use_embedding
+    spec["artifact_version"] = 99
+    (tmp_path / ARTIFACT_JSON).write_text(json.dumps(spec))
+    with pytest.raises(InputError, match="artifact version 99"):
+        ComplexityClassifier.load(tmp_path)
+
+
 @pytest.fixture(scope="module")
 def shipped() -> ComplexityClassifier:
     return ComplexityClassifier.load()
@@ -133,3 +174,51 @@ def test_shared_vector_gives_the_same_prediction(shipped: ComplexityClassifier) 
     a, b = shipped.predict(q, vector), shipped.predict(q)
     assert a.label == b.label and a.alpha == pytest.approx(b.alpha)
     assert a.probs == pytest.approx(b.probs)
+
+
+def _synthetic_prepared(seed: int = 0):
+    """Train/cal rows with a hop signal in embedding dim 0 and a zero_hop signal in feature 2."""
+    from amsrag.classify.data import LabelledData, LabelledQuestion
+    from amsrag.classify.train import Prepared
+
+    rng = np.random.default_rng(seed)
+    rows, emb, feats = [], [], []
+    for i in range(900):
+        split = "train" if i < 700 else "cal"
+        silver = i % 3 == 0
+        e = rng.normal(size=384)
+        f = rng.normal(size=N_FEATURES)
+        hop = "multi_hop" if e[0] > 0 else "one_hop"
+        three = None
+        if silver:
+            three = "zero_hop" if f[2] + 0.7 * rng.normal() > 0.3 else hop
+        rows.append(LabelledQuestion(f"q{i}", f"question {i}?", "hotpotqa", "silver3" if silver else "dataset",
+                                     hop, three, split))  # type: ignore[arg-type]
+        emb.append(e / np.linalg.norm(e))
+        feats.append(f)
+    prep = Prepared(rows, np.asarray(emb, np.float32), np.asarray(feats, np.float32))
+    return LabelledData(rows, "synthetic", "-"), prep
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("gate_rows", ["cal", "cal+oof"])
+def test_gate_maximises_silver_accuracy_on_its_rows(gate_rows: str) -> None:
+    from amsrag.classify.train import TrainConfig, train
+
+    data, prep = _synthetic_prepared()
+    config = TrainConfig(knowledge_c=1.0, gate_rows=gate_rows)  # type: ignore[arg-type]
+    clf = train(data, prep, config, "synthetic")
+    info, trace = clf.meta["calibration"], clf.meta["gate_trace"]
+    assert info["gate_rows"] == gate_rows and not clf.knowledge.use_embedding
+    chosen = next(t for t in trace if t["tau"] == info["tau"])
+    allowed = [t for t in trace if t["confident_downward"] <= config.max_downward]
+    assert chosen["silver_accuracy"] == max(t["silver_accuracy"] for t in allowed)
+    if gate_rows == "cal":
+        assert all(t["silver_accuracy"] == t["cal_silver_accuracy"] for t in trace)
+    else:  # the out-of-fold train rows count: ~230 silver train rows against ~67 cal rows
+        assert any(t["silver_accuracy"] != t["cal_silver_accuracy"] for t in trace)
+    # the zero_hop signal is learnable here, so the gate opens and beats never answering zero_hop
+    never = next(t for t in trace if t["tau"] == 1.01)
+    assert chosen["silver_accuracy"] > never["silver_accuracy"] and 0.5 <= info["tau"] <= 0.99
+    again = train(data, prep, config, "synthetic")
+    assert again.zero_logit == clf.zero_logit

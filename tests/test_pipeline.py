@@ -88,7 +88,7 @@ def test_ask_cites_a_retrieved_passage(engine, slice_questions) -> None:
     answer = engine.ask(q.question)
     assert not answer.abstained and answer.citations
     assert answer.citations[0] in {p["id"] for r in answer.trace["retrievers"] for p in r["hits"]}
-    assert answer.trace["generator"]["name"] == "extractive-sentence"
+    assert answer.trace["generator"]["name"] == "extractive"
 
 
 def test_cli_retrieve_json(built_index, slice_questions) -> None:

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from amsrag.config import RouterConfig
 from amsrag.errors import InputError
-from amsrag.route import Router, bayes_route, expected_costs
+from amsrag.route import Router
 from amsrag.route.router import ROUTE_ORDER
 
 
@@ -41,24 +41,67 @@ def test_bad_router_input() -> None:
         Router().route("one_hop", 1.5)
 
 
+def test_evidence_paths() -> None:
+    router = Router()
+    assert router.route("one_hop", 0.95).evidence_path == "single"  # dense alone
+    assert router.route("one_hop", 0.75).evidence_path == "single"  # dense + bm25
+    assert router.route("one_hop", 0.3).evidence_path == "linked"  # C includes the graph
+    assert router.route("multi_hop", 0.95).evidence_path == "linked"  # the graph alone reaches linked passages
+    assert router.route("zero_hop", 0.97, generator_knows=True).evidence_path == "none"
+
+
 def test_expected_cost_by_hand() -> None:
-    costs = RouterConfig().cost_matrix
+    router = Router()
     probs = {"zero_hop": 0.1, "one_hop": 0.6, "multi_hop": 0.3}
-    exp = expected_costs(probs, costs)
-    by_hand_a = 0.1 * costs["zero_hop"]["A"] + 0.6 * costs["one_hop"]["A"] + 0.3 * costs["multi_hop"]["A"]
-    assert exp["A"] == pytest.approx(by_hand_a)
-    # 30% multi_hop makes every cheaper path too expensive: the Bayes route is the widest
-    assert bayes_route(probs, costs) == "C"
-    assert bayes_route({"one_hop": 1.0}, costs) == "A"
-    assert bayes_route({"zero_hop": 1.0}, costs) == "none"
+    # predicted one_hop: A = dense (single, 1 call), B = dense+bm25 (single, 2), C = all three (linked, 3)
+    a = router.expected_cost(router.plan("A", "one_hop"), probs)
+    assert a == pytest.approx(0.1 * (1.6 + 0.2) + 0.6 * (1.0 + 0.2) + 0.3 * (12.0 + 0.2))
+    c = router.expected_cost(router.plan("C", "one_hop"), probs)
+    assert c == pytest.approx(0.1 * (2.2 + 0.6) + 0.6 * (1.6 + 0.6) + 0.3 * (1.0 + 0.6))
+    # 30% multi_hop makes every path without linked evidence too expensive: the Bayes route is C
+    assert router.bayes_route("one_hop", probs).strategy == "C"
+    assert router.bayes_route("one_hop", {"one_hop": 1.0}).strategy == "A"
+    # a sure multi_hop: the graph alone already reaches linked passages, at one call
+    plan = router.bayes_route("multi_hop", {"multi_hop": 1.0})
+    assert (plan.strategy, plan.retrievers) == ("A", ("graph",))
+    assert router.bayes_route("zero_hop", {"zero_hop": 1.0}, generator_knows=True).strategy == "none"
+
+
+def test_escalation_goes_wider_then_to_the_multi_hop_path() -> None:
+    router = Router()
+    plan = router.route("one_hop", 0.95)
+    steps = []
+    while plan is not None:
+        steps.append((plan.strategy, plan.complexity, plan.multi_hop))
+        plan = router.wider(plan)
+    assert steps == [("A", "one_hop", False), ("B", "one_hop", False), ("C", "one_hop", False),
+                     ("C", "multi_hop", True)]
+
+
+def test_cost_matrix_must_price_evidence_paths() -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="evidence paths"):
+        RouterConfig(cost_matrix={c: {"none": 1, "A": 1, "B": 1, "C": 1} for c in ("zero_hop", "one_hop",
+                                                                                  "multi_hop")})
 
 
 @given(st.floats(0, 1), st.floats(0, 1))
 def test_more_multi_hop_mass_never_routes_cheaper(p_multi, shift) -> None:
-    costs = RouterConfig().cost_matrix
+    router = Router()
     rest = 1 - p_multi
-    low = bayes_route({"zero_hop": rest / 2, "one_hop": rest / 2, "multi_hop": p_multi}, costs)
+    low = router.bayes_route("one_hop", {"zero_hop": rest / 2, "one_hop": rest / 2, "multi_hop": p_multi})
     more = min(1.0, p_multi + shift * (1 - p_multi))
     rest2 = 1 - more
-    high = bayes_route({"zero_hop": rest2 / 2, "one_hop": rest2 / 2, "multi_hop": more}, costs)
-    assert ROUTE_ORDER[high] >= ROUTE_ORDER[low]
+    high = router.bayes_route("one_hop", {"zero_hop": rest2 / 2, "one_hop": rest2 / 2, "multi_hop": more})
+    assert ROUTE_ORDER[high.strategy] >= ROUTE_ORDER[low.strategy]
+
+
+def test_zero_hop_for_a_generator_without_knowledge_is_routed_by_hop_structure() -> None:
+    from amsrag.route.router import retrieval_class
+
+    probs = {"zero_hop": 0.7, "one_hop": 0.06, "multi_hop": 0.24}
+    label, alpha = retrieval_class("zero_hop", probs, 0.7, generator_knows=False)
+    assert label == "multi_hop" and alpha == pytest.approx(0.24 / 0.30)
+    assert retrieval_class("zero_hop", probs, 0.7, generator_knows=True) == ("zero_hop", 0.7)
+    assert retrieval_class("one_hop", {"one_hop": 0.8}, 0.8, generator_knows=False) == ("one_hop", 0.8)

@@ -13,7 +13,7 @@ from amsrag.pipeline import Engine
 from amsrag.route.tune import CalibrationQuery, evaluate_thresholds, fit_beta, tune_thresholds
 from amsrag.store import EmbeddedIndex
 
-COSTS = RouterConfig().cost_matrix
+ROUTER = RouterConfig()
 
 
 def _q(true, pred, alpha, ndcg=None):
@@ -21,18 +21,24 @@ def _q(true, pred, alpha, ndcg=None):
 
 
 def test_loss_and_miss_rate_by_hand() -> None:
-    qs = [_q("one_hop", "one_hop", 0.95), _q("multi_hop", "multi_hop", 0.92), _q("multi_hop", "multi_hop", 0.5)]
-    p = evaluate_thresholds(qs, COSTS, 0.90, 0.60)
-    # routes A, A, C -> costs 1.0 + 12.0 + 1.0; one of two multi_hop sent cheaper
-    assert p.loss == pytest.approx(14.0 / 3) and p.miss_rate == 0.5 and p.route_mix == {"A": 2, "C": 1}
-    best, curve = tune_thresholds(qs, COSTS, miss_cap=0.0, grid=[(0.90, 0.60), (0.93, 0.60), (0.99, 0.95)])
-    # (0.93, 0.60) sends the 0.92 multi_hop to B, a miss; (0.99, 0.95) routes B, C, C: 1.6 + 1 + 1
+    qs = [_q("one_hop", "one_hop", 0.95), _q("multi_hop", "one_hop", 0.92), _q("multi_hop", "multi_hop", 0.5),
+          _q("multi_hop", "multi_hop", 0.97)]
+    p = evaluate_thresholds(qs, ROUTER, 0.90, 0.60)
+    # routes A (dense: 1.0 + 0.2), A (dense for a multi_hop: single path, a miss, 12 + 0.2),
+    # C (linked, 3 calls: 1.0 + 0.6), A (graph: linked, 1.0 + 0.2)
+    assert p.loss == pytest.approx(16.2 / 4) and p.miss_rate == pytest.approx(1 / 3)
+    assert p.route_mix == {"A": 3, "C": 1}
+    grid = [(0.90, 0.60), (0.93, 0.60), (0.99, 0.95)]
+    best, curve = tune_thresholds(qs, ROUTER, miss_cap=0.0, grid=grid)
+    # (0.93, 0.60) sends the 0.92 one to B = dense + bm25, still a single path; (0.99, 0.95) routes
+    # B (1.0 + 0.4), C (1.6), C (1.6), B = dense + graph for the multi_hop (linked, 1.0 + 0.4)
     assert (best.theta_high, best.theta_low) == (0.99, 0.95)
-    assert best.loss == pytest.approx(3.6 / 3) and best.miss_rate == 0.0 and len(curve) == 3
-    best, _ = tune_thresholds(qs, COSTS, miss_cap=0.5, grid=[(0.90, 0.60), (0.93, 0.60), (0.99, 0.95)])
+    assert best.loss == pytest.approx(6.0 / 4) and best.miss_rate == 0.0 and len(curve) == 3
+    assert curve[1].loss == pytest.approx(16.4 / 4) and curve[1].miss_rate == pytest.approx(1 / 3)
+    best, _ = tune_thresholds(qs, ROUTER, miss_cap=0.5, grid=grid)
     assert (best.theta_high, best.theta_low) == (0.99, 0.95)  # still the least loss
     with pytest.raises(InputError, match="no calibration queries"):
-        tune_thresholds([], COSTS)
+        tune_thresholds([], ROUTER)
 
 
 def test_beta_is_normalised_per_class() -> None:

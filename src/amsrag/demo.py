@@ -124,8 +124,16 @@ def _routes(out: Console, index, questions: list[QAExample]) -> None:
         fixed = engine.retrieve(q.question, system="fixed", query_vector=vec)
         cx = full.trace["complexity"]
         gold = set(q.gold_passage_ids)
-        table.add_row(q.question[:60] + ("…" if len(q.question) > 60 else ""), f"{cx['label']} ({cx['alpha']:.2f})",
+        table.add_row(q.question[:60] + ("…" if len(q.question) > 60 else ""), _class_cell(cx),
                       full.trace["strategy"], ", ".join(r["name"] for r in full.trace["retrievers"]),
                       f"{len(gold & {p.id for p in full.passages})}/{len(gold)} · "
                       f"{len(gold & {p.id for p in fixed.passages})}/{len(gold)}")
     out.print(table)
+
+
+def _class_cell(cx: dict) -> str:
+    """The class and alpha; for zero_hop with a generator that cannot answer alone, the hop class routed by."""
+    cell = f"{cx['label']} ({cx['alpha']:.2f})"
+    if "route_label" in cx:
+        cell += f" → routed as {cx['route_label']} ({cx['route_alpha']:.2f})"
+    return cell

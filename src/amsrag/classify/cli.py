@@ -1,4 +1,4 @@
-"""`amsrag classifier train|calibrate|evaluate|predict` (DESIGN §9)."""
+"""`amsrag classifier train|calibrate|evaluate|predict|label` (DESIGN §9)."""
 
 from __future__ import annotations
 
@@ -119,7 +119,7 @@ def calibrate_cmd(
         raise InputError(f"the data under {labelled.data_dir} differ from the artifact's training data "
                          f"(sha256 {labelled.sha256[:16]}… vs {trained_on[:16]}…); its calibration split would "
                          "overlap the training rows: retrain with `amsrag classifier train` instead")
-    info = calibrate(clf, prep, _method(method), config.max_downward)
+    info = calibrate(clf, prep, config, _method(method))
     clf.save(out_dir)
     s = summary(evaluate_classifier(clf, prep, "cal"))
     if as_json:
@@ -198,3 +198,79 @@ def predict_cmd(
     for q, p in zip(questions, predictions, strict=True):
         table.add_row(q, p.label, f"{p.alpha:.3f}", *(f"{p.probs[c]:.3f}" for c in COMPLEXITIES))
     out.print(table)
+
+
+@classifier_app.command("label")
+def label_cmd(
+    qa_files: Annotated[list[Path], typer.Argument(help="QA files (any ../shared/data format or amsrag QA JSONL)")],
+    out_file: Annotated[Path, typer.Option("--out", help="silver label JSONL to write")],
+    generator: Annotated[str | None, typer.Option("--generator", help="extractive|llamacpp|openai "
+                                                  "(default: the index configuration's)")] = None,
+    index: Annotated[Path | None, typer.Option("--index", help="index to retrieve from (default: a temporary "
+                                               "index over the QA files' own passages)")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="llamacpp: GGUF file; openai: model name")] = None,
+    base_url: Annotated[str | None, typer.Option("--base-url", help="openai: the server's API root")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="auto or a data set format")] = "auto",
+    limit: Annotated[int | None, typer.Option("--limit", help="at most this many questions per file")] = None,
+    match: Annotated[str, typer.Option("--match", help="em (exact match) or f1 (token F1 >= 0.5)")] = "em",
+    as_json: JsonOpt = False,
+) -> None:
+    """Silver labels for YOUR generator: no-retrieval, one-step and multi-step answering; the cheapest
+    strategy that answers right is the label (else the data set's hop count). Writes the Adaptive-RAG
+    silver layout (`question`, `answer` A|B|C, `dataset_name`, `total_answer`) that the classifier reads."""
+    import tempfile
+    from collections import Counter
+
+    from amsrag.generate import make_generator
+    from amsrag.generate.label import LabelSettings, label_question, write_labels
+    from amsrag.ingest import load_qa
+    from amsrag.pipeline import Engine
+    from amsrag.progress import RichProgress
+    from amsrag.store import EmbeddedIndex
+
+    if match not in ("em", "f1"):
+        raise InputError(f"--match must be em or f1, got {match!r}")
+    sets = [load_qa(p, fmt=fmt, limit=limit) for p in qa_files]
+    questions = [q for s in sets for q in s.questions if q.answers]
+    if not questions:
+        raise InputError(f"no questions with gold answers in {', '.join(map(str, qa_files))}: nothing to label")
+    settings = LabelSettings(match=match)
+    with tempfile.TemporaryDirectory(prefix="amsrag-label-") as tmp, RichProgress(console=err) as progress:
+        if index is None:
+            passages = list({p.content_hash: p for s in sets for p in s.passages}.values())
+            if not passages:
+                raise InputError("the QA files carry no passages to retrieve from: pass --index DIR")
+            idx = EmbeddedIndex.create(Path(tmp) / "index")
+            idx.add(passages, progress=progress)
+        else:
+            idx = EmbeddedIndex.open(index)
+        with Engine(idx) as engine:
+            cfg = engine.config.generator
+            name = generator or cfg.name
+            update: dict[str, Any] = {"name": name}
+            if model is not None:
+                update["model_path" if name == "llamacpp" else "model"] = model
+            if base_url is not None:
+                update["base_url"] = base_url
+            gen = make_generator(cfg.model_copy(update=update), encoder=engine.index.encoder)
+
+            def retrieve(question: str, system: str, k: int) -> list:
+                return engine.retrieve(question, system=system, k=k).passages
+
+            labels = []
+            with progress.task(f"labelling with {name}", len(questions)) as advance:
+                for q in questions:
+                    labels.append(label_question(q, gen, retrieve, settings))
+                    advance(1)
+    n = write_labels(labels, out_file, name)
+    counts = Counter(lab.label for lab in labels)
+    summary = {"out": str(out_file), "questions": n, "generator": name,
+               "labels": {c: counts.get(c, 0) for c in COMPLEXITIES},
+               "by_dataset_fallback": sum(lab.by_dataset for lab in labels),
+               "correct": {s: sum(lab.correct[s] for lab in labels) for s in COMPLEXITIES}}
+    if as_json:
+        _emit(summary)
+        return
+    out.print(f"[green]wrote[/] {n} silver labels to {out_file} with generator {name}: {summary['labels']} "
+              f"({summary['by_dataset_fallback']} by the data set's hop count; right answers per strategy "
+              f"{summary['correct']})", highlight=False)

@@ -1,7 +1,8 @@
 """The two-head complexity classifier, its prediction type and its artifact (npz + JSON, no pickle).
 
 - hop head: p_h = p(multi_hop | needs retrieval), logistic regression on [MiniLM embedding, features];
-- knowledge head: p_k = p(zero_hop), logistic regression on the same input, trained on silver A/B/C;
+- knowledge head: p_k = p(zero_hop), logistic regression on the cheap features only (the 384-d embedding
+  overfits the ~800 silver rows it can learn from), trained on silver A/B/C;
 - gate: zero_hop only when the knowledge head is confident, p_k >= tau (tau fitted on the calibration
   split; stored as the equivalent raw-logit threshold so calibration never moves a decision);
 - probabilities: z = p_k if the gate is open else 0;
@@ -32,7 +33,8 @@ from amsrag.embed.encoder import DIMENSION, Encoder
 from amsrag.errors import InputError
 from amsrag.types import COMPLEXITIES, Complexity
 
-ARTIFACT_VERSION = 1
+ARTIFACT_VERSION = 2
+READABLE_VERSIONS = (1, 2)  # version 1: every head reads the embedding
 ARTIFACT_JSON = "classifier.json"
 ARTIFACT_NPZ = "classifier.npz"
 HEADS = ("hop", "knowledge")
@@ -65,24 +67,32 @@ class ComplexityPrediction:
 
 @dataclass(frozen=True, slots=True)
 class Head:
-    """A logistic-regression head over standardised [embedding, features] (features optional)."""
+    """A logistic-regression head over standardised [embedding, features] (either part optional)."""
 
-    coef: np.ndarray  # (DIMENSION [+ n_features],)
+    coef: np.ndarray  # ([DIMENSION] [+ n_features],)
     intercept: float
     mean: np.ndarray
     scale: np.ndarray
     use_features: bool
     calibrator: Calibrator = field(default_factory=IdentityCalibrator)
+    use_embedding: bool = True
 
     def inputs(self, embeddings: np.ndarray, features: np.ndarray) -> np.ndarray:
-        x = np.hstack([embeddings, features]) if self.use_features else embeddings
-        return (np.asarray(x, dtype=np.float64) - self.mean) / self.scale
+        return (head_inputs(embeddings, features, self.use_embedding, self.use_features) - self.mean) / self.scale
 
     def logits(self, embeddings: np.ndarray, features: np.ndarray) -> np.ndarray:
         return self.inputs(embeddings, features) @ self.coef + self.intercept
 
     def with_calibrator(self, calibrator: Calibrator) -> Head:
-        return Head(self.coef, self.intercept, self.mean, self.scale, self.use_features, calibrator)
+        return Head(self.coef, self.intercept, self.mean, self.scale, self.use_features, calibrator, self.use_embedding)
+
+
+def head_inputs(embeddings: np.ndarray, features: np.ndarray, use_embedding: bool, use_features: bool) -> np.ndarray:
+    """The raw (unstandardised) input matrix of a head."""
+    parts = ([embeddings] if use_embedding else []) + ([features] if use_features else [])
+    if not parts:
+        raise ValueError("a head needs the embedding, the features or both")
+    return np.asarray(np.hstack(parts), dtype=np.float64)
 
 
 def combine(p_multi: np.ndarray, p_zero: np.ndarray, gate: np.ndarray) -> np.ndarray:
@@ -190,7 +200,8 @@ class ComplexityClassifier:
             arrays[f"{name}_scale"] = head.scale
             for key, value in head.calibrator.params().items():
                 arrays[f"{name}_cal_{key}"] = np.asarray(value, dtype=np.float64)
-            heads[name] = {"use_features": head.use_features, "calibration": head.calibrator.method,
+            heads[name] = {"use_features": head.use_features, "use_embedding": head.use_embedding,
+                           "calibration": head.calibrator.method,
                            "calibration_params": sorted(head.calibrator.params())}
         npz_path = directory / ARTIFACT_NPZ
         write_npz(npz_path, arrays)
@@ -221,7 +232,7 @@ class ComplexityClassifier:
             spec = json.loads(json_path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
             raise InputError(f"{json_path}: not valid JSON ({exc})") from None
-        if spec.get("artifact_version") != ARTIFACT_VERSION:
+        if spec.get("artifact_version") not in READABLE_VERSIONS:
             raise InputError(f"{json_path}: artifact version {spec.get('artifact_version')!r}, "
                              f"this amsrag reads version {ARTIFACT_VERSION}; retrain with `amsrag classifier train`")
         features = spec.get("features", {})
@@ -243,6 +254,7 @@ class ComplexityClassifier:
                 coef=arrays[f"{name}_coef"], intercept=float(arrays[f"{name}_intercept"][0]),
                 mean=arrays[f"{name}_mean"], scale=arrays[f"{name}_scale"], use_features=bool(h["use_features"]),
                 calibrator=calibrator_from_params(h["calibration"], params),
+                use_embedding=bool(h.get("use_embedding", True)),
             )
         meta = {k: v for k, v in spec.items() if k not in ("heads", "zero_logit", "npz_sha256")}
         return cls(heads["hop"], heads["knowledge"], float(spec["zero_logit"]), meta=meta, encoder=encoder)

@@ -17,6 +17,7 @@ class SystemSpec:
     mmr: bool
     retrievers: tuple[str, ...] = ()  # the fixed retriever set of non-adaptive systems
     label_only: bool = False  # Adaptive-RAG style: route by the argmax label, ignore alpha
+    corrective: bool = False  # run the corrective step (DESIGN §6) when the configuration enables it
 
     @property
     def classifies(self) -> bool:
@@ -34,7 +35,7 @@ SYSTEMS: dict[str, SystemSpec] = {
     "A2": SystemSpec("A2", True, "rrf", False),
     "A3": SystemSpec("A3", True, "ca-rrf", False),
     "A4": SystemSpec("A4", True, "ca-rrf", True),
-    "full": SystemSpec("full", True, "ca-rrf", True),
+    "full": SystemSpec("full", True, "ca-rrf", True, corrective=True),  # A4 + the corrective step
     "adaptive-rag": SystemSpec("adaptive-rag", True, "rrf", False, label_only=True),
 }
 

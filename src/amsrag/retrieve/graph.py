@@ -267,6 +267,38 @@ class EntityGraph:
         pairs = zip(self._matrix.indices[lo:hi].tolist(), self._matrix.data[lo:hi].tolist(), strict=True)
         return [(self._keys[e], k) for e, k in pairs]
 
+    def bridge_entities(self, rows: Sequence[int], exclude: Iterable[int], limit: int) -> list[tuple[int, int]]:
+        """(entity id, passage row) of entities the passages `rows` mention that could lead elsewhere.
+
+        A bridge is an entity a passage mentions but is not titled by, not in `exclude` (the
+        query's own entities) and not a hub; taken passage by passage in the given order, rarer
+        entities first, each entity once.
+        """
+        skip = set(int(e) for e in exclude)
+        out: list[tuple[int, int]] = []
+        m = self._matrix
+        for row in rows:
+            if not 0 <= row < m.shape[0]:
+                continue
+            lo, hi = m.indptr[row], m.indptr[row + 1]
+            ents = [int(e) for e, kind in zip(m.indices[lo:hi], m.data[lo:hi], strict=True)
+                    if kind == MENTION and int(e) not in skip and self._degree[e] <= self.config.max_entity_degree]
+            for e in sorted(ents, key=lambda e: (-self._idf[e], self._keys[e])):
+                skip.add(e)
+                out.append((e, int(row)))
+                if len(out) >= limit:
+                    return out
+        return out
+
+    def entity_key_of(self, entity: int) -> str:
+        return self._keys[entity]
+
+    def title_rows(self, entity: int) -> list[int]:
+        """Passage rows whose own title is `entity` (the article about it)."""
+        b = self._by_entity
+        lo, hi = b.indptr[entity], b.indptr[entity + 1]
+        return sorted(int(r) for r, kind in zip(b.indices[lo:hi], b.data[lo:hi], strict=True) if kind == TITLE)
+
     @classmethod
     def expected_params(cls, config: GraphConfig) -> dict[str, Any]:
         """What a graph built with `config` by this installation records in the index manifest: the

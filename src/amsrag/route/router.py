@@ -21,6 +21,7 @@ from amsrag.types import COMPLEXITIES
 STRATEGIES = ("none", "A", "B", "C")
 # Route order from cheapest to widest: a route "below" the right one loses evidence.
 ROUTE_ORDER = {"none": 0, "A": 1, "B": 2, "C": 3}
+PATH_ORDER = {"none": 0, "single": 1, "linked": 2}
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +34,17 @@ class RoutePlan:
     k: int  # passages handed on after fusion
     multi_hop: bool  # run the second-hop expansion
     reason: str
+
+    @property
+    def evidence_path(self) -> str:
+        """What evidence this plan can reach: none, single passages, or linked passages (graph/second hop)."""
+        return evidence_path(self.retrievers, self.multi_hop)
+
+
+def evidence_path(retrievers: tuple[str, ...] | list[str], multi_hop: bool) -> str:
+    if not retrievers:
+        return "none"
+    return "linked" if multi_hop or "graph" in retrievers else "single"
 
 
 class Router:
@@ -58,27 +70,74 @@ class Router:
         c = self.config
         strategy = self.strategy_for(alpha)
         if strategy == "A":
+            reason = (f"alpha {alpha:.3f} >= {c.theta_high}: confident zero_hop, answer directly"
+                      if complexity == "zero_hop" and generator_knows
+                      else f"alpha {alpha:.3f} >= {c.theta_high}: single best retriever for {complexity}")
+        elif strategy == "B":
+            reason = f"{c.theta_low} <= alpha {alpha:.3f} < {c.theta_high}: two complementary retrievers"
+        else:
+            reason = f"alpha {alpha:.3f} < {c.theta_low}: not confident, widest path"
+        return self.plan(strategy, complexity, alpha, generator_knows, reason)
+
+    def plan(self, strategy: str, complexity: str, alpha: float = 1.0, generator_knows: bool = False,
+             reason: str = "") -> RoutePlan:
+        """Strategy `strategy` configured for class `complexity`."""
+        c = self.config
+        expand = complexity == "multi_hop" and strategy in c.expand_strategies
+        if strategy == "A":
             if complexity == "zero_hop" and generator_knows:
-                return RoutePlan("none", (), complexity, alpha, 0, 0, False,
-                                 f"alpha {alpha:.3f} >= {c.theta_high}: confident zero_hop, answer directly")
-            best = c.best_retriever[complexity]
-            return RoutePlan("A", (best,), complexity, alpha, c.depth["A"], c.k["A"], False,
-                             f"alpha {alpha:.3f} >= {c.theta_high}: single best retriever for {complexity}")
+                return RoutePlan("none", (), complexity, alpha, 0, 0, False, reason)
+            return RoutePlan("A", (c.best_retriever[complexity],), complexity, alpha, c.depth["A"], c.k["A"], expand,
+                             reason)
         if strategy == "B":
-            return RoutePlan("B", tuple(c.strategy_b[complexity]), complexity, alpha, c.depth["B"], c.k["B"], False,
-                             f"{c.theta_low} <= alpha {alpha:.3f} < {c.theta_high}: two complementary retrievers")
-        return RoutePlan("C", tuple(c.strategy_c), complexity, alpha, c.depth["C"], c.k["C"],
-                         complexity == "multi_hop",
-                         f"alpha {alpha:.3f} < {c.theta_low}: not confident, widest path")
+            return RoutePlan("B", tuple(c.strategy_b[complexity]), complexity, alpha, c.depth["B"], c.k["B"], expand,
+                             reason)
+        if strategy == "C":
+            return RoutePlan("C", tuple(c.strategy_c), complexity, alpha, c.depth["C"], c.k["C"], expand, reason)
+        raise InputError(f"unknown strategy {strategy!r}; expected A, B or C")
+
+    def wider(self, plan: RoutePlan) -> RoutePlan | None:
+        """The next wider plan for the same class (escalation), or None at the widest."""
+        order = ["none", "A", "B", "C"]
+        i = order.index(plan.strategy)
+        if plan.strategy == "C" and plan.complexity != "multi_hop":  # widest one-hop path -> the multi-hop path
+            return self.plan("C", "multi_hop", plan.alpha, reason=f"escalated from C/{plan.complexity}")
+        if i + 1 >= len(order):
+            return None
+        return self.plan(order[i + 1], plan.complexity, plan.alpha, reason=f"escalated from {plan.strategy}")
+
+    def route_cost(self, plan: RoutePlan, true_class: str) -> float:
+        """C(true class, evidence path of the plan) + call_cost per activated retriever."""
+        c = self.config
+        return float(c.cost_matrix[true_class][plan.evidence_path]) + c.call_cost * len(plan.retrievers)
+
+    def expected_cost(self, plan: RoutePlan, probs: Mapping[str, float]) -> float:
+        return sum(float(probs.get(y, 0.0)) * self.route_cost(plan, y) for y in COMPLEXITIES)
+
+    def bayes_route(self, complexity: str, probs: Mapping[str, float], generator_knows: bool = False) -> RoutePlan:
+        """The plan minimising Σ_y P(y|q) C(y, plan) over the strategies for the predicted class; ties go wider."""
+        alpha = max(probs.values(), default=0.0)
+        candidates = [self.plan(s, complexity, alpha, generator_knows) for s in ("A", "B", "C")]
+        costs = [self.expected_cost(p, probs) for p in candidates]
+        best = min(range(len(candidates)), key=lambda i: (round(costs[i], 12), -i))
+        plan = candidates[best]
+        reason = "Bayes decision, expected cost " + ", ".join(
+            f"{p.strategy} {cost:.3f}" for p, cost in zip(candidates, costs, strict=True))
+        return RoutePlan(plan.strategy, plan.retrievers, plan.complexity, plan.alpha, plan.depth, plan.k,
+                         plan.multi_hop, reason)
 
 
-def expected_costs(probs: Mapping[str, float], costs: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
-    """Σ_y P(y|q) C(y, route) for every route of the cost matrix (rows: true class, columns: route)."""
-    routes = {r for row in costs.values() for r in row}
-    return {r: sum(float(probs.get(y, 0.0)) * float(costs[y].get(r, 0.0)) for y in costs) for r in sorted(routes)}
+def retrieval_class(label: str, probs: Mapping[str, float], alpha: float, generator_knows: bool) -> tuple[str, float]:
+    """The class and confidence retrieval is configured by.
 
-
-def bayes_route(probs: Mapping[str, float], costs: Mapping[str, Mapping[str, float]]) -> str:
-    """The route minimising expected cost; ties go to the wider route (uncertain -> wider)."""
-    expected = expected_costs(probs, costs)
-    return min(expected, key=lambda r: (round(expected[r], 12), -ROUTE_ORDER.get(r, 0)))
+    zero_hop means "this generator answers from its own knowledge". For a generator that cannot
+    (the extractive default), retrieval must follow the question's hop structure instead: the
+    larger of one_hop / multi_hop, with its confidence renormalised over the two.
+    """
+    if label != "zero_hop" or generator_knows:
+        return label, alpha
+    one, multi = float(probs.get("one_hop", 0.0)), float(probs.get("multi_hop", 0.0))
+    if one + multi <= 0:
+        return "one_hop", 0.5
+    hop = "multi_hop" if multi > one else "one_hop"
+    return hop, max(one, multi) / (one + multi)

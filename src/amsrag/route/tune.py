@@ -1,9 +1,10 @@
 """`amsrag route tune`: thresholds (theta_high, theta_low) and retriever priors beta from calibration queries.
 
-Thresholds minimise the mean routing cost C(true class, route) over the calibration queries, subject
-to a cap on the multi_hop miss rate (multi_hop questions sent down a path cheaper than C); ties go
-to the wider setting. beta_r^(c): per predicted class c, retriever r's mean nDCG@10 of the gold
-passages, normalised over the retrievers. Both are then frozen in the index configuration.
+Thresholds minimise the mean routing cost over the calibration queries — C(true class, evidence path
+of the route the thresholds give the predicted class) plus `call_cost` per activated retriever —
+subject to a cap on the multi_hop miss rate (multi_hop questions sent down a path that cannot reach
+linked passages); ties go to the wider setting. beta_r^(c): per predicted class c, retriever r's
+mean nDCG@10 of the gold passages, normalised over the retrievers. Both are then frozen in the index configuration.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
+from amsrag.config import RouterConfig
 from amsrag.errors import InputError
-from amsrag.route.router import ROUTE_ORDER
+from amsrag.route.router import Router, retrieval_class
 from amsrag.types import COMPLEXITIES, QAExample
 
 # The paper's coarse grid and a finer one around it.
@@ -51,22 +53,24 @@ def route_of(predicted: str, alpha: float, theta_high: float, theta_low: float, 
     return "B" if alpha >= theta_low else "C"
 
 
-def evaluate_thresholds(queries: Sequence[CalibrationQuery], costs: Mapping[str, Mapping[str, float]],
-                        theta_high: float, theta_low: float, generator_knows: bool = False) -> ThresholdPoint:
+def evaluate_thresholds(queries: Sequence[CalibrationQuery], router: RouterConfig, theta_high: float,
+                        theta_low: float, generator_knows: bool = False) -> ThresholdPoint:
+    r = Router(router.model_copy(update={"theta_high": theta_high, "theta_low": theta_low}))
     total, misses, multi = 0.0, 0, 0
     mix: dict[str, int] = defaultdict(int)
     for q in queries:
         route = route_of(q.predicted, q.alpha, theta_high, theta_low, generator_knows)
         mix[route] += 1
-        total += costs[q.true_class][route]
+        plan = r.plan("A" if route == "none" else route, q.predicted, q.alpha, generator_knows)
+        total += r.route_cost(plan, q.true_class)
         if q.true_class == "multi_hop":
             multi += 1
-            misses += ROUTE_ORDER[route] < ROUTE_ORDER["C"]
+            misses += plan.evidence_path != "linked"
     return ThresholdPoint(theta_high, theta_low, total / max(1, len(queries)), misses / multi if multi else 0.0,
                           dict(sorted(mix.items())))
 
 
-def tune_thresholds(queries: Sequence[CalibrationQuery], costs: Mapping[str, Mapping[str, float]],
+def tune_thresholds(queries: Sequence[CalibrationQuery], router: RouterConfig,
                     miss_cap: float = 0.05, generator_knows: bool = False,
                     grid: Sequence[tuple[float, float]] | None = None) -> tuple[ThresholdPoint, list[ThresholdPoint]]:
     """Best (theta_high, theta_low) by expected loss under the miss-rate cap, and the whole curve."""
@@ -76,7 +80,7 @@ def tune_thresholds(queries: Sequence[CalibrationQuery], costs: Mapping[str, Map
         pairs = {(h, lo) for h in COARSE_HIGH for lo in COARSE_LOW if lo < h}
         pairs |= {(h, lo) for h in FINE for lo in FINE if lo < h}
         grid = sorted(pairs)
-    curve = [evaluate_thresholds(queries, costs, h, lo, generator_knows) for h, lo in grid]
+    curve = [evaluate_thresholds(queries, router, h, lo, generator_knows) for h, lo in grid]
     feasible = [p for p in curve if p.miss_rate <= miss_cap] or curve  # no feasible point: least loss overall
     best = min(feasible, key=lambda p: (round(p.loss, 12), p.miss_rate, -p.theta_high, -p.theta_low))
     return best, curve
@@ -119,7 +123,8 @@ def calibration_queries(engine, questions: Sequence[QAExample],
             for r in RETRIEVERS:
                 hits = engine.index.retriever(r).search(q.question, k=10, query_vector=vec)
                 ndcg[r] = ndcg10([h.id for h in hits], q.gold_passage_ids)
-        out.append(CalibrationQuery(q.complexity, pred.label, pred.alpha, ndcg))
+        label, alpha = retrieval_class(pred.label, pred.probs, pred.alpha, engine.generator_knows)
+        out.append(CalibrationQuery(q.complexity, label, alpha, ndcg))
         if progress is not None:
             progress(1)
     return out

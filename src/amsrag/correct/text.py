@@ -1,0 +1,183 @@
+"""Question and passage analysis shared by the evaluator, the rewrite and the sufficiency check.
+
+No model beyond spaCy's small NER: key entities (NER spans, capitalised spans, quoted titles), content
+terms (BM25 tokens: stemmed, stop words out), the expected answer type from the wh-word, and which
+answer types a passage carries (NER labels, plus year and number patterns NER may miss).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from amsrag.config import BM25Config
+from amsrag.retrieve.bm25 import BM25Tokenizer
+from amsrag.retrieve.entities import entity_key, ner_pipeline, title_surfaces
+
+# Expected answer type -> spaCy labels that satisfy it.
+ANSWER_TYPES: dict[str, frozenset[str]] = {
+    "person": frozenset({"PERSON", "ORG", "NORP"}),
+    "date": frozenset({"DATE", "TIME"}),
+    "number": frozenset({"CARDINAL", "QUANTITY", "MONEY", "PERCENT", "DATE", "TIME", "ORDINAL"}),
+    "place": frozenset({"GPE", "LOC", "FAC"}),
+    "org": frozenset({"ORG", "NORP"}),
+    "work": frozenset({"WORK_OF_ART", "PRODUCT", "EVENT", "LAW"}),
+}
+_PLACE_NOUNS = ("city", "country", "state", "town", "county", "region", "province", "island", "river", "continent",
+                "capital", "nation", "village", "location", "mountain", "lake")
+_ORG_NOUNS = ("company", "band", "team", "organization", "organisation", "university", "club", "party", "group",
+              "network", "airline", "school", "college", "label", "newspaper", "magazine", "brand", "agency")
+_PERSON_NOUNS = ("actor", "actress", "singer", "player", "author", "writer", "director", "president", "king",
+                 "queen", "person", "man", "woman", "musician", "artist", "politician", "composer", "footballer")
+_WORK_NOUNS = ("film", "movie", "song", "album", "book", "novel", "show", "series", "game", "play", "opera")
+_YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})s?\b")
+_NUMBER = re.compile(r"\b\d[\d,.]*\b")
+_MONTH = re.compile(r"\b(January|February|March|April|May|June|July|August|September|October|November|December)\b")
+_QUOTED = re.compile(r"[\"“]([^\"”]{2,80})[\"”]")
+_WORD = re.compile(r"[\w][\w'’.\-&]*")
+_CONNECTORS = frozenset({"of", "the", "and", "de", "von", "van", "da", "del", "la", "le", "du", "&", "for", "in"})
+_WH = frozenset({"who", "whom", "whose", "what", "which", "when", "where", "why", "how", "is", "are", "was", "were",
+                 "did", "do", "does", "in", "on", "at", "the", "a", "an", "name", "for", "from", "by", "of", "to",
+                 "both", "between", "as", "and", "or", "this", "that", "these", "those", "it", "its"})
+ENTITY_LABELS = frozenset({"PERSON", "ORG", "GPE", "LOC", "NORP", "FAC", "EVENT", "WORK_OF_ART", "PRODUCT", "LAW",
+                           "LANGUAGE", "DATE"})
+
+
+@functools.cache
+def tokenizer() -> BM25Tokenizer:
+    return BM25Tokenizer(BM25Config())
+
+
+_QUESTION_STEMS = frozenset({"what", "who", "whom", "whose", "which", "when", "where", "why", "how", "mani", "much",
+                             "doe", "did", "name", "also", "one"})
+
+
+def content_terms(text: str) -> list[str]:
+    """Stemmed content words (BM25's tokens without question words)."""
+    return [t for t in tokenizer()(text) if t not in _QUESTION_STEMS]
+
+
+def answer_type(question: str) -> str:
+    """The expected answer type of a question: person|date|number|place|org|work|other."""
+    q = " " + " ".join(question.lower().replace("?", " ").split()) + " "
+    if re.search(r" how (many|much|long|old|far|tall|big|large|high|often|fast|deep) ", q):
+        return "number"
+    if re.search(r" (what|which) (year|date|day|month|decade|century|time|period) ", q) or q.startswith(" when ") \
+            or " when " in q[:40] or q.endswith(" when "):
+        return "date"
+    if re.search(r" (who|whom|whose) ", q):
+        return "person"
+    if q.startswith(" where ") or " where " in q[:40]:
+        return "place"
+    m = re.search(r" (what|which)( \w+){0,2}? (\w+) ", q)
+    if m:
+        noun = m.group(3)
+        for nouns, kind in ((_PLACE_NOUNS, "place"), (_ORG_NOUNS, "org"), (_PERSON_NOUNS, "person"),
+                            (_WORK_NOUNS, "work")):
+            if noun.rstrip("s") in nouns or noun in nouns:
+                return kind
+    return "other"
+
+
+@dataclass(frozen=True, slots=True)
+class QueryInfo:
+    text: str
+    terms: tuple[str, ...]  # stemmed content terms (unique, in order)
+    entities: tuple[str, ...]  # entity keys (normalised surface forms), unique, in order
+    surfaces: tuple[str, ...]  # the entities' surface forms as written, aligned with `entities`
+    answer_type: str
+
+
+def _capitalised_spans(text: str) -> list[str]:
+    """Runs of capitalised words (with inner connectors such as "of"), skipping a leading wh-/function word."""
+    words = [(m.group(), m.start(), m.end()) for m in _WORD.finditer(text)]
+    spans: list[str] = []
+    run: list[tuple[str, int, int]] = []
+
+    def flush() -> None:
+        while run and run[-1][0].lower() in _CONNECTORS:
+            run.pop()
+        if run:
+            spans.append(text[run[0][1] : run[-1][2]])
+        run.clear()
+
+    for i, (w, s, e) in enumerate(words):
+        cap = w[0].isupper() or (w[0].isdigit() and bool(run))
+        if (cap and not (i == 0 and w.lower() in _WH)) or (run and w.lower() in _CONNECTORS):
+            run.append((w, s, e))
+        else:
+            flush()
+    flush()
+    return spans
+
+
+def query_entities(question: str, titles: Iterable[str] = ()) -> list[str]:
+    """Surface forms of the question's key entities: NER spans, capitalised spans, quoted strings, and
+    passage titles (or their aliases) that the question names. Deduplicated by key; longer forms first wins."""
+    found: list[str] = []
+    doc = ner_pipeline()(question)
+    found += [e.text for e in doc.ents if e.label_ in ENTITY_LABELS]
+    found += _QUOTED.findall(question)
+    found += _capitalised_spans(question)
+    low = question.lower()
+    for title in titles:
+        for surface in title_surfaces(title):
+            k = entity_key(surface)
+            if len(k) >= 3 and re.search(rf"(?<!\w){re.escape(k)}(?!\w)", low):
+                found.append(surface)
+    out: dict[str, str] = {}
+    for s in sorted(found, key=len, reverse=True):
+        k = entity_key(s)
+        if len(k) < 2 or k in _WH or any(re.search(rf"(?<!\w){re.escape(k)}(?!\w)", o) for o in out):
+            continue  # contained in a longer entity already kept
+        out[k] = " ".join(s.split())
+    order = sorted(out, key=lambda k: low.find(k) if low.find(k) >= 0 else len(low))
+    return [out[k] for k in order]
+
+
+def analyse_query(question: str, titles: Iterable[str] = ()) -> QueryInfo:
+    surfaces = query_entities(question, titles)
+    return QueryInfo(question, tuple(dict.fromkeys(content_terms(question))), tuple(entity_key(s) for s in surfaces),
+                     tuple(surfaces), answer_type(question))
+
+
+def mentions(text_lower: str, key: str) -> bool:
+    """Whether a normalised entity key occurs in lower-cased text as whole words."""
+    return bool(key) and re.search(rf"(?<!\w){re.escape(key)}(?!\w)", text_lower) is not None
+
+
+def entity_coverage(key: str, text_lower: str, text_terms: set[str]) -> float:
+    """1 for a whole-phrase mention; else half the share of the entity's content terms present."""
+    if mentions(text_lower, key):
+        return 1.0
+    terms = set(content_terms(key))
+    return 0.5 * len(terms & text_terms) / len(terms) if terms else 0.0
+
+
+def passage_labels(texts: Sequence[str], batch_size: int = 64) -> list[frozenset[str]]:
+    """spaCy NER labels present in each text, plus DATE / CARDINAL from year, month and number patterns."""
+    out: list[frozenset[str]] = []
+    for text, doc in zip(texts, ner_pipeline().pipe(list(texts), batch_size=batch_size), strict=True):
+        labels = {e.label_ for e in doc.ents}
+        if _YEAR.search(text) or _MONTH.search(text):
+            labels.add("DATE")
+        if _NUMBER.search(text):
+            labels.add("CARDINAL")
+        out.append(frozenset(labels))
+    return out
+
+
+def ner_version() -> str:
+    """What `passage_labels` output depends on (cache key)."""
+    from amsrag.retrieve.entities import spacy_info
+
+    info = spacy_info()
+    return f"labels-1|{info['spacy_model']}=={info['spacy_model_version']}|spacy=={info['spacy_version']}"
+
+
+def type_match(kind: str, labels: frozenset[str]) -> float:
+    if kind not in ANSWER_TYPES:
+        return 0.0
+    return 1.0 if labels & ANSWER_TYPES[kind] else 0.0

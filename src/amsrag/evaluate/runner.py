@@ -1,0 +1,350 @@
+"""Every system in one run over the same index and queries (DESIGN §7).
+
+Per query, the query embedding is computed once (its time measured and charged to every system that
+uses it: all but `bm25`); each system then retrieves k = 5 passages with that vector. Retrieval latency
+= embedding + the trace's total (classification, retrievers, fusion, MMR). MRR@10 comes from the same
+system asked for k = 10 (a second, untimed call for MMR systems, whose choice depends on k; a prefix of
+one call otherwise). Answers: the generator reads each system's k = 5 passages (identical inputs are
+answered once and reused: the generators are deterministic), or `Engine.ask` when no generator object
+can be built.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from amsrag.errors import InputError
+from amsrag.evaluate.builder import EvalQuery
+from amsrag.evaluate.metrics import METRICS, query_metrics
+from amsrag.pipeline import Engine
+from amsrag.pipeline.systems import SYSTEMS, system_spec
+from amsrag.progress import NullProgress, Progress
+
+K = 5
+MRR_K = 10
+THRESHOLD_ROWS: tuple[tuple[float, float], ...] = ((0.85, 0.55), (0.90, 0.60), (0.92, 0.62), (0.95, 0.65))
+DEFAULT_SYSTEMS: tuple[str, ...] = (
+    "bm25", "dense", "graph", "A0", "A1", "A2", "A3", "A4", "adaptive-rag", "full",
+    *(f"full@{h:.2f}/{lo:.2f}" for h, lo in THRESHOLD_ROWS),
+)
+_THRESHOLD_NAME = re.compile(r"^(?P<system>[A-Za-z0-9-]+)@(?P<high>[0-9.]+)/(?P<low>[0-9.]+)$")
+
+
+@dataclass(frozen=True, slots=True)
+class SystemRow:
+    name: str  # as reported
+    system: str  # Engine system name
+    thresholds: tuple[float, float] | None = None  # router (theta_high, theta_low) override
+
+
+def parse_systems(text: str | None) -> list[SystemRow]:
+    """`"bm25,full,full@0.85/0.55"` -> rows (default: every system and the sensitivity rows)."""
+    names = [n.strip() for n in text.split(",") if n.strip()] if text else list(DEFAULT_SYSTEMS)
+    if not names:
+        raise InputError("--systems names no system")
+    rows: list[SystemRow] = []
+    for name in dict.fromkeys(names):
+        m = _THRESHOLD_NAME.match(name)
+        if m:
+            system_spec(m["system"])
+            try:
+                high, low = float(m["high"]), float(m["low"])
+            except ValueError:
+                raise InputError(f"bad thresholds in {name!r}; write e.g. full@0.90/0.60") from None
+            if not 0 <= low < high <= 1:
+                raise InputError(f"{name}: thresholds need 0 <= theta_low < theta_high <= 1")
+            if not system_spec(m["system"]).adaptive:
+                raise InputError(f"{name}: thresholds only apply to adaptive systems (full, A2-A4, adaptive-rag)")
+            rows.append(SystemRow(name, m["system"], (high, low)))
+        elif name in SYSTEMS:
+            rows.append(SystemRow(name, name))
+        else:
+            raise InputError(f"unknown system {name!r}; choose among {', '.join(SYSTEMS)} "
+                             "or NAME@THETA_HIGH/THETA_LOW (e.g. full@0.90/0.60)")
+    return rows
+
+
+def engine_for(base: Engine, row: SystemRow) -> Engine:
+    if row.thresholds is None:
+        return base
+    config = base.config.model_copy(deep=True)
+    config.router.theta_high, config.router.theta_low = row.thresholds
+    return Engine(base.index, classifier=base.classifier, generator_knows=base.generator_knows, config=config)
+
+
+def tune_on_calibration(engine: Engine, calibration: Sequence[EvalQuery], progress: Progress | None = None,
+                        miss_cap: float = 0.05) -> tuple[Any, dict[str, Any]]:
+    """`route tune` in memory on calibration questions (disjoint from the eval queries): the engine's config
+    with the tuned thresholds and priors beta, and what was tuned. The index on disk is not changed."""
+    from amsrag.route.tune import calibration_queries, fit_beta, tune_thresholds
+    from amsrag.types import QAExample
+
+    questions = [QAExample(id=q.id, question=q.question, answers=q.answers, gold_passage_ids=q.gold,
+                           dataset=q.dataset, complexity=q.complexity) for q in calibration if q.complexity]  # type: ignore[arg-type]
+    if not questions:
+        raise InputError("--tune: the benchmark has no calibration questions with a known class "
+                         "(every usable question is an eval query; lower --sizes)")
+    progress = progress or NullProgress()
+    with progress.task("route tune (calibration questions)", len(questions)) as advance:
+        cal = calibration_queries(engine, questions, advance)
+    best, _ = tune_thresholds(cal, engine.config.router, miss_cap, engine.generator_knows)
+    config = engine.config.model_copy(deep=True)
+    config.router.theta_high, config.router.theta_low = best.theta_high, best.theta_low
+    config.fusion.beta_by_class = fit_beta(cal)
+    return config, {"calibration_questions": len(cal), "theta_high": best.theta_high, "theta_low": best.theta_low,
+                    "expected_loss": round(best.loss, 4), "multi_hop_miss_rate": round(best.miss_rate, 4),
+                    "miss_cap": miss_cap, "beta_by_class": config.fusion.beta_by_class}
+
+
+# ---------------------------------------------------------------- answering
+
+
+@dataclass(slots=True)
+class Answer:
+    text: str
+    abstained: bool
+    ms: float
+
+
+class Answerer:
+    """Answers from a system's retrieved passages, as `Engine.ask` does, with one generator object;
+    identical inputs (question, passage ids in order) are answered once: the generators are deterministic."""
+
+    mode = "generator on each system's retrieved passages"
+
+    def __init__(self, generator: Any) -> None:
+        self.generator = generator
+        self.name = str(getattr(generator, "name", type(generator).__name__))
+        self.knows = bool(getattr(generator, "knows", False))
+        self._cache: dict[tuple[str, tuple[str, ...]], Answer] = {}
+        self._takes_vector = "query_vector" in inspect.signature(generator.generate).parameters
+        self.encoder: CachingEncoder | None = None
+
+    def save(self) -> None:
+        if self.encoder is not None:
+            self.encoder.save()
+
+    def answer(self, question: str, vector: np.ndarray, passages: Sequence) -> Answer:
+        key = (question, tuple(p.id for p in passages))
+        hit = self._cache.get(key)
+        if hit is None:
+            t = time.perf_counter()
+            if self._takes_vector:
+                g = self.generator.generate(question, passages, query_vector=vector)
+            else:
+                g = self.generator.generate(question, passages)
+            hit = self._cache[key] = Answer(g.answer, bool(g.abstained), (time.perf_counter() - t) * 1000)
+        return hit
+
+
+class CachingEncoder:
+    """The index's encoder with a cache by text: a passage sentence met again (another system, another
+    query retrieving the same passage) is not embedded again. Same vectors, up to the float noise of
+    batch composition."""
+
+    def __init__(self, inner: Any, path: Path | None = None) -> None:
+        self.inner = inner
+        self.dim = inner.dim
+        self.model_id = inner.model_id
+        self.path = path
+        self._cache: dict[str, np.ndarray] = {}
+        self._saved = 0
+        if path is not None and path.is_file():
+            with np.load(path, allow_pickle=False) as z:
+                if str(z["model_id"]) == self.model_id:
+                    self._cache = dict(zip(z["texts"].tolist(), z["vectors"], strict=True))
+        self._saved = len(self._cache)
+
+    def save(self) -> None:
+        """Persist the cache (sentence texts and vectors) so a rerun of the eval embeds only new sentences."""
+        if self.path is None or len(self._cache) == self._saved:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        texts = list(self._cache)
+        tmp = self.path.with_name(self.path.stem + ".tmp.npz")
+        np.savez(tmp, texts=np.asarray(texts), vectors=np.stack([self._cache[t] for t in texts]),
+                 model_id=np.asarray(self.model_id))
+        tmp.replace(self.path)
+        self._saved = len(texts)
+
+    def encode(self, texts: Sequence[str], progress: Callable[[int], None] | None = None) -> np.ndarray:
+        missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
+        if missing:
+            self._cache.update(zip(missing, self.inner.encode(missing), strict=True))
+        if progress is not None:
+            progress(len(texts))
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([self._cache[t] for t in texts])
+
+    def encode_query(self, text: str) -> np.ndarray:
+        return self.inner.encode_query(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def make_answerer(index: Any, name: str | None, cache_file: Path | None = None) -> Answerer:
+    """The generator `name` (default: the index's configured one) over the index's encoder, cached by text
+    (and on disk at `cache_file`)."""
+    from amsrag.generate import make_generator
+
+    encoder = CachingEncoder(index.encoder, cache_file)
+    answerer = Answerer(make_generator(index.config, encoder, name=name))
+    answerer.encoder = encoder
+    return answerer
+
+
+# ---------------------------------------------------------------- the run
+
+
+@dataclass(slots=True)
+class SystemResult:
+    row: SystemRow
+    values: dict[str, np.ndarray]  # metric -> per-query values (NaN: not applicable)
+    latency_ms: np.ndarray
+    breakdown_ms: dict[str, np.ndarray]  # stage -> per-query ms (0 when the stage did not run)
+    calls: np.ndarray
+    strategies: list[str]
+    abstained: np.ndarray  # 1.0 / 0.0, NaN where not answered
+    generate_ms: np.ndarray
+    answers: list[str] = field(default_factory=list)  # "" where not answered
+    answer_path: dict[str, Any] = field(default_factory=dict)  # the corrective retrieval answers read (if any)
+
+
+@dataclass(slots=True)
+class RunResult:
+    queries: list[EvalQuery]
+    systems: dict[str, SystemResult]
+    embed_ms: np.ndarray
+    predictions: dict[str, Any]  # the classifier on every query: label, alpha, probs (calibrated and not)
+    answer_mode: str
+    generator: str
+    seconds: float
+
+
+def _stage_times(trace: dict[str, Any], embed_ms: float, uses_vector: bool) -> dict[str, float]:
+    t = trace.get("timings_ms", {})
+    out = {"embed": embed_ms if uses_vector else 0.0, "classify": float(t.get("classify", 0.0))}
+    for r, ms in (t.get("retrieve") or {}).items():
+        out[f"retrieve:{r}"] = float(ms)
+    out["fusion"] = float(t.get("fusion", 0.0))
+    out["mmr"] = float(t.get("mmr", 0.0))
+    for stage, ms in t.items():  # later stages (corrective step, escalations, ...) as the trace names them
+        if stage not in ("embed", "retrieve", "total") and stage not in out and isinstance(ms, int | float):
+            out[stage] = float(ms)
+    return out
+
+
+def classify_all(engine: Engine, queries: Sequence[EvalQuery], vectors: np.ndarray) -> dict[str, Any]:
+    from amsrag.classify.features import features_batch
+
+    clf = engine.classifier
+    feats = features_batch([q.question for q in queries])
+    label, probs = clf.probabilities(vectors, feats, calibrated=True)
+    label_raw, probs_raw = clf.probabilities(vectors, feats, calibrated=False)
+    return {"label": label, "probs": probs, "label_uncalibrated": label_raw, "probs_uncalibrated": probs_raw}
+
+
+def run(engine: Engine, queries: Sequence[EvalQuery], rows: Sequence[SystemRow],
+        answerer: Answerer | None, progress: Progress | None = None,
+        on_step: Callable[[], None] | None = None, answer_mask: Sequence[bool] | None = None) -> RunResult:
+    """Every system on every query, interleaved (query by query) so machine load affects all alike.
+    `answer_mask`: the queries answered (EM/F1; the same for every system); default all."""
+    if not queries:
+        raise InputError("no queries to evaluate")
+    progress = progress or NullProgress()
+    t_start = time.perf_counter()
+    engines = {row.name: engine_for(engine, row) for row in rows}
+    specs = {row.name: system_spec(row.system) for row in rows}
+    for row in rows:  # warm-up: lazy loads (indexes, classifier, NER) stay out of the timings
+        engines[row.name].retrieve("warm up question about a film director", system=row.system, k=K)
+    encoder = engine.index.encoder
+    embed_ms = np.zeros(len(queries))
+    vectors = []
+    with progress.task("embed queries", len(queries)) as advance:
+        for i, q in enumerate(queries):
+            t = time.perf_counter()
+            vectors.append(encoder.encode_query(q.question))
+            embed_ms[i] = (time.perf_counter() - t) * 1000
+            advance(1)
+    vec = np.asarray(vectors, dtype=np.float32)
+    predictions = classify_all(engine, queries, vec)
+
+    n = len(queries)
+    per: dict[str, dict[str, Any]] = {
+        row.name: {"values": {m: np.full(n, np.nan) for m in METRICS}, "lat": np.zeros(n), "stages": [],
+                   "calls": np.zeros(n), "strategies": [], "abst": np.full(n, np.nan), "gen": np.full(n, np.nan),
+                   "answers": [""] * n, "ans_ms": [], "ans_calls": [], "ans_actions": []} for row in rows}
+    takes_corrective = "corrective" in inspect.signature(engine.retrieve).parameters
+    answer = list(answer_mask) if answer_mask is not None else [True] * n
+    if len(answer) != n:
+        raise ValueError(f"answer_mask has {len(answer)} entries for {n} queries")
+    with progress.task(f"{len(rows)} systems x {n} queries", n * len(rows)) as advance:
+        for i, q in enumerate(queries):
+            v = vec[i]
+            for row in rows:
+                eng, spec, acc = engines[row.name], specs[row.name], per[row.name]
+                uses_vector = row.system != "bm25"
+                if spec.mmr:
+                    result = eng.retrieve(q.question, system=row.system, k=K, query_vector=v)
+                    ranked10 = [p.id for p in eng.retrieve(q.question, system=row.system, k=MRR_K,
+                                                           query_vector=v).passages]
+                    passages = result.passages
+                else:
+                    result = eng.retrieve(q.question, system=row.system, k=MRR_K, query_vector=v)
+                    ranked10 = [p.id for p in result.passages]
+                    passages = result.passages[:K]
+                stages = _stage_times(result.trace, float(embed_ms[i]), uses_vector)
+                acc["stages"].append(stages)
+                acc["lat"][i] = float(result.trace["timings_ms"]["total"]) - float(
+                    result.trace["timings_ms"].get("embed", 0.0)) + stages["embed"]
+                acc["calls"][i] = result.trace["retriever_calls"]
+                acc["strategies"].append(result.trace["strategy"])
+                answer_text = None
+                if answerer is not None and answer[i]:
+                    if takes_corrective and getattr(spec, "corrective", False):
+                        # `Engine.ask` checks the evidence (corrective step) before generating: answer from that
+                        checked = eng.retrieve(q.question, system=row.system, k=K, query_vector=v, corrective=True)
+                        passages = checked.passages
+                        acc["ans_ms"].append(float(checked.trace["timings_ms"]["total"]))
+                        acc["ans_calls"].append(float(checked.trace["retriever_calls"]))
+                        acc["ans_actions"].append(str((checked.trace.get("corrective") or {}).get("action")))
+                    a = answerer.answer(q.question, v, passages)
+                    answer_text, acc["abst"][i], acc["gen"][i] = a.text, float(a.abstained), a.ms
+                    acc["answers"][i] = a.text
+                ranked5 = [p.id for p in passages]
+                m = query_metrics(answer_text, q.answers, ranked5, q.gold, q.multi_gold)
+                m["mrr@10"] = query_metrics(None, [], ranked10, q.gold, False)["mrr@10"]
+                for key, value in m.items():
+                    acc["values"][key][i] = value
+                advance(1)
+            if on_step:
+                on_step()
+    if answerer is not None:
+        answerer.save()
+    systems = {}
+    for row in rows:
+        acc = per[row.name]
+        stage_names = sorted({s for st in acc["stages"] for s in st})
+        breakdown = {s: np.array([st.get(s, 0.0) for st in acc["stages"]]) for s in stage_names}
+        answer_path = {}
+        if acc["ans_ms"]:
+            from collections import Counter
+
+            answer_path = {"n": len(acc["ans_ms"]), "retrieve_ms_mean": round(float(np.mean(acc["ans_ms"])), 3),
+                           "retriever_calls_per_query": round(float(np.mean(acc["ans_calls"])), 4),
+                           "corrective_actions": dict(Counter(acc["ans_actions"]))}
+        systems[row.name] = SystemResult(row, acc["values"], acc["lat"], breakdown, acc["calls"],
+                                         acc["strategies"], acc["abst"], acc["gen"], acc["answers"], answer_path)
+    return RunResult(list(queries), systems, embed_ms, predictions,
+                     answerer.mode if answerer else "none", answerer.name if answerer else "",
+                     time.perf_counter() - t_start)

@@ -1,0 +1,34 @@
+"""Answer generation (DESIGN §2): a = f(q, D*) with citations.
+
+`extractive` (default, no LLM), `llamacpp` (a local GGUF), `openai` (any OpenAI-compatible server);
+`TargGate` decides when a generator with its own knowledge may skip retrieval.
+"""
+
+from amsrag.generate.base import (
+    ABSTAIN,
+    EvidencePassage,
+    Generation,
+    Generator,
+    GeneratorError,
+    Passage,
+    parse_citations,
+    validate_citations,
+)
+from amsrag.generate.factory import GENERATORS, make_generator
+from amsrag.generate.metrics import exact_match, normalize_answer, token_f1
+
+__all__ = [
+    "ABSTAIN",
+    "GENERATORS",
+    "EvidencePassage",
+    "Generation",
+    "Generator",
+    "GeneratorError",
+    "Passage",
+    "exact_match",
+    "make_generator",
+    "normalize_answer",
+    "parse_citations",
+    "token_f1",
+    "validate_citations",
+]

@@ -1,0 +1,123 @@
+"""The generator stage (DESIGN §2): a = f(q, D*) with citations, behind one Protocol."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from amsrag.errors import AmsragError
+
+ABSTAIN = "insufficient evidence"
+
+
+class GeneratorError(AmsragError):
+    """A generator backend failed (model missing, server unreachable, bad response)."""
+
+
+@runtime_checkable
+class EvidencePassage(Protocol):
+    """What a generator reads: the engine's `ScoredPassage` fits, and so does any object with these."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def title(self) -> str: ...
+
+    @property
+    def text(self) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Passage:
+    """A plain evidence passage (for callers without the engine's `ScoredPassage`)."""
+
+    id: str
+    title: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Generation:
+    """One answer. `citations` are ids of passages that were given (validated); `confidence` in [0, 1]
+    when the generator can estimate it; `abstained` = "insufficient evidence"."""
+
+    answer: str
+    citations: tuple[str, ...] = ()
+    confidence: float | None = None
+    abstained: bool = False
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    ms: float = 0.0
+    generator: str = ""
+    details: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def trace(self) -> dict[str, Any]:
+        """The TRACE `generator` entry (DESIGN §9)."""
+        out = {"name": self.generator, "prompt_tokens": self.prompt_tokens, "output_tokens": self.output_tokens,
+               "ms": round(self.ms, 3), "confidence": self.confidence}
+        out.update({k: v for k, v in self.details.items() if k not in out})
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["citations"] = list(self.citations)
+        return d
+
+
+@runtime_checkable
+class Generator(Protocol):
+    name: str
+    knows: bool  # answers from its own knowledge (closed book)
+    logprobs: bool  # token log-probabilities available (confidence of closed-book answers)
+    streaming: bool
+
+    def generate(self, question: str, passages: Sequence[EvidencePassage]) -> Generation: ...
+
+    def closed_book(self, question: str) -> Generation: ...
+
+
+def check_passages(passages: Sequence[Any]) -> list[EvidencePassage]:
+    """Passages as a list, each with string `id`, `title`, `text` (else a clear error)."""
+    out = []
+    for i, p in enumerate(passages):
+        for attr in ("id", "title", "text"):
+            if not isinstance(getattr(p, attr, None), str):
+                raise GeneratorError(f"passage {i} has no string `{attr}` (got {type(p).__name__})")
+        out.append(p)
+    return out
+
+
+def validate_citations(cited: Sequence[str], passages: Sequence[EvidencePassage]) -> tuple[str, ...]:
+    """The cited ids that name a given passage, in order, without repeats."""
+    given = {p.id for p in passages}
+    seen: dict[str, None] = {}
+    for c in cited:
+        if c in given:
+            seen.setdefault(c, None)
+    return tuple(seen)
+
+
+_CITE = re.compile(r"\[\s*(\d+(?:\s*[,;]\s*\d+)*)\s*\]")
+
+
+def parse_citations(text: str, passages: Sequence[EvidencePassage]) -> tuple[str, tuple[str, ...], list[int]]:
+    """Split an LLM answer into (answer without markers, valid cited passage ids, invalid numbers).
+
+    Markers are `[n]` or `[n, m]` with n counting from 1 over `passages`; numbers outside 1..len(passages)
+    are dropped and returned as invalid (a model citing a passage it was not given).
+    """
+    cited: list[str] = []
+    invalid: list[int] = []
+    for m in _CITE.finditer(text):
+        for n in re.split(r"[,;]", m.group(1)):
+            k = int(n)
+            if 1 <= k <= len(passages):
+                cited.append(passages[k - 1].id)
+            else:
+                invalid.append(k)
+    answer = " ".join(_CITE.sub(" ", text).split())
+    answer = re.sub(r"\s+([.,;:!?])", r"\1", answer).strip()
+    return answer, validate_citations(cited, passages), invalid

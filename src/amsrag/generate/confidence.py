@@ -1,0 +1,25 @@
+"""Confidence of a generated answer from its token log-probabilities."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+
+def logprob_confidence(logprobs: Sequence[float]) -> float | None:
+    """exp(mean token log-probability): the geometric-mean token probability of the answer, in [0, 1]."""
+    values = [lp for lp in logprobs if lp is not None and math.isfinite(lp)]
+    if not values:
+        return None
+    return float(math.exp(sum(values) / len(values)))
+
+
+def mean_entropy(top_logprobs: Sequence[Sequence[float]]) -> float | None:
+    """Mean entropy (nats) of the top-k token distributions (renormalised over the k shown)."""
+    entropies = []
+    for row in top_logprobs:
+        ps = [math.exp(lp) for lp in row if lp is not None and math.isfinite(lp)]
+        z = sum(ps)
+        if z > 0:
+            entropies.append(-sum(p / z * math.log(p / z) for p in ps if p > 0))
+    return float(sum(entropies) / len(entropies)) if entropies else None

@@ -1,0 +1,94 @@
+"""Silver complexity labels for the user's own generator, the Adaptive-RAG way (DESIGN §3).
+
+Each question is answered three ways: no retrieval (closed book), one step (one retrieval pass,
+`one_step_system`, k passages) and multi step (`multi_step_system`, more passages). The label is the
+cheapest strategy that answers correctly: zero_hop (A) / one_hop (B) / multi_hop (C); when none does,
+the data set's hop count decides (multi-hop data sets C, others B). Rows are written in the layout of
+the Adaptive-RAG silver file that `amsrag.classify.data.load_silver3` reads.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from amsrag.generate.base import Generation, Generator
+from amsrag.generate.metrics import exact_match, token_f1
+from amsrag.types import Complexity, QAExample
+
+LETTERS: dict[Complexity, str] = {"zero_hop": "A", "one_hop": "B", "multi_hop": "C"}
+STRATEGY_NAMES = {"zero_hop": "zero", "one_hop": "one", "multi_hop": "multiple"}  # total_answer, as Adaptive-RAG
+MULTI_HOP_DATASETS = frozenset({"hotpotqa", "musique", "2wikimultihopqa"})
+# load_silver3 accepts these `dataset_name` values; others are written as they are (and it will reject them)
+SILVER_NAMES = {"triviaqa": "trivia"}
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSettings:
+    one_step_system: str = "dense"
+    one_step_k: int = 5
+    multi_step_system: str = "fixed"
+    multi_step_k: int = 10
+    match: str = "em"  # "em" or "f1" (token F1 >= f1_threshold)
+    f1_threshold: float = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class SilverLabel:
+    question: QAExample
+    label: Complexity
+    correct: dict[str, bool]  # strategy -> answered correctly
+    answers: dict[str, str]
+    by_dataset: bool  # no strategy answered: the data set's hop count decided
+
+    def to_row(self, generator: str) -> dict[str, Any]:
+        q = self.question
+        right = [STRATEGY_NAMES[s] for s in ("zero_hop", "one_hop", "multi_hop") if self.correct.get(s)]
+        return {"id": q.id, "dataset_name": SILVER_NAMES.get(q.dataset, q.dataset), "question": q.question,
+                "answer": LETTERS[self.label], "total_answer": right or ["none"], "complexity": self.label,
+                "gold_answers": q.answers, "predictions": self.answers, "by_dataset": self.by_dataset,
+                "generator": generator}
+
+
+def is_correct(g: Generation, answers: list[str], settings: LabelSettings) -> bool:
+    if g.abstained or not answers:
+        return False
+    if settings.match == "f1":
+        return token_f1(g.answer, answers) >= settings.f1_threshold
+    return bool(exact_match(g.answer, answers))
+
+
+def dataset_hop(q: QAExample) -> Complexity:
+    if q.complexity in ("one_hop", "multi_hop"):
+        return q.complexity
+    return "multi_hop" if q.dataset in MULTI_HOP_DATASETS else "one_hop"
+
+
+def label_question(q: QAExample, generator: Generator, retrieve: Callable[[str, str, int], list],
+                   settings: LabelSettings) -> SilverLabel:
+    """`retrieve(question, system, k)` -> passages (the engine's). Runs all three strategies (the
+    Adaptive-RAG file records every strategy that answered right)."""
+    runs: dict[str, Generation] = {"zero_hop": generator.closed_book(q.question)}
+    runs["one_hop"] = generator.generate(q.question, retrieve(q.question, settings.one_step_system,
+                                                              settings.one_step_k))
+    runs["multi_hop"] = generator.generate(q.question, retrieve(q.question, settings.multi_step_system,
+                                                                settings.multi_step_k))
+    correct = {s: is_correct(g, q.answers, settings) for s, g in runs.items()}
+    cheapest = next((s for s in ("zero_hop", "one_hop", "multi_hop") if correct[s]), None)
+    label: Complexity = cheapest or dataset_hop(q)  # type: ignore[assignment]
+    return SilverLabel(q, label, correct, {s: g.answer for s, g in runs.items()}, cheapest is None)
+
+
+def write_labels(labels: Iterable[SilverLabel], path: Path, generator: str) -> int:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    n = 0
+    with tmp.open("w", encoding="utf-8") as f:
+        for lab in labels:
+            f.write(json.dumps(lab.to_row(generator), ensure_ascii=False) + "\n")
+            n += 1
+    tmp.replace(path)  # never leave a half-written label file where a good one was
+    return n

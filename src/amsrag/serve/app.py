@@ -1,0 +1,265 @@
+"""The HTTP API (FastAPI): DESIGN §9's retrieve/ask JSON over HTTP, documents, jobs, health, metrics,
+an OpenAI-compatible chat endpoint and the web UI. Build it with `create_app(service)`."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from contextlib import asynccontextmanager
+from importlib import resources
+from typing import Any
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from amsrag import __version__
+from amsrag.errors import AmsragError, IndexCorruptError
+from amsrag.serve.errors import ApiError, error_body
+from amsrag.serve.limits import Admission, BodyLimit, KeyCheck
+from amsrag.serve.service import Service
+
+log = logging.getLogger("amsrag.serve")
+STATIC = resources.files("amsrag.serve") / "static"
+REFRESH_S = 2.0  # how often the index directory is checked for writes by other processes
+
+
+# ---------------------------------------------------------------------------- request bodies
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RetrieveBody(_Body):
+    query: str | None = Field(None, description="the question (alias: `question`)")
+    question: str | None = None
+    system: str = Field("full", description="full|fixed|A0..A4|bm25|dense|graph|adaptive-rag")
+    k: int | None = Field(None, ge=1, description="passages to return (default: the strategy's k)")
+    explain: bool = Field(False, description="add `titles`: the title of every passage the trace names")
+
+
+class AskBody(_Body):
+    query: str | None = Field(None, description="the question (alias: `question`)")
+    question: str | None = None
+    system: str = Field("full", description="full|fixed|A0..A4|bm25|dense|graph|adaptive-rag")
+    explain: bool = Field(False, description="add `titles`: the title of every passage the trace names")
+
+
+class DocumentsBody(_Body):
+    passages: list[Any] = Field(description="passage objects {id?, title?, text, doc_id?, metadata?}")
+    background: bool | None = Field(
+        None, description="run as a background job (default: when the batch exceeds the job threshold)")
+
+
+def question_of(body: RetrieveBody | AskBody, limit: int) -> str:
+    if body.query is not None and body.question is not None:
+        raise ApiError(422, "invalid_request", "give `query` or `question`, not both")
+    q = body.query if body.query is not None else body.question
+    if q is None or not q.strip():
+        raise ApiError(422, "invalid_request", "a non-empty `query` (or `question`) is required")
+    if len(q) > limit:
+        raise ApiError(422, "question_too_long", f"the question has {len(q)} characters; the limit is {limit}")
+    return q
+
+
+# ---------------------------------------------------------------------------- middleware
+class RequestMetrics:
+    """Counts and times every request by its route template (not the raw path: ids would explode labels)."""
+
+    def __init__(self, app: ASGIApp, service: Service) -> None:
+        self.app = app
+        self.metrics = service.metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        t = time.perf_counter()
+        status = 500
+
+        async def send_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_status)
+        finally:
+            route = scope.get("route")
+            name = getattr(route, "path", None) or ("/static" if scope["path"].startswith("/static/") else "other")
+            self.metrics.requests.labels(scope["method"], name, str(status)).inc()
+            self.metrics.latency.labels(name).observe(time.perf_counter() - t)
+
+
+# ---------------------------------------------------------------------------- the app
+def create_app(service: Service, warm: bool = True) -> FastAPI:
+    cfg = service.config
+    # Two lanes with the same limits: retrieval (tens of ms) never queues behind answers (a generator
+    # can take seconds), so a burst of /v1/ask cannot starve /v1/retrieve.
+    lanes = {lane: Admission(cfg.max_running, cfg.max_queued, cfg.request_timeout_s, service.metrics.admission(lane))
+             for lane in ("retrieve", "answer")}
+    keys = KeyCheck(cfg.api_keys)
+
+    async def watch_index() -> None:
+        while True:
+            await asyncio.sleep(REFRESH_S)
+            try:
+                await asyncio.wrap_future(service.writer.submit(service.refresh_if_changed))
+            except Exception:
+                log.exception("checking the index for outside writes failed")
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        if warm:
+            ms = await asyncio.to_thread(service.warm)
+            log.info("warmed up in %s ms", ms)
+        watcher = asyncio.create_task(watch_index())
+        yield
+        watcher.cancel()
+        for lane in lanes.values():
+            lane.close()
+
+    app = FastAPI(title="amsrag", version=__version__, lifespan=lifespan,
+                  description="Adaptive multi-source RAG: retrieval and answers with the route taken (DESIGN §9).")
+    app.state.service = service
+    app.state.lanes = lanes
+
+    async def authorised(request: Request) -> None:
+        keys.check(request.headers.get("authorization"), request.headers.get("x-api-key"))
+
+    auth = [Depends(authorised)]
+
+    # errors: one JSON shape with a stable code
+    @app.exception_handler(ApiError)
+    async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
+        return _error(service, exc.status, exc.code, exc.message, exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}" for e in exc.errors())
+        return _error(service, 422, "invalid_request", problems or "invalid request")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return _error(service, exc.status_code, code, str(exc.detail), getattr(exc, "headers", None))
+
+    @app.exception_handler(AmsragError)
+    async def _amsrag(request: Request, exc: AmsragError) -> JSONResponse:
+        if isinstance(exc, IndexCorruptError):
+            return _error(service, 500, "index_error", str(exc))
+        return _error(service, 400, "invalid_input", str(exc))
+
+    @app.exception_handler(Exception)
+    async def _internal(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("internal error on %s %s", request.method, request.url.path)
+        return _error(service, 500, "internal_error", f"{type(exc).__name__}: the server failed; see its log")
+
+    # ---------------------------------------------------------------- query endpoints
+    @app.post("/v1/retrieve", dependencies=auth, tags=["query"],
+              summary="Adaptive retrieval: passages and the trace (DESIGN §9 retrieve JSON)")
+    async def retrieve(body: RetrieveBody) -> dict[str, Any]:
+        q = question_of(body, cfg.max_question_chars)
+        if body.k is not None and body.k > cfg.max_k:
+            raise ApiError(422, "k_too_large", f"k = {body.k} exceeds the limit of {cfg.max_k}")
+        return await lanes["retrieve"].call(service.retrieve, q, body.system, body.k, body.explain)
+
+    @app.post("/v1/ask", dependencies=auth, tags=["query"],
+              summary="An answer with citations and the trace (DESIGN §9 ask JSON, plus the cited `sources`)")
+    async def ask(body: AskBody) -> dict[str, Any]:
+        q = question_of(body, cfg.max_question_chars)
+        return await lanes["answer"].call(service.ask, q, body.system, body.explain)
+
+    @app.get("/v1/config", dependencies=auth, tags=["service"],
+             summary="Router thresholds, systems and limits (what the web UI draws against)")
+    async def config() -> dict[str, Any]:
+        return service.describe()
+
+    # ---------------------------------------------------------------- documents
+    @app.post("/v1/documents", dependencies=auth, tags=["documents"], status_code=200,
+              summary="Add passages; large batches run as a background job (202 + status URL)")
+    async def add_documents(body: DocumentsBody) -> Response:
+        passages = service.parse_passages(body.passages)
+        background = body.background if body.background is not None else len(passages) > cfg.job_threshold
+        if background:
+            job = service.start_add_job(passages)
+            return JSONResponse(job.to_dict(), status_code=202, headers={"Location": f"/v1/jobs/{job.id}"})
+        result = await _write(service, cfg.request_timeout_s, service.add, passages)
+        return JSONResponse(result)
+
+    @app.get("/v1/documents/{pid:path}", dependencies=auth, tags=["documents"], summary="One stored passage")
+    async def get_document(pid: str) -> dict[str, Any]:
+        doc = await asyncio.to_thread(service.document, pid)
+        if doc is None:
+            raise ApiError(404, "not_found", f"no passage with id {pid!r}")
+        return doc
+
+    @app.delete("/v1/documents/{pid:path}", dependencies=auth, tags=["documents"], summary="Delete one passage")
+    async def delete_document(pid: str) -> dict[str, Any]:
+        def delete() -> dict[str, Any] | None:
+            if service.engine.index.get(pid) is None:
+                return None
+            return service.delete([pid])
+
+        result = await _write(service, cfg.request_timeout_s, delete)
+        if result is None:
+            raise ApiError(404, "not_found", f"no passage with id {pid!r}; nothing was deleted")
+        return result
+
+    @app.get("/v1/jobs/{job_id}", dependencies=auth, tags=["documents"], summary="Status of a background job")
+    async def job_status(job_id: str) -> dict[str, Any]:
+        job = service.writer.get(job_id)
+        if job is None:
+            raise ApiError(404, "not_found", f"no job {job_id!r} (finished jobs are kept for a while, then dropped)")
+        return job.to_dict()
+
+    # ---------------------------------------------------------------- service
+    @app.get("/healthz", tags=["service"], summary="Liveness and readiness")
+    async def healthz() -> dict[str, Any]:
+        return {"status": "ok", "version": __version__, "passages": len(service.engine.index),
+                "uptime_s": round(time.time() - service.started, 1)}
+
+    @app.get("/metrics", dependencies=auth, tags=["service"], summary="Prometheus metrics")
+    async def metrics() -> Response:
+        return Response(service.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    from amsrag.serve.openai_compat import add_openai_routes
+
+    add_openai_routes(app, service, lanes["answer"], auth)
+
+    # ---------------------------------------------------------------- web UI
+    @app.get("/", include_in_schema=False)
+    async def index_page() -> FileResponse:
+        return FileResponse(str(STATIC / "index.html"), media_type="text/html")
+
+    app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
+
+    if cfg.cors_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=cfg.cors_origins, allow_methods=["GET", "POST", "DELETE"],
+                           allow_headers=["Authorization", "X-API-Key", "Content-Type"])
+    app.add_middleware(BodyLimit, max_bytes=cfg.max_body_bytes,
+                       on_reject=lambda: service.metrics.errors.labels("body_too_large").inc())
+    app.add_middleware(RequestMetrics, service=service)
+    return app
+
+
+async def _write(service: Service, timeout_s: float, fn, *args: Any) -> Any:
+    future = asyncio.wrap_future(service.writer.submit(lambda: fn(*args)))
+    try:
+        return await asyncio.wait_for(asyncio.shield(future), timeout=timeout_s)
+    except TimeoutError:
+        raise ApiError(504, "timeout", f"the write did not finish within {timeout_s:g} s; it continues in the "
+                                       f"background: check GET /v1/documents/ID, or send large batches as a "
+                                       f"job (`background: true`)") from None
+
+
+def _error(service: Service, status: int, code: str, message: str,
+           headers: dict[str, str] | None = None) -> JSONResponse:
+    service.metrics.errors.labels(code).inc()
+    return JSONResponse(error_body(code, message), status_code=status, headers=headers)

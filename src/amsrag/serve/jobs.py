@@ -1,0 +1,83 @@
+"""Background ingest jobs: large document batches return 202 with a status URL at once.
+
+Every write (job or not) runs on one writer thread, so writes are serialised in arrival order.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from amsrag.errors import AmsragError
+
+
+@dataclass
+class Job:
+    id: str
+    kind: str
+    size: int
+    status: str = "queued"  # queued | running | succeeded | failed
+    created: float = field(default_factory=time.time)
+    started: float | None = None
+    finished: float | None = None
+    result: dict[str, Any] | None = None
+    error: dict[str, str] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "kind": self.kind, "size": self.size, "status": self.status,
+                "created": self.created, "started": self.started, "finished": self.finished,
+                "result": self.result, "error": self.error, "status_url": f"/v1/jobs/{self.id}"}
+
+
+class Writer:
+    """The single writer thread, and the record of the last `keep` jobs."""
+
+    def __init__(self, keep: int = 200, on_finish: Callable[[Job], None] | None = None) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="amsrag-writer")
+        self._jobs: OrderedDict[str, Job] = OrderedDict()
+        self._lock = threading.Lock()
+        self._keep = keep
+        self._on_finish = on_finish or (lambda job: None)
+
+    def submit(self, fn: Callable[[], Any]) -> Future:
+        """A write to run in order with every other write (the caller awaits it)."""
+        return self._pool.submit(fn)
+
+    def start_job(self, kind: str, size: int, fn: Callable[[], dict[str, Any]]) -> Job:
+        job = Job(uuid.uuid4().hex, kind, size)
+        with self._lock:
+            self._jobs[job.id] = job
+            while len(self._jobs) > self._keep:
+                oldest = next(iter(self._jobs.values()))
+                if oldest.status in ("queued", "running"):
+                    break
+                self._jobs.popitem(last=False)
+
+        def run() -> None:
+            job.status, job.started = "running", time.time()
+            try:
+                job.result = fn()
+                job.status = "succeeded"
+            except AmsragError as exc:
+                job.status, job.error = "failed", {"code": "invalid_input", "message": str(exc)}
+            except Exception as exc:  # the job record says what went wrong; the server keeps running
+                job.status, job.error = "failed", {"code": "internal_error", "message": f"{type(exc).__name__}: {exc}"}
+            finally:
+                job.finished = time.time()
+                self._on_finish(job)
+
+        self._pool.submit(run)
+        return job
+
+    def get(self, job_id: str) -> Job | None:
+        with self._lock:
+            return self._jobs.get(job_id)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)

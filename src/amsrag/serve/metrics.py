@@ -1,0 +1,67 @@
+"""Prometheus metrics of one server (its own registry, so several apps in one process do not clash)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry()
+        self.requests = Counter("amsrag_http_requests_total", "HTTP requests by route and status",
+                                ["method", "route", "status"], registry=r)
+        self.latency = Histogram("amsrag_http_request_duration_seconds", "HTTP request latency by route",
+                                 ["route"], buckets=LATENCY_BUCKETS, registry=r)
+        self.stage = Histogram("amsrag_stage_duration_seconds",
+                               "pipeline stage latency from the trace timings (retrieve.NAME per retriever)",
+                               ["stage"], buckets=LATENCY_BUCKETS, registry=r)
+        self.routes = Counter("amsrag_route_total", "queries by system, complexity label and strategy",
+                              ["system", "label", "strategy"], registry=r)
+        self.retriever_calls = Counter("amsrag_retriever_calls_total", "retriever invocations", ["retriever"],
+                                       registry=r)
+        self.retriever_errors = Counter("amsrag_retriever_errors_total", "retriever failures and timeouts",
+                                        ["retriever"], registry=r)
+        self.escalations = Counter("amsrag_escalations_total", "corrective escalations", registry=r)
+        self.abstentions = Counter("amsrag_abstentions_total", "answers that abstained", registry=r)
+        self.errors = Counter("amsrag_errors_total", "error responses by stable code", ["code"], registry=r)
+        self.active = Gauge("amsrag_requests_running", "engine calls running, by lane", ["lane"], registry=r)
+        self.waiting = Gauge("amsrag_requests_queued", "engine calls waiting for a slot, by lane", ["lane"],
+                             registry=r)
+        self.passages = Gauge("amsrag_index_passages", "passages in the served index", registry=r)
+        self.jobs = Counter("amsrag_jobs_total", "ingest jobs by final status", ["status"], registry=r)
+
+    def admission(self, lane: str):
+        running, queued = self.active.labels(lane), self.waiting.labels(lane)
+
+        def changed(active: int, waiting: int) -> None:
+            running.set(active)
+            queued.set(waiting)
+
+        return changed
+
+    def observe_trace(self, trace: dict[str, Any]) -> None:
+        timings = trace.get("timings_ms") or {}
+        for stage, ms in timings.items():
+            if isinstance(ms, dict):
+                for name, sub in ms.items():
+                    if isinstance(sub, int | float):
+                        self.stage.labels(f"{stage}.{name}").observe(sub / 1000)
+            elif isinstance(ms, int | float):
+                self.stage.labels(stage).observe(ms / 1000)
+        complexity = trace.get("complexity") or {}
+        self.routes.labels(str(trace.get("system", "")), str(complexity.get("label", "")),
+                           str(trace.get("strategy", ""))).inc()
+        for r in trace.get("retrievers") or []:
+            self.retriever_calls.labels(r.get("name", "")).inc()
+            if r.get("error"):
+                self.retriever_errors.labels(r.get("name", "")).inc()
+        escalations = trace.get("escalations") or []
+        if escalations:
+            self.escalations.inc(len(escalations))
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

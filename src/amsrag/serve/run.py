@@ -1,0 +1,57 @@
+"""`amsrag serve`: settle the configuration, refuse unsafe setups, warm the engine, run uvicorn."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from amsrag.config import AmsragConfig, ServeConfig
+from amsrag.errors import InputError
+from amsrag.serve.limits import is_loopback
+
+KEYS_ENV = "AMSRAG_API_KEYS"
+
+
+def serve_config(base: ServeConfig, host: str | None = None, port: int | None = None,
+                 env: dict[str, str] | None = None) -> ServeConfig:
+    """The index's [serve] section, overridden by flags and by $AMSRAG_API_KEYS (comma-separated);
+    refuses to run without keys anywhere but on loopback."""
+    env = os.environ if env is None else env
+    cfg = base.model_copy(deep=True)
+    if host is not None:
+        cfg.host = host
+    if port is not None:
+        cfg.port = port
+    from_env = [k.strip() for k in env.get(KEYS_ENV, "").split(",") if k.strip()]
+    if from_env:
+        cfg.api_keys = from_env
+    if not cfg.api_keys and not is_loopback(cfg.host):
+        raise InputError(f"refusing to serve on {cfg.host} without API keys: set {KEYS_ENV}=key1,key2 (or "
+                         f"[serve] api_keys in the configuration), or bind to 127.0.0.1")
+    if any(len(k) < 16 for k in cfg.api_keys):
+        raise InputError("API keys must be at least 16 characters long")
+    return cfg
+
+
+def run(index_dir: Path, host: str | None = None, port: int | None = None, config_file: Path | None = None,
+        access_log: bool = False) -> None:
+    import uvicorn
+
+    from amsrag.pipeline import Engine
+    from amsrag.serve.app import create_app
+    from amsrag.serve.service import Service
+
+    engine = Engine.open(index_dir)
+    try:
+        base = AmsragConfig.load(config_file).serve if config_file else engine.config.serve
+        cfg = serve_config(base, host, port)
+        service = Service(engine, cfg)
+    except BaseException:
+        engine.close()
+        raise
+    app = create_app(service)
+    try:
+        uvicorn.run(app, host=cfg.host, port=cfg.port, access_log=access_log, log_level="info",
+                    timeout_keep_alive=30, timeout_graceful_shutdown=10)
+    finally:
+        service.close()

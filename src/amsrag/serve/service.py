@@ -1,0 +1,192 @@
+"""The engine behind the HTTP layer: one Engine per process, reads under a shared lock, writes
+serialised on one writer thread under the exclusive lock, retrievers warmed at start and after writes."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from amsrag import __version__
+from amsrag.config import ServeConfig
+from amsrag.errors import InputError
+from amsrag.ingest.readers import passage_from_record
+from amsrag.pipeline import Engine
+from amsrag.pipeline.systems import SYSTEMS
+from amsrag.serve.jobs import Job, Writer
+from amsrag.serve.limits import ReadWriteLock
+from amsrag.serve.metrics import Metrics
+from amsrag.store.embedded import RETRIEVERS, EmbeddedIndex
+from amsrag.store.manifest import read_manifest
+from amsrag.types import Passage
+
+log = logging.getLogger("amsrag.serve")
+WARM_QUERY = "Who was the first person to walk on the Moon?"
+
+
+def _default_ask(engine: Engine) -> Callable[[str, str], Any]:
+    """Engine.ask with the generator the index's configuration names (the engine builds it once)."""
+    return lambda q, s: engine.ask(q, system=s)
+
+
+class Service:
+    def __init__(self, engine: Engine, config: ServeConfig, metrics: Metrics | None = None,
+                 ask: Callable[[str, str], Any] | None = None) -> None:
+        self.engine = engine
+        self.config = config
+        self.metrics = metrics or Metrics()
+        self.lock = ReadWriteLock()
+        self.writer = Writer(on_finish=self._job_finished)
+        self._ask = ask or _default_ask(engine)
+        self.metrics.passages.set(len(engine.index))
+        self.started = time.time()
+
+    @classmethod
+    def open(cls, index_dir: str | Path, config: ServeConfig) -> Service:
+        return cls(Engine.open(index_dir), config)
+
+    def close(self) -> None:
+        self.writer.close()
+        self.engine.close()
+
+    # ------------------------------------------------------------------ warm-up
+    def warm(self) -> dict[str, float]:
+        """Build what the first query would otherwise pay for: the classifier, every retriever (the
+        graph's query matcher), the generator. Errors are logged, not raised (an empty index is valid)."""
+        with self.lock.read():
+            return self._warm()
+
+    def _warm(self, with_ask: bool = True) -> dict[str, float]:
+        ms: dict[str, float] = {}
+        if not len(self.engine.index):
+            return ms
+        steps: list[tuple[str, Callable[[], Any]]] = [
+            (name, lambda n=name: self.engine.index.retriever(n).search(WARM_QUERY, k=1)) for name in RETRIEVERS]
+        if with_ask:  # after a write only the retrievers are rebuilt; the generator is unchanged
+            steps.append(("ask", lambda: self._ask(WARM_QUERY, "full")))
+        for name, step in steps:
+            t = time.perf_counter()
+            try:
+                step()
+            except Exception as exc:
+                log.warning("warm-up of %s failed: %s: %s", name, type(exc).__name__, exc)
+            ms[name] = round((time.perf_counter() - t) * 1000, 1)
+        return ms
+
+    # ------------------------------------------------------------------ reads
+    def retrieve(self, query: str, system: str, k: int | None, explain: bool = False) -> dict[str, Any]:
+        with self.lock.read():
+            out = self.engine.retrieve(query, system=system, k=k).to_dict()
+            if explain:
+                out["titles"] = self._titles(out["trace"])
+        self.metrics.observe_trace(out["trace"])
+        return out
+
+    def ask(self, query: str, system: str, explain: bool = False) -> dict[str, Any]:
+        with self.lock.read():
+            out = self._ask(query, system).to_dict()
+            # the cited passages themselves, so clients can show them without another request
+            out["sources"] = [self._passage_dict(p) for p in map(self.engine.index.get, out["citations"]) if p]
+            if explain:
+                out["titles"] = self._titles(out["trace"])
+        self.metrics.observe_trace(out["trace"])
+        if out.get("abstained"):
+            self.metrics.abstentions.inc()
+        return out
+
+    def _titles(self, trace: dict[str, Any]) -> dict[str, str]:
+        """Titles of every passage the trace names (retriever hits, MMR picks), for display."""
+        ids = {h["id"] for r in trace.get("retrievers") or [] for h in r.get("hits", [])}
+        ids |= {p["id"] for p in (trace.get("mmr") or {}).get("picks", [])}
+        rows = self.engine.index.rows_for_ids(sorted(ids))
+        return {pid: title for pid, (_, title) in zip(rows, self.engine.index.describe_rows(list(rows.values())),
+                                                       strict=True)}
+
+    def document(self, pid: str) -> dict[str, Any] | None:
+        with self.lock.read():
+            p = self.engine.index.get(pid)
+        return None if p is None else self._passage_dict(p, full=True)
+
+    @staticmethod
+    def _passage_dict(p: Passage, full: bool = False) -> dict[str, Any]:
+        d: dict[str, Any] = {"id": p.id, "title": p.title, "text": p.text}
+        if full:
+            d.update(doc_id=p.doc_id, metadata=p.metadata)
+        return d
+
+    def describe(self) -> dict[str, Any]:
+        cfg = self.engine.config
+        index = self.engine.index
+        return {
+            "version": __version__,
+            "index": {"passages": len(index), "backend": getattr(index, "backend", ""),
+                      "generation": (getattr(index, "manifest", None) or {}).get("generation")},
+            "router": {"theta_low": cfg.router.theta_low, "theta_high": cfg.router.theta_high},
+            "fusion": {"kappa": cfg.fusion.kappa, "alpha0": cfg.fusion.alpha0, "rrf_k": cfg.fusion.rrf_k},
+            "systems": list(SYSTEMS),
+            "default_system": "full",
+            "generator": getattr(getattr(cfg, "generator", None), "name", "extractive"),
+            "limits": {"max_question_chars": self.config.max_question_chars, "max_k": self.config.max_k,
+                       "max_body_bytes": self.config.max_body_bytes,
+                       "max_passages_per_request": self.config.max_passages_per_request,
+                       "job_threshold": self.config.job_threshold,
+                       "request_timeout_s": self.config.request_timeout_s},
+        }
+
+    # ------------------------------------------------------------------ writes
+    def parse_passages(self, records: list[Any]) -> list[Passage]:
+        if not records:
+            raise InputError("`passages` is empty: give at least one passage")
+        if len(records) > self.config.max_passages_per_request:
+            raise InputError(f"{len(records)} passages in one request; the limit is "
+                             f"{self.config.max_passages_per_request}: split the batch")
+        passages = [passage_from_record(r, f"passages[{i}]") for i, r in enumerate(records)]
+        seen: dict[str, int] = {}
+        for i, p in enumerate(passages):
+            if p.id in seen:
+                raise InputError(f"duplicate passage id {p.id!r} at passages[{seen[p.id]}] and passages[{i}]; "
+                                 f"nothing was added")
+            seen[p.id] = i
+        return passages
+
+    def add(self, passages: list[Passage]) -> dict[str, Any]:
+        """Runs on the writer thread."""
+        with self.lock.write():
+            report = self.engine.index.add(passages)
+            self._after_write()
+        return {"received": report.received, "added": report.added, "skipped_existing": report.skipped_existing,
+                "skipped_duplicate_content": report.skipped_duplicate_content,
+                "passages": len(self.engine.index), "seconds": {k: round(v, 3) for k, v in report.seconds.items()}}
+
+    def delete(self, ids: list[str]) -> dict[str, Any]:
+        """Runs on the writer thread."""
+        with self.lock.write():
+            report = self.engine.index.delete(ids)
+            self._after_write()
+        return {"deleted": report.deleted, "passages": len(self.engine.index)}
+
+    def refresh_if_changed(self) -> bool:
+        """Pick up a write another process (e.g. `amsrag index add`) published to the index directory.
+        Runs on the writer thread, so it never interleaves with this server's own writes."""
+        index = self.engine.index
+        if not isinstance(index, EmbeddedIndex):  # other backends read the shared store live
+            return False
+        if read_manifest(index.path).get("generation") == index.manifest.get("generation"):
+            return False
+        with self.lock.write():
+            index._refresh()  # the index's own reload of a newer generation
+            self._after_write()
+        log.info("reloaded the index: generation %s, %d passages", index.manifest.get("generation"), len(index))
+        return True
+
+    def _after_write(self) -> None:
+        self.metrics.passages.set(len(self.engine.index))
+        self._warm(with_ask=False)
+
+    def start_add_job(self, passages: list[Passage]) -> Job:
+        return self.writer.start_job("add_documents", len(passages), lambda: self.add(passages))
+
+    def _job_finished(self, job: Job) -> None:
+        self.metrics.jobs.labels(job.status).inc()

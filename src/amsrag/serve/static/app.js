@@ -1,0 +1,310 @@
+// amsrag web UI: ask a question, show the answer with clickable citations and the route it took.
+// Plain DOM, no dependencies; every server string is set with textContent (passages are untrusted).
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const CLASSES = ["zero_hop", "one_hop", "multi_hop"];
+let serverConfig = null;
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") node.className = v;
+    else if (k === "style") node.setAttribute("style", v);
+    else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+    else node.setAttribute(k, v);
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined) continue;
+    node.appendChild(typeof c === "string" || typeof c === "number" ? document.createTextNode(String(c)) : c);
+  }
+  return node;
+}
+
+function fmt(x, digits = 3) {
+  return typeof x === "number" && isFinite(x) ? x.toFixed(digits) : "–";
+}
+
+function retrieverClass(name) {
+  return ["bm25", "dense", "graph"].includes(name) ? "r-" + name : "r-other";
+}
+
+function headers() {
+  const h = { "Content-Type": "application/json" };
+  const key = $("api-key").value || sessionStorage.getItem("amsrag-key") || "";
+  if (key) h["Authorization"] = "Bearer " + key;
+  return h;
+}
+
+async function api(method, path, body) {
+  const res = await fetch(path, { method, headers: headers(), body: body ? JSON.stringify(body) : undefined });
+  let data = null;
+  try { data = await res.json(); } catch (e) { data = null; }
+  if (!res.ok) {
+    if (res.status === 401) $("key-label").classList.remove("hidden");
+    const err = (data && data.error) || { code: "http_" + res.status, message: res.statusText };
+    throw Object.assign(new Error(err.message), { code: err.code, status: res.status });
+  }
+  return data;
+}
+
+function setStatus(text, isError) {
+  const s = $("status");
+  s.textContent = text;
+  s.classList.toggle("error", !!isError);
+}
+
+async function loadConfig() {
+  try {
+    serverConfig = await api("GET", "/v1/config");
+  } catch (e) {
+    setStatus(e.status === 401 ? "This server needs an API key." : "Could not load the configuration: " + e.message,
+              e.status !== 401);
+    return;
+  }
+  const sel = $("system");
+  sel.replaceChildren(...serverConfig.systems.map((s) => el("option", { value: s }, s)));
+  sel.value = serverConfig.default_system;
+  $("question").maxLength = serverConfig.limits.max_question_chars;
+  $("index-info").textContent = `${serverConfig.index.passages} passages · generator ${serverConfig.generator}` +
+    ` · θl ${serverConfig.router.theta_low} θh ${serverConfig.router.theta_high}`;
+  setStatus("");
+}
+
+// ---------------------------------------------------------------- answer
+
+function renderAnswer(result) {
+  const sources = new Map((result.sources || []).map((s) => [s.id, s]));
+  const p = $("answer");
+  p.replaceChildren(el("span", { id: "answer-text" }, result.answer));
+  if (result.abstained) p.appendChild(el("span", { class: "pill" }, "abstained"));
+  const list = $("sources");
+  list.replaceChildren();
+  result.citations.forEach((id, i) => {
+    const src = sources.get(id) || { id, title: "", text: "" };
+    const item = el("li", { id: "source-" + (i + 1), "data-id": id },
+      el("strong", {}, src.title || id), " ", el("span", { class: "muted" }, "(" + id + ")"),
+      el("div", { class: "text hidden" }, src.text));
+    list.appendChild(item);
+    p.appendChild(el("a", {
+      class: "cite", href: "#source-" + (i + 1), "data-id": id,
+      onclick: (ev) => {
+        ev.preventDefault();
+        const text = item.querySelector(".text");
+        text.classList.toggle("hidden");
+        item.classList.add("flash");
+        setTimeout(() => item.classList.remove("flash"), 1200);
+        item.scrollIntoView({ block: "nearest" });
+      },
+    }, "[" + (i + 1) + "]"));
+  });
+  $("answer-panel").classList.remove("hidden");
+}
+
+// ---------------------------------------------------------------- route
+
+function renderClasses(cx) {
+  const box = $("class-bars");
+  if (!cx) { box.replaceChildren(el("p", { class: "muted" }, "not classified (a fixed system)")); return; }
+  box.replaceChildren(...CLASSES.map((c) => {
+    const pr = cx.probs[c] || 0;
+    return el("div", { class: "bar-row" + (c === cx.label ? " chosen" : ""), "data-class": c },
+      el("span", {}, c), el("div", { class: "bar" }, el("span", { class: "fill", style: `width:${(pr * 100).toFixed(1)}%` })),
+      el("span", { class: "num" }, fmt(pr)));
+  }));
+}
+
+function renderAlpha(cx, router) {
+  const box = $("alpha-gauge");
+  if (!cx || !router) { box.replaceChildren(el("p", { class: "muted" }, "no confidence for this system")); return; }
+  const lo = router.theta_low, hi = router.theta_high, a = cx.alpha;
+  const pct = (x) => (Math.max(0, Math.min(1, x)) * 100).toFixed(2) + "%";
+  box.replaceChildren(
+    el("div", { class: "gauge-wrap" },
+      el("div", {}, el("span", { class: "needle-label", style: `margin-left:${pct(Math.max(0.07, Math.min(0.93, a)))}` },
+        "α = " + fmt(a))),
+      el("div", { class: "gauge" },
+        el("div", { class: "zone C", style: `width:${pct(lo)}` }, "C"),
+        el("div", { class: "zone B", style: `width:${pct(hi - lo)}` }, "B"),
+        el("div", { class: "zone A", style: `width:${pct(1 - hi)}` }, "A")),
+      el("div", { class: "needle", id: "alpha-needle", style: `left:${pct(a)}` })),
+    el("div", { class: "ticks" }, lo > 0.08 ? el("span", { style: "left:0%" }, "0") : null,
+      el("span", { style: `left:${pct(lo)}` }, "θl " + lo), el("span", { style: `left:${pct(hi)}` }, "θh " + hi),
+      hi < 0.92 ? el("span", { style: "left:100%" }, "1") : null),
+    el("p", { class: "muted" }, a >= hi ? "α ≥ θh: confident → Strategy A" :
+      a >= lo ? "θl ≤ α < θh → Strategy B" : "α < θl: uncertain → the widest path, Strategy C"));
+}
+
+function renderStrategy(trace) {
+  const cx = trace.complexity;
+  $("strategy").replaceChildren(
+    el("div", {}, el("span", { class: "pill strong", id: "strategy-value" }, "Strategy " + trace.strategy),
+      el("span", { class: "pill" }, "system " + trace.system),
+      cx ? el("span", { class: "pill" }, cx.label) : null),
+    el("p", { id: "strategy-reason" }, trace.reason || ""),
+    el("p", { class: "muted" }, `${trace.retriever_calls} retriever call(s): ` +
+      ((trace.retrievers || []).map((r) => r.name).join(", ") || "none")));
+}
+
+function renderEscalations(trace) {
+  const corr = trace.corrective || {};
+  const esc = trace.escalations || [];
+  $("escalations").replaceChildren(
+    el("p", {}, "corrective: ", el("strong", {}, corr.action || "–"),
+      corr.score !== null && corr.score !== undefined ? " (score " + fmt(corr.score) + ")" : ""),
+    esc.length ? el("ol", { id: "escalation-list" }, ...esc.map((e) => el("li", {},
+      typeof e === "string" ? e : JSON.stringify(e)))) : el("p", { class: "muted", id: "escalation-list" }, "no escalations"));
+}
+
+function titleOf(id, titles) {
+  return (titles && titles[id]) || id;
+}
+
+function renderRetrievers(trace, titles) {
+  const box = $("retrievers");
+  const runs = trace.retrievers || [];
+  if (!runs.length) { box.replaceChildren(el("p", { class: "muted" }, "no retrieval on this route")); return; }
+  box.replaceChildren(...runs.map((r) => el("div", { class: "retriever", "data-retriever": r.name },
+    el("h4", {}, el("span", { class: "swatch " + retrieverClass(r.name) }), r.name,
+      el("span", { class: "muted" }, ` · ${r.hits.length} hits · ${fmt(r.ms, 1)} ms`)),
+    r.error ? el("p", { class: "err" }, r.error) : null,
+    el("table", {}, el("thead", {}, el("tr", {}, el("th", { class: "num" }, "rank"), el("th", {}, "passage"),
+      el("th", { class: "num" }, "score"))),
+      el("tbody", {}, ...r.hits.slice(0, 10).map((h) => el("tr", {},
+        el("td", { class: "num" }, h.rank), el("td", { title: h.id }, titleOf(h.id, titles)),
+        el("td", { class: "num" }, fmt(h.score)))))))));
+}
+
+// CA-RRF(d) = sum_r w_r / (k_r + rank_r(d)), recomputed from the trace's hits, weights and k.
+function fusedFromTrace(trace) {
+  if (Array.isArray(trace.fused)) {  // the engine's own fused list (after the second hop, when one ran)
+    return trace.fused.map((it) => ({ id: it.id, score: it.score, ranks: it.ranks || {}, contrib: it.contributions || {} }));
+  }
+  const f = trace.fusion || {};
+  const weights = f.weights || {}, ks = f.k || {};
+  const acc = new Map();
+  for (const r of trace.retrievers || []) {
+    const w = weights[r.name], k = ks[r.name];
+    for (const h of r.hits) {
+      const e = acc.get(h.id) || { id: h.id, score: 0, ranks: {}, contrib: {} };
+      const c = (w !== undefined && k !== undefined) ? w / (k + h.rank) : h.score;
+      e.ranks[r.name] = h.rank;
+      e.contrib[r.name] = c;
+      e.score += c;
+      acc.set(h.id, e);
+    }
+  }
+  return [...acc.values()].sort((a, b) => b.score - a.score || (a.id < b.id ? -1 : 1));
+}
+
+function renderFusion(trace, titles, finalIds) {
+  const f = trace.fusion || {};
+  const box = $("fusion");
+  const retrieverNames = (trace.retrievers || []).map((r) => r.name);
+  if (!retrieverNames.length) { box.replaceChildren(el("p", { class: "muted" }, "nothing to fuse")); return; }
+  const picks = new Set(((trace.mmr || {}).picks || []).map((p) => p.id));
+  const items = fusedFromTrace(trace).slice(0, 12);
+  const names = [...new Set(items.flatMap((it) => Object.keys(it.ranks)))];
+  if (!names.length) names.push(...retrieverNames);
+  const max = items.length ? items[0].score : 1;
+  const legend = el("p", { id: "fusion-weights" }, "method ", el("strong", {}, f.method || "–"), " · ",
+    ...retrieverNames.map((n) => el("span", { class: "pill", "data-retriever": n },
+      el("span", { class: "swatch " + retrieverClass(n) }),
+      `${n}: w = ${fmt((f.weights || {})[n])}, k = ${(f.k || {})[n] ?? "–"}`)));
+  const table = el("table", { id: "fused-table" },
+    el("thead", {}, el("tr", {}, el("th", { class: "num" }, "#"), el("th", {}, "passage"),
+      ...names.map((n) => el("th", { class: "num" }, n + " rank")), el("th", {}, "contributions"),
+      el("th", { class: "num" }, "score"))),
+    el("tbody", {}, ...items.map((it, i) => el("tr", {
+      class: (picks.has(it.id) ? "picked " : "") + (finalIds.has(it.id) ? "final" : ""), "data-id": it.id },
+      el("td", { class: "num" }, i + 1), el("td", { title: it.id }, titleOf(it.id, titles)),
+      ...names.map((n) => el("td", { class: "num" }, it.ranks[n] ?? "–")),
+      el("td", {}, el("div", { class: "bar", style: "width:10rem" }, ...names.filter((n) => it.contrib[n]).map((n) =>
+        el("span", { class: retrieverClass(n), title: `${n}: ${fmt(it.contrib[n], 5)}`,
+          style: `width:${(100 * it.contrib[n] / max).toFixed(2)}%` })))),
+      el("td", { class: "num" }, fmt(it.score, 5))))));
+  box.replaceChildren(legend, table, el("p", { class: "muted" },
+    (Array.isArray(trace.fused) ? "The engine's fused list (hop1/hop2 columns: the second hop's fusion)"
+      : "Recomputed from each retriever's top hits in the trace") + "; bold rows were returned, green rows are MMR picks."));
+}
+
+function renderMmr(trace, titles) {
+  const m = trace.mmr;
+  const box = $("mmr");
+  if (!m || !m.picks) { box.replaceChildren(el("p", { class: "muted" }, "MMR not applied on this route")); return; }
+  box.replaceChildren(el("p", { class: "muted" }, "λ = " + m.lambda),
+    el("table", { id: "mmr-table" }, el("thead", {}, el("tr", {}, el("th", { class: "num" }, "pick"), el("th", {}, "passage"),
+      el("th", { class: "num" }, "relevance"), el("th", { class: "num" }, "max sim"), el("th", { class: "num" }, "MMR score"))),
+      el("tbody", {}, ...m.picks.map((p, i) => el("tr", {}, el("td", { class: "num" }, i + 1),
+        el("td", { title: p.id }, titleOf(p.id, titles)), el("td", { class: "num" }, fmt(p.relevance)),
+        el("td", { class: "num" }, fmt(p.max_sim)), el("td", { class: "num" }, fmt(p.mmr_score)))))));
+}
+
+// Stages in pipeline order; retrievers run in parallel, so they share a start.
+function renderWaterfall(trace) {
+  const t = trace.timings_ms || {};
+  const rows = [];
+  let at = 0;
+  for (const [name, v] of Object.entries(t)) {
+    if (name === "total") continue;
+    if (v && typeof v === "object") {
+      const parts = Object.entries(v).filter(([, ms]) => typeof ms === "number");
+      for (const [sub, ms] of parts) rows.push({ name: name + " · " + sub, start: at, ms, cls: retrieverClass(sub) });
+      at += Math.max(0, ...parts.map(([, ms]) => ms));
+    } else if (typeof v === "number") {
+      rows.push({ name, start: at, ms: v, cls: "" });
+      at += v;
+    }
+  }
+  const total = typeof t.total === "number" ? Math.max(t.total, at) : at;
+  const gen = trace.generator;
+  const scale = total > 0 ? total : 1;
+  $("waterfall").replaceChildren(...rows.map((r) => el("div", { class: "wf-row", "data-stage": r.name },
+    el("span", {}, r.name),
+    el("div", { class: "wf-track" }, el("div", { class: "wf-bar " + r.cls,
+      style: `left:${(100 * r.start / scale).toFixed(2)}%;width:${(100 * r.ms / scale).toFixed(2)}%` })),
+    el("span", { class: "num" }, fmt(r.ms, 1)))),
+  el("p", { class: "muted" }, `total ${fmt(t.total, 1)} ms` + (gen ? ` · generator ${gen.name}` : "")));
+}
+
+function renderRoute(result) {
+  const trace = result.trace;
+  const titles = result.titles || {};
+  const finalIds = new Set((result.passages || []).map((p) => p.id).concat(result.citations || []));
+  renderClasses(trace.complexity);
+  renderAlpha(trace.complexity, serverConfig && serverConfig.router);
+  renderStrategy(trace);
+  renderEscalations(trace);
+  renderRetrievers(trace, titles);
+  renderFusion(trace, titles, finalIds);
+  renderMmr(trace, titles);
+  renderWaterfall(trace);
+  $("raw-trace").textContent = JSON.stringify(trace, null, 2);
+  $("route-panel").classList.remove("hidden");
+}
+
+async function ask(ev) {
+  ev.preventDefault();
+  const question = $("question").value.trim();
+  if (!question) return;
+  const key = $("api-key").value;
+  if (key) sessionStorage.setItem("amsrag-key", key);
+  if (!serverConfig) await loadConfig();
+  const button = $("ask-button");
+  button.disabled = true;
+  setStatus("Thinking…");
+  const t0 = performance.now();
+  try {
+    const result = await api("POST", "/v1/ask", { question, system: $("system").value, explain: true });
+    renderAnswer(result);
+    renderRoute(result);
+    setStatus(`answered in ${((performance.now() - t0) / 1000).toFixed(2)} s`);
+  } catch (e) {
+    setStatus(`${e.code || "error"}: ${e.message}`, true);
+  } finally {
+    button.disabled = false;
+  }
+}
+
+$("ask-form").addEventListener("submit", ask);
+loadConfig();

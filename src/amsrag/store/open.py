@@ -1,0 +1,68 @@
+"""One entry point for every index spec: a directory (embedded) or a `postgresql://` URL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from amsrag.config import AmsragConfig
+from amsrag.errors import InputError
+from amsrag.progress import NullProgress, Progress
+from amsrag.store.base import PassageIndex
+from amsrag.store.embedded import EmbeddedIndex, IngestReport
+
+URL_PREFIXES = ("postgresql://", "postgres://")
+
+
+def is_postgres_url(spec: str | Path) -> bool:
+    return isinstance(spec, str) and spec.startswith(URL_PREFIXES)
+
+
+def _postgres() -> Any:
+    try:
+        from amsrag.store.postgres.store import PostgresIndex
+    except ImportError as exc:
+        raise InputError(f"a postgresql:// index needs the PostgreSQL drivers ({exc.name} is missing): "
+                         f"pip install 'amsrag[postgres]'") from exc
+    return PostgresIndex
+
+
+def open_index(spec: str | Path) -> PassageIndex:
+    """The index at `spec`: an EmbeddedIndex for a directory, a PostgresIndex for a postgresql:// URL."""
+    if is_postgres_url(spec):
+        return _postgres().open(str(spec))
+    return EmbeddedIndex.open(Path(spec))
+
+
+def create_index(spec: str | Path, config: AmsragConfig | None = None) -> PassageIndex:
+    """A new empty index at `spec` (a new directory, or a database without an amsrag index)."""
+    if is_postgres_url(spec):
+        return _postgres().create(str(spec), config)
+    return EmbeddedIndex.create(Path(spec), config)
+
+
+def export_index(source: EmbeddedIndex, url: str, progress: Progress | None = None) -> IngestReport:
+    """Copy an embedded index into a new PostgreSQL index in one transaction: passages, their stored
+    vectors and their stored NER results (nothing is re-embedded, spaCy does not run again)."""
+    if not is_postgres_url(url):
+        raise InputError(f"--to must be a postgresql:// URL, got {url!r}")
+    progress = progress or NullProgress()
+    rows = sorted(source._info)
+    passages, vectors = [], []
+    with progress.task("export: read passages", len(rows)) as adv:
+        for start in range(0, len(rows), 2000):
+            chunk = rows[start : start + 2000]
+            passages.extend(source.passages_by_rows(chunk))
+            vectors.append(source.vectors_for_rows(chunk))
+            adv(len(chunk))
+    graph = source.entity_graph
+    ner = {pid: graph._ner[r][1] for r, (pid, _) in zip(rows, source.describe_rows(rows), strict=True)
+           if r in graph._ner}
+    import numpy as np
+
+    target = _postgres().create(url, source.config)
+    try:
+        return target.add(passages, progress=progress,
+                          vectors=np.concatenate(vectors) if vectors else np.zeros((0, 384), np.float32), ner=ner)
+    finally:
+        target.close()

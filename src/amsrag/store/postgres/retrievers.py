@@ -1,0 +1,242 @@
+"""Retrievers over the PostgreSQL tables: BM25 in SQL, pgvector HNSW, PPR on the fetched subgraph.
+
+Scores equal the embedded retrievers' (up to float rounding: PostgreSQL sums BM25 in float8 where
+bm25s uses float32) and ties break by passage id, so both backends rank alike.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+import psycopg
+import scipy.sparse as sp
+
+from amsrag.config import GraphConfig
+from amsrag.errors import InputError
+from amsrag.retrieve.base import check_k, check_query
+from amsrag.retrieve.dense import check_query_vector
+from amsrag.retrieve.entities import SurfaceMatcher, entity_key, is_matchable, ner_pipeline
+from amsrag.retrieve.graph import STRUCTURAL_FIELDS, EntityGraph
+from amsrag.retrieve.topk import topk_indices
+from amsrag.types import Hit, normalise_whitespace
+
+if TYPE_CHECKING:
+    from amsrag.store.postgres.store import PostgresIndex
+
+HNSW_MAX_EF = 1000  # pgvector's upper bound for hnsw.ef_search
+
+# Lucene BM25 (bm25s method "lucene"): idf = ln(1 + (N - df + 0.5) / (df + 0.5)),
+# tf part = tf / (tf + k1 * (1 - b + b * dl / avgdl)); a query term given twice counts twice.
+# Every candidate tied with the k-th score is ordered by id before the cut.
+_BM25_SQL = """
+WITH st AS (
+    SELECT greatest((value->>'n_docs')::float8, 1) AS n,
+           greatest((value->>'total_len')::float8, 1) / greatest((value->>'n_docs')::float8, 1) AS avgdl
+    FROM meta WHERE key = 'bm25_stats'),
+q AS (
+    SELECT t.tid, x.qtf, ln(1 + (st.n - t.df + 0.5) / (t.df + 0.5)) AS idf
+    FROM unnest(%(terms)s::text[], %(qtf)s::int[]) AS x(term, qtf)
+    JOIN bm25_terms t ON t.term = x.term CROSS JOIN st),
+agg AS MATERIALIZED (
+    SELECT po.prow, sum(q.qtf * q.idf * po.tf / (po.tf + %(k1)s * (1 - %(b)s + %(b)s * po.dl / st.avgdl))) AS s
+    FROM q JOIN bm25_postings po ON po.tid = q.tid CROSS JOIN st
+    GROUP BY po.prow),
+cut AS (SELECT s FROM agg ORDER BY s DESC LIMIT %(k)s)
+SELECT a.prow, a.s, p.id, p.title
+FROM agg a JOIN passages p ON p.prow = a.prow
+WHERE a.s >= (SELECT min(s) FROM cut) AND a.s > 0
+ORDER BY a.s DESC, p.id
+LIMIT %(k)s
+"""
+
+
+class PgBM25Retriever:
+    name = "bm25"
+
+    def __init__(self, index: PostgresIndex) -> None:
+        self.index = index
+        self.tokenizer = index._tokenizer
+
+    def search(self, query: str, k: int = 10, query_vector: np.ndarray | None = None) -> list[Hit]:
+        check_query(query)
+        check_k(k)
+        counts = Counter(self.tokenizer(query))
+        if not counts:
+            return []
+        terms = sorted(counts)
+        cfg = self.index.config.bm25
+        params = {"terms": terms, "qtf": [counts[t] for t in terms], "k1": cfg.k1, "b": cfg.b, "k": k}
+        rows = self.index.read(lambda c: c.execute(_BM25_SQL, params).fetchall())
+        return [Hit(id=pid, score=float(s), rank=n + 1, title=title, retriever=self.name, row=int(r))
+                for n, (r, s, pid, title) in enumerate(rows)]
+
+    def batch_search(self, queries: Sequence[str], k: int = 10,
+                     query_vectors: np.ndarray | None = None) -> list[list[Hit]]:
+        return [self.search(q, k) for q in queries]
+
+
+class PgDenseRetriever:
+    """Candidates from pgvector (HNSW, cosine; an exact scan below `dense.hnsw_min_size` passages, as
+    the embedded store), re-scored exactly in float32 so scores are true cosines."""
+
+    name = "dense"
+
+    def __init__(self, index: PostgresIndex) -> None:
+        self.index = index
+
+    def search(self, query: str, k: int = 10, query_vector: np.ndarray | None = None,
+               exact: bool = False) -> list[Hit]:
+        check_query(query)
+        check_k(k)
+        qvec = check_query_vector(query_vector, 384)
+        if qvec is None:
+            qvec = self.index.encoder.encode_query(query)
+        cfg = self.index.config.dense
+
+        def fetch(c: psycopg.Connection) -> list[tuple]:
+            n = int(self.index._meta(c, "n_passages"))
+            want = min(n, max(k + 10, k * 2))
+            if want == 0:
+                return []
+            if exact or n < cfg.hnsw_min_size:
+                # `+ 0` keeps the planner off the HNSW index: an exact scan (prepared plans cannot flip it)
+                return c.execute(f"SELECT prow, id, title, embedding FROM passages "
+                                 f"ORDER BY (embedding <=> %s) + 0 LIMIT {int(want)}", (qvec,)).fetchall()
+            with c.transaction():
+                c.execute("SELECT set_config('hnsw.ef_search', %s, true)",
+                          (str(min(HNSW_MAX_EF, max(cfg.hnsw_ef_search, want))),))
+                # LIMIT inline: a generic plan (psycopg prepares repeated statements) with LIMIT $2
+                # does not know the limit is small and may pick a full scan over the HNSW index
+                return c.execute(f"SELECT prow, id, title, embedding FROM passages "
+                                 f"ORDER BY embedding <=> %s LIMIT {int(want)}", (qvec,)).fetchall()
+
+        got = self.index.read(fetch)
+        if not got:
+            return []
+        vectors = np.stack([np.asarray(r[3], dtype=np.float32) for r in got])
+        scores = np.asarray(vectors @ qvec, dtype=np.float32)
+        best = topk_indices(scores, k, lambda i: got[i][1])
+        return [Hit(id=got[i][1], score=float(scores[i]), rank=n + 1, title=got[i][2], retriever=self.name,
+                    row=int(got[i][0])) for n, i in enumerate(best)]
+
+    def batch_search(self, queries: Sequence[str], k: int = 10,
+                     query_vectors: np.ndarray | None = None) -> list[list[Hit]]:
+        for q in queries:
+            check_query(q)
+        vecs = self.index.encoder.encode(list(queries)) if query_vectors is None else np.asarray(query_vectors)
+        if len(vecs) != len(queries):
+            raise InputError(f"{len(queries)} queries but {len(vecs)} query vectors")
+        return [self.search(q, k, query_vector=v) for q, v in zip(queries, vecs, strict=True)]
+
+
+def candidate_surfaces(text: str, max_len: int) -> list[str]:
+    """Every substring of `text` that could be a whole-word match of a surface form no longer than
+    `max_len` (it may not start or end inside a word): looking these up finds exactly the surface
+    forms the full matcher would find, without holding all of them in memory."""
+    n = len(text)
+    word = [ch.isalnum() for ch in text]
+    starts = [s for s in range(n) if s == 0 or not (word[s] and word[s - 1])]
+    ends = [e for e in range(1, n + 1) if e == n or not (word[e - 1] and word[e])]
+    out = set()
+    j0 = 0
+    for s in starts:
+        while j0 < len(ends) and ends[j0] <= s:
+            j0 += 1
+        for e in ends[j0:]:
+            if e - s > max_len:
+                break
+            out.add(text[s:e])
+    return sorted(out)
+
+
+class PgEntityGraph:
+    """The entity graph in tables; `rank` fetches the seeds' neighbourhood and runs the embedded
+    graph's personalized PageRank on it, with global entity degrees and idf."""
+
+    def __init__(self, index: PostgresIndex, config: GraphConfig) -> None:
+        self.index = index
+        self.config = config
+
+    def with_config(self, config: GraphConfig) -> PgEntityGraph:
+        structural = {f: getattr(self.index.config.graph, f) for f in STRUCTURAL_FIELDS}
+        return PgEntityGraph(self.index, config.model_copy(update=structural))
+
+    def rank(self, query: str, seed_rows: Sequence[tuple[int, float]], k: int) -> list[tuple[int, float, str]]:
+        query, k = check_query(query), check_k(k)
+        ner_keys = self._query_ner_keys(query)
+        return self.index.read(lambda c: self._rank(c, query, ner_keys, seed_rows, k))
+
+    def _query_ner_keys(self, query: str) -> list[str]:
+        cfg = self.config
+        if not (cfg.query_ner and cfg.ner):
+            return []
+        labels = set(cfg.ner_labels)
+        return sorted({entity_key(ent.text) for ent in ner_pipeline()(query).ents
+                       if ent.label_ in labels and is_matchable(ent.text, cfg.min_mention_chars)})
+
+    def _rank(self, c: psycopg.Connection, query: str, ner_keys: list[str],
+              seed_rows: Sequence[tuple[int, float]], k: int) -> list[tuple[int, float, str]]:
+        cfg = self.config
+        meta = dict(c.execute("SELECT key, value FROM meta WHERE key IN ('n_passages', 'graph_max_surface')")
+                    .fetchall())
+        text = normalise_whitespace(query)
+        found = c.execute("SELECT surface, eid FROM entity_surfaces WHERE surface = ANY(%s)",
+                          (candidate_surfaces(text, int(meta["graph_max_surface"])),)).fetchall()
+        matcher = SurfaceMatcher([s for s, _ in found], [e for _, e in found])
+        query_ents = {e for _, _, e in matcher.find(text)}
+        if ner_keys:
+            query_ents |= {e for (e,) in c.execute("SELECT eid FROM entities WHERE key = ANY(%s)",
+                                                   (ner_keys,)).fetchall()}
+        weights: dict[int, float] = {}
+        for row, w in seed_rows:
+            if w > 0:
+                weights[int(row)] = weights.get(int(row), 0.0) + float(w)
+        known = {r for (r,) in c.execute("SELECT prow FROM graph_ner WHERE prow = ANY(%s)",
+                                         (sorted(weights),)).fetchall()}
+        weights = {r: w for r, w in weights.items() if r in known}
+        if not weights and not query_ents:
+            return []
+        edges: dict[tuple[int, int], int] = {}
+        for r, e, kind in c.execute("SELECT prow, eid, kind FROM mentions WHERE prow = ANY(%s)",
+                                    (sorted(weights),)).fetchall():
+            edges[(r, e)] = kind
+        ents = sorted(query_ents | {e for _, e in edges})
+        degree = dict(c.execute("SELECT eid, degree FROM entities WHERE eid = ANY(%s)", (ents,)).fetchall())
+        open_ents = [e for e in ents if degree.get(e, 0) <= cfg.max_entity_degree]
+        for r, e, kind in c.execute("SELECT prow, eid, kind FROM mentions WHERE eid = ANY(%s)",
+                                    (open_ents,)).fetchall():
+            edges[(r, e)] = kind
+        rows = sorted({r for r, _ in edges} | set(weights))
+        ids = dict(c.execute("SELECT prow, id FROM passages WHERE prow = ANY(%s)", (rows,)).fetchall())
+        return _local_ppr(cfg, int(meta["n_passages"]), rows, ents, degree, edges, ids,
+                          sorted(query_ents), weights, k)
+
+
+def _local_ppr(cfg: GraphConfig, n_passages: int, rows: list[int], ents: list[int], degree: dict[int, int],
+               edges: dict[tuple[int, int], int], ids: dict[int, str], query_ents: list[int],
+               weights: dict[int, float], k: int) -> list[tuple[int, float, str]]:
+    """The embedded graph's ranking on the neighbourhood, as a small EntityGraph whose entity degrees
+    and idf are the global ones (so hubs and weights are exactly as in the whole graph)."""
+    row_pos = {r: i for i, r in enumerate(rows)}
+    ent_pos = {e: i for i, e in enumerate(ents)}
+    keys = list(edges)
+    data = np.fromiter((edges[x] for x in keys), dtype=np.int8, count=len(keys))
+    r_idx = np.fromiter((row_pos[r] for r, _ in keys), dtype=np.int64, count=len(keys))
+    e_idx = np.fromiter((ent_pos[e] for _, e in keys), dtype=np.int64, count=len(keys))
+    matrix = sp.csr_array((data, (r_idx, e_idx)), shape=(len(rows), len(ents)), dtype=np.int8)
+    matrix.sort_indices()
+    ner = {i: (0, ()) for i in range(len(rows))}
+    graph = EntityGraph(cfg, [ids[r] for r in rows], [str(e) for e in ents], matrix, [], np.zeros(0, np.int64), ner)
+    glob = np.array([degree.get(e, 0) for e in ents], dtype=np.int64)
+    graph._degree = glob
+    graph._idf = np.log1p(max(n_passages, 1) / np.maximum(glob, 1))
+    sub = graph._subgraph([ent_pos[e] for e in query_ents], [(row_pos[r], w) for r, w in sorted(weights.items())])
+    if sub is None:
+        return []
+    scores = graph._ppr(sub)
+    if cfg.score == "walk":
+        scores = scores - cfg.restart * sub.restart_p
+    return [(rows[i], s, pid) for i, s, pid in graph._top(sub.passages, scores, k)]

@@ -1,0 +1,96 @@
+"""Silver labelling the Adaptive-RAG way with the configured generator, and `amsrag classifier label`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from amsrag.classify.data import load_silver3
+from amsrag.config import GeneratorConfig
+from amsrag.generate import Generation
+from amsrag.generate.extractive import ExtractiveGenerator
+from amsrag.generate.label import LabelSettings, label_question, write_labels
+from amsrag.pipeline import Engine
+
+
+class _Oracle:
+    """A scripted stand-in (outside the product): right closed book for one question, right with passages
+    only when a gold passage was retrieved."""
+
+    name = "scripted"
+    knows = True
+    logprobs = False
+    streaming = False
+
+    def __init__(self, known: str, gold: dict[str, tuple[list[str], str]]) -> None:
+        self.known, self.gold = known, gold
+
+    def closed_book(self, question: str) -> Generation:
+        return Generation(self.gold[question][1] if question == self.known else "no idea")
+
+    def generate(self, question, passages) -> Generation:
+        ids, answer = self.gold[question]
+        hit = [p.id for p in passages if p.id in ids]
+        return Generation(answer if len(hit) == len(ids) else "wrong", tuple(hit))
+
+
+def test_cheapest_correct_strategy_is_the_label(built_index, slice_questions) -> None:
+    engine = Engine(built_index)
+    gold = {q.question: (q.gold_passage_ids, q.answers[0]) for q in slice_questions}
+    known = slice_questions[6].question
+    oracle = _Oracle(known, gold)
+
+    def retrieve(question, system, k):
+        return engine.retrieve(question, system=system, k=k).passages
+
+    labels = [label_question(q, oracle, retrieve, LabelSettings()) for q in slice_questions]
+    by_q = {lab.question.question: lab for lab in labels}
+    assert by_q[known].label == "zero_hop" and by_q[known].correct["zero_hop"]
+    for lab in labels:
+        q = lab.question
+        if lab.label == "one_hop" and not lab.by_dataset:
+            assert lab.correct["one_hop"] and not lab.correct["zero_hop"]
+        if lab.by_dataset:  # nothing answered right: the data set's hop count decides
+            assert not any(lab.correct.values())
+            assert lab.label == ("multi_hop" if q.dataset == "hotpotqa" else "one_hop")
+    assert any(lab.correct["one_hop"] for lab in labels)
+
+
+def test_labels_file_is_read_by_the_classifier_loader(tmp_path, built_index, slice_questions) -> None:
+    engine = Engine(built_index)
+    gen = ExtractiveGenerator(built_index.encoder, GeneratorConfig(abstain_threshold=0.0))
+    labels = [label_question(q, gen, lambda q, s, k: engine.retrieve(q, system=s, k=k).passages, LabelSettings())
+              for q in slice_questions[:4] + slice_questions[6:8]]
+    assert all(not lab.correct["zero_hop"] for lab in labels)  # an extractive reader knows nothing closed book
+    out = tmp_path / "silver.jsonl"
+    assert write_labels(labels, out, gen.name) == 6
+    rows = load_silver3(out)
+    assert [r.three for r in rows] == [lab.label for lab in labels]
+    assert {r.dataset for r in rows} == {"hotpotqa", "nq"}
+
+
+@pytest.mark.slow
+def test_cli_classifier_label(tmp_path, slice_questions, slice_passages) -> None:
+    by_id = {p.id: p for p in slice_passages}
+    qa = tmp_path / "qa.jsonl"
+    with qa.open("w", encoding="utf-8") as f:
+        for q in [slice_questions[0], *slice_questions[6:9]]:
+            f.write(json.dumps({"id": q.id, "question": q.question, "answers": q.answers, "dataset": q.dataset,
+                                "gold_passages": [{"title": by_id[i].title, "text": by_id[i].text}
+                                                  for i in q.gold_passage_ids],
+                                "paragraphs": [{"title": p.title, "text": p.text} for p in slice_passages[:12]]})
+                    + "\n")
+    out = tmp_path / "labels.jsonl"
+    proc = subprocess.run([sys.executable, "-m", "amsrag.cli", "classifier", "label", str(qa), "--out", str(out),
+                           "--generator", "extractive", "--json"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["questions"] == 4 and sum(summary["labels"].values()) == 4
+    assert "labelling with extractive" in proc.stderr  # the progress bar
+    assert len(load_silver3(out)) == 4
+    bad = subprocess.run([sys.executable, "-m", "amsrag.cli", "classifier", "label", str(tmp_path / "none.jsonl"),
+                          "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and len(load_silver3(out)) == 4  # the good file is untouched

@@ -1,0 +1,57 @@
+"""The command line over PostgreSQL: export an embedded index, then every --index command on the URL."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+AMSRAG = [sys.executable, "-m", "amsrag.cli"]
+
+
+def run(*args: str | Path, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run([*AMSRAG, *map(str, args)], capture_output=True, text=True, timeout=600,
+                          env={**os.environ})
+    if check and proc.returncode != 0:
+        raise AssertionError(f"amsrag {args} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def one_json(text: str) -> dict:
+    [line] = [json.loads(x) for x in text.splitlines() if x.strip()]
+    return line
+
+
+@pytest.mark.slow
+def test_export_then_every_index_command_on_the_url(built_index, pg_url, tmp_path) -> None:
+    summary = one_json(run("index", "export", "--index", built_index.path, "--to", pg_url, "--json").stdout)
+    assert summary["passages"] == len(built_index)
+    stats = one_json(run("index", "stats", "--index", pg_url, "--json").stdout)
+    assert stats["backend"] == "postgres" and stats["passages"] == len(built_index)
+    for retriever in ("bm25", "dense", "graph"):
+        query = "Which band released the album Tinted Windows?"
+        got = one_json(run("search", query, "--index", pg_url, "--retriever", retriever, "-k", "5", "--json").stdout)
+        want = one_json(run("search", query, "--index", built_index.path, "--retriever", retriever, "-k", "5",
+                            "--json").stdout)
+        assert [h["id"] for h in got["hits"]] == [h["id"] for h in want["hits"]] and got["hits"]
+    retrieved = one_json(run("retrieve", "Who directed Ed Wood?", "--index", pg_url, "--json").stdout)
+    assert retrieved["passages"]
+
+    extra = tmp_path / "extra.jsonl"
+    extra.write_text(json.dumps({"id": "pg-new", "title": "Zyxwv Quartet",
+                                 "text": "The Zyxwv Quartet is a string quartet founded in Oslo."}) + "\n")
+    added = one_json(run("index", "add", extra, "--index", pg_url, "--json").stdout)
+    assert added["added"] == 1 and added["passages"] == len(built_index) + 1
+    hits = one_json(run("search", "Zyxwv quartet", "--index", pg_url, "--json").stdout)["hits"]
+    assert hits[0]["id"] == "pg-new"
+    deleted = one_json(run("index", "delete", "pg-new", "--index", pg_url, "--json").stdout)
+    assert deleted["deleted"] == 1 and deleted["passages"] == len(built_index)
+
+    again = run("index", "export", "--index", built_index.path, "--to", pg_url, check=False)
+    assert again.returncode == 2 and "already exists" in again.stderr
+    down = run("index", "stats", "--index", "postgresql://postgres:pw@127.0.0.1:1/none", check=False)
+    assert down.returncode == 2 and "cannot connect to PostgreSQL" in down.stderr and "pw@" not in down.stderr

@@ -1,0 +1,190 @@
+"""PostgreSQL backend specifics: schema versions, transactions, shared databases, faults, HNSW."""
+
+from __future__ import annotations
+
+import time
+
+import psycopg
+import pytest
+
+from amsrag.config import AmsragConfig
+from amsrag.errors import IndexMismatchError, IndexNotFoundError, InputError
+from amsrag.store import EmbeddedIndex
+from amsrag.store.open import create_index, open_index
+from amsrag.types import Passage
+
+
+@pytest.fixture()
+def pg(pg_url):
+    from amsrag.store.postgres.store import PostgresIndex
+
+    idx = PostgresIndex.create(pg_url)
+    yield idx
+    idx.close()
+
+
+def _count(url: str, table: str) -> int:
+    with psycopg.connect(url) as conn:
+        return conn.execute(f"SELECT count(*) FROM amsrag.{table}").fetchone()[0]
+
+
+def test_schema_version_and_opening_errors(pg_url, pg_server) -> None:
+    from amsrag.store.postgres import schema
+    from amsrag.store.postgres.store import PostgresIndex, StoreUnavailableError
+    from pg_server import new_database
+
+    with pytest.raises(IndexNotFoundError, match="no amsrag index"):
+        open_index(pg_url)
+    idx = create_index(pg_url)
+    assert isinstance(idx, PostgresIndex) and idx.stats()["schema_version"] == schema.CURRENT_VERSION
+    idx.close()
+    with pytest.raises(InputError, match="already exists"):
+        PostgresIndex.create(pg_url)
+    other = new_database(pg_server)
+    PostgresIndex.create(other).close()
+    with psycopg.connect(other, autocommit=True) as conn:
+        conn.execute("INSERT INTO amsrag.schema_version (version, amsrag_version) VALUES (99, 'future')")
+    with pytest.raises(IndexMismatchError, match="schema version 99"):
+        PostgresIndex.open(other)
+    with pytest.raises(InputError, match="lucene"):
+        PostgresIndex.create(new_database(pg_server), AmsragConfig.model_validate({"bm25": {"method": "bm25+"}}))
+
+    from amsrag.store.postgres.server import free_port
+
+    t = time.monotonic()
+    with pytest.raises(StoreUnavailableError, match="cannot connect to PostgreSQL"):
+        PostgresIndex.open(f"postgresql://postgres:secret@127.0.0.1:{free_port()}/nowhere")
+    assert time.monotonic() - t < 10
+
+
+def test_open_index_dispatches_on_the_spec(built_index, pg_built_index) -> None:
+    from amsrag.store.postgres.store import PostgresIndex
+
+    with open_index(str(built_index.path)) as a:
+        assert isinstance(a, EmbeddedIndex)
+    with open_index(pg_built_index.dsn) as b:
+        assert isinstance(b, PostgresIndex) and len(b) == len(built_index)
+
+
+def test_failed_ingest_leaves_nothing_behind(pg, slice_passages, slice_vectors, monkeypatch) -> None:
+    pg.add(slice_passages[:20], vectors=slice_vectors[:20])
+    before = {t: _count(pg.dsn, t) for t in ("passages", "bm25_terms", "bm25_postings", "graph_ner",
+                                             "entities", "mentions")}
+    hits = [h.id for h in pg.retriever("bm25").search("American film director", k=5)]
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(type(pg), "_rewrite_graph", boom)
+    with pytest.raises(RuntimeError, match="disk full"):
+        pg.add(slice_passages[20:], vectors=slice_vectors[20:])
+    monkeypatch.undo()
+    assert len(pg) == 20 and pg.get(slice_passages[30].id) is None
+    assert {t: _count(pg.dsn, t) for t in before} == before
+    assert [h.id for h in pg.retriever("bm25").search("American film director", k=5)] == hits
+
+
+def test_two_processes_share_one_database(pg, slice_passages, slice_vectors) -> None:
+    from amsrag.store.postgres.store import PostgresIndex
+
+    other = PostgresIndex.open(pg.dsn)
+    try:
+        target = slice_passages[7]
+        pg.add(slice_passages[:10], vectors=slice_vectors[:10])
+        assert len(other) == 10
+        assert other.retriever("bm25").search(target.title, k=1)[0].id == target.id
+        other.delete([target.id])
+        assert pg.get(target.id) is None and len(pg) == 9
+        assert target.id not in {h.id for h in pg.retriever("dense").search(target.text[:200], k=9)}
+    finally:
+        other.close()
+
+
+def test_hnsw_index_serves_dense_queries(pg_url, built_index, slice_passages, slice_vectors, slice_questions) -> None:
+    from amsrag.store.postgres.store import PostgresIndex
+
+    config = AmsragConfig.model_validate({"dense": {"hnsw_min_size": 0}})
+    idx = PostgresIndex.create(pg_url, config)
+    try:
+        idx.add(slice_passages, vectors=slice_vectors)
+        qvec = slice_vectors[0]
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute("SET enable_seqscan = off")  # 90 rows: make the planner show it would use the index
+            plan = "\n".join(r[0] for r in conn.execute(
+                "EXPLAIN SELECT prow FROM amsrag.passages ORDER BY embedding <=> %s::vector LIMIT 10",
+                (str(qvec.tolist()),)).fetchall())
+        assert "passages_embedding_hnsw" in plan
+        for q in slice_questions[:8]:
+            v = built_index.encoder.encode_query(q.question)
+            got = [h.id for h in idx.retriever("dense").search(q.question, 5, v)]
+            assert got == [h.id for h in built_index.retriever("dense").search(q.question, 5, v)]
+    finally:
+        idx.close()
+
+
+@pytest.mark.slow
+def test_server_down_and_dropped_connections(slice_passages, slice_vectors) -> None:
+    """A dropped connection is retried transparently; a stopped server gives a clear error within the
+    request timeout, never a hang; after a restart the same index object works again."""
+    from amsrag.store.postgres.server import LocalPostgres, LocalPostgresError
+    from amsrag.store.postgres.store import PostgresIndex, StoreUnavailableError
+
+    server = LocalPostgres(name="amsrag-pg-fault-")
+    try:
+        server.start()
+    except LocalPostgresError as exc:
+        pytest.skip(f"no second local PostgreSQL: {exc}")
+    try:
+        PostgresIndex.create(server.dsn).close()
+        idx = PostgresIndex.open(server.dsn, request_timeout=4.0)
+        idx.add(slice_passages[:10], vectors=slice_vectors[:10])
+        want = [h.id for h in idx.retriever("bm25").search("film", k=3)]
+        with psycopg.connect(server.dsn, autocommit=True) as admin:  # drop every pooled connection
+            n = admin.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                              "WHERE pid <> pg_backend_pid() AND datname = current_database()").fetchone()[0]
+        assert n >= 1
+        assert [h.id for h in idx.retriever("bm25").search("film", k=3)] == want
+        server.pg_ctl("stop")
+        t = time.monotonic()
+        with pytest.raises(StoreUnavailableError, match="unavailable"):
+            idx.retriever("bm25").search("film", k=3)
+        assert time.monotonic() - t < 4.0 + 2.0
+        with pytest.raises(StoreUnavailableError):
+            idx.add([Passage(id="x", text="written while down")])
+        server.pg_ctl("start")
+        assert [h.id for h in idx.retriever("bm25").search("film", k=3)] == want
+        assert idx.get("x") is None
+        idx.close()
+    finally:
+        server.stop()
+
+
+@pytest.mark.slow
+def test_reads_from_a_streaming_replica(pg_server, slice_passages, slice_vectors) -> None:
+    """Writes go to the primary, reads to a hot-standby replica, which serves them once it has replayed."""
+    from amsrag.store.postgres.server import LocalPostgres
+    from amsrag.store.postgres.store import PostgresIndex
+    from pg_server import new_database
+
+    url = new_database(pg_server)
+    PostgresIndex.create(url).close()
+    replica = LocalPostgres(name="amsrag-pg-replica-")
+    replica.start_replica_of(pg_server)
+    try:
+        replica_url = replica.dsn.rsplit("/", 1)[0] + "/" + url.rsplit("/", 1)[1]
+        idx = PostgresIndex.open(url, read_dsn=replica_url)
+        idx.add(slice_passages[:12], vectors=slice_vectors[:12])
+        deadline = time.monotonic() + 30
+        while len(idx) < 12 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(idx) == 12
+        target = slice_passages[5]
+        assert idx.retriever("bm25").search(target.title, k=1)[0].id == target.id
+        with psycopg.connect(replica_url) as conn:
+            assert conn.execute("SELECT pg_is_in_recovery()").fetchone()[0] is True
+            served = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                                  "AND application_name <> 'psql' AND pid <> pg_backend_pid()").fetchone()[0]
+        assert served >= 1  # the index's read pool is connected to the replica
+        idx.close()
+    finally:
+        replica.stop()
