@@ -94,3 +94,30 @@ def test_cli_classifier_label(tmp_path, slice_questions, slice_passages) -> None
     bad = subprocess.run([sys.executable, "-m", "amsrag.cli", "classifier", "label", str(tmp_path / "none.jsonl"),
                           "--out", str(out)], capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and len(load_silver3(out)) == 4  # the good file is untouched
+
+
+def test_silver_rows_of_other_data_sets_need_their_hop(tmp_path) -> None:
+    from amsrag.errors import InputError
+
+    good = tmp_path / "mine.jsonl"
+    good.write_text(json.dumps({"question": "Who wrote our onboarding guide?", "answer": "A",
+                                "dataset_name": "company-wiki", "hop": "one_hop"}) + "\n", encoding="utf-8")
+    (row,) = load_silver3(good)
+    assert (row.dataset, row.hop, row.three) == ("company-wiki", "one_hop", "zero_hop")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"question": "Q?", "answer": "B", "dataset_name": "company-wiki"}) + "\n",
+                   encoding="utf-8")
+    with pytest.raises(InputError, match=r"bad.jsonl:1: .*no `hop`"):
+        load_silver3(bad)
+
+
+def test_train_reads_a_generators_own_silver_labels(tmp_path, shared_data) -> None:
+    from amsrag.classify.data import build_labelled_data
+
+    mine = tmp_path / "mine.jsonl"
+    mine.write_text("".join(json.dumps({"question": f"Which team won the {y} company cup?", "answer": "AB"[y % 2],
+                                        "dataset_name": "company-wiki", "hop": "one_hop"}) + "\n"
+                            for y in range(2000, 2040)), encoding="utf-8")
+    data = build_labelled_data(shared_data, cap=50, seed=13, silver=[mine])
+    silver = [r for r in data.rows if r.source == "silver3"]
+    assert len(silver) == 40 and {r.dataset for r in silver} == {"company-wiki"}  # replaces FLAN-T5-XL's

@@ -25,6 +25,9 @@ ModelOpt = Annotated[Path | None,
                      typer.Option("--model", help="classifier artifact directory (default: the shipped one)")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="one JSON object per line on stdout")]
 CacheOpt = Annotated[Path | None, typer.Option("--cache", help="embedding cache directory")]
+SilverOpt = Annotated[list[Path] | None, typer.Option(
+    "--silver", help="three-way silver labels of your generator (`classifier label`) instead of the shipped "
+    "FLAN-T5-XL ones; repeatable")]
 
 
 def _emit(obj: dict[str, Any]) -> None:
@@ -32,14 +35,15 @@ def _emit(obj: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
-def _prepared(data_dir: Path | None, cap: int | None, seed: int, cache: Path | None):
+def _prepared(data_dir: Path | None, cap: int | None, seed: int, cache: Path | None,
+              silver: list[Path] | None = None):
     """Labelled data and its (cached) embeddings, with progress on stderr."""
     from amsrag.classify.data import build_labelled_data, default_data_dir
     from amsrag.classify.train import prepare
     from amsrag.embed.encoder import MiniLMEncoder
     from amsrag.progress import RichProgress
 
-    data = build_labelled_data(data_dir or default_data_dir(), cap=cap, seed=seed)
+    data = build_labelled_data(data_dir or default_data_dir(), cap=cap, seed=seed, silver=silver)
     encoder = MiniLMEncoder()
     with RichProgress(console=err) as progress, progress.task("embedding questions", len(data.rows)) as advance:
         prep = prepare(data, encoder, cache_dir=cache, progress=advance)
@@ -67,6 +71,7 @@ def train_cmd(
     seed: Annotated[int, typer.Option("--seed")] = 13,
     method: Annotated[str, typer.Option("--calibration", help="temperature|platt|isotonic|none")] = "temperature",
     cache: CacheOpt = None,
+    silver: SilverOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Train both heads on the labelled data, calibrate them on the calibration split, write the artifact."""
@@ -74,7 +79,7 @@ def train_cmd(
     from amsrag.classify.train import TrainConfig, train
 
     config = TrainConfig(seed=seed, cap=cap or None, calibration=_method(method))
-    labelled, prep, encoder = _prepared(data, config.cap, seed, cache)
+    labelled, prep, encoder = _prepared(data, config.cap, seed, cache, silver)
     clf = train(labelled, prep, config, encoder.model_id)
     clf.save(out_dir)
     s = summary(evaluate_classifier(clf, prep, "cal"))
@@ -103,6 +108,7 @@ def calibrate_cmd(
     method: Annotated[str, typer.Option("--method", help="temperature|platt|isotonic|none")] = "temperature",
     data: DataOpt = None,
     cache: CacheOpt = None,
+    silver: SilverOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Refit the calibration (and the zero-hop gate) of an artifact on the calibration split."""
@@ -113,7 +119,7 @@ def calibrate_cmd(
     clf = ComplexityClassifier.load(model)
     tc = clf.meta.get("train_config", {})
     config = TrainConfig(**{k: v for k, v in tc.items() if k in TrainConfig.__dataclass_fields__})
-    labelled, prep, _ = _prepared(data, config.cap, config.seed, cache)
+    labelled, prep, _ = _prepared(data, config.cap, config.seed, cache, silver)
     trained_on = clf.meta.get("training_data", {}).get("sha256")
     if trained_on and trained_on != labelled.sha256:
         raise InputError(f"the data under {labelled.data_dir} differ from the artifact's training data "
@@ -135,6 +141,7 @@ def evaluate_cmd(
     data: DataOpt = None,
     split: Annotated[str, typer.Option("--split", help="train|cal|test")] = "test",
     cache: CacheOpt = None,
+    silver: SilverOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Accuracy, macro-F1, ECE before/after and RAA of an artifact on a split of its training data."""
@@ -147,7 +154,7 @@ def evaluate_cmd(
     clf = ComplexityClassifier.load(model)
     tc = clf.meta.get("train_config", {})
     config = TrainConfig(**{k: v for k, v in tc.items() if k in TrainConfig.__dataclass_fields__})
-    labelled, prep, _ = _prepared(data, config.cap, config.seed, cache)
+    labelled, prep, _ = _prepared(data, config.cap, config.seed, cache, silver)
     s = summary(evaluate_classifier(clf, prep, split))
     s["data_sha256"] = labelled.sha256
     s["same_data_as_training"] = labelled.sha256 == clf.meta.get("training_data", {}).get("sha256")

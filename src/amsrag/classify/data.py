@@ -117,11 +117,18 @@ def load_silver3(path: Path) -> list[LabelledQuestion]:
             raise _bad(path, n, "`question` must be a non-empty string")
         if letter not in SILVER_LETTERS:
             raise _bad(path, n, f"`answer` must be one of A, B, C, got {letter!r}")
-        dataset = _SILVER_DATASETS.get(str(rec.get("dataset_name", "")).lower())
+        name = str(rec.get("dataset_name", "")).strip()
+        dataset = _SILVER_DATASETS.get(name.lower())
+        given_hop = rec.get("hop")  # `amsrag classifier label` writes it: other data sets need it
+        if given_hop is not None and given_hop not in ("one_hop", "multi_hop"):
+            raise _bad(path, n, f"`hop` must be one_hop or multi_hop, got {given_hop!r}")
         if dataset is None:
-            raise _bad(path, n, f"unknown `dataset_name` {rec.get('dataset_name')!r}")
+            if given_hop is None or not name:
+                raise _bad(path, n, f"unknown `dataset_name` {rec.get('dataset_name')!r} and no `hop` "
+                                    "(one_hop|multi_hop) to take the hop structure from")
+            dataset = name.lower()
         three = SILVER_LETTERS[letter]
-        hop = three if three != "zero_hop" else hop_of_dataset(dataset)
+        hop = three if three != "zero_hop" else (given_hop or hop_of_dataset(dataset))
         assert hop is not None
         rows.append(LabelledQuestion(normalise_question(question), question.strip(), dataset, "silver3", hop, three))
     return rows
@@ -282,12 +289,17 @@ def data_hash(rows: Sequence[LabelledQuestion], cap: int | None, seed: int) -> s
     return h.hexdigest()
 
 
-def build_labelled_data(data_dir: Path, cap: int | None = 5000, seed: int = 13) -> LabelledData:
-    """Everything above, end to end: the labelled, deduplicated, capped and split rows, and their hash."""
+def build_labelled_data(data_dir: Path, cap: int | None = 5000, seed: int = 13,
+                        silver: Sequence[Path] | None = None) -> LabelledData:
+    """Everything above, end to end: the labelled, deduplicated, capped and split rows, and their hash.
+
+    `silver`: three-way silver files of another generator (`amsrag classifier label`) replacing the
+    shipped FLAN-T5-XL ones — the knowledge head is generator-specific."""
     data_dir = Path(data_dir)
     if not data_dir.is_dir():
         raise InputError(f"{data_dir}: data folder not found (pass --data or set AMSRAG_DATA)")
-    silver3 = load_silver3(data_dir / SILVER3_FILE)
+    silver3 = ([row for path in silver for row in load_silver3(Path(path))] if silver
+               else load_silver3(data_dir / SILVER3_FILE))
     silver2 = load_silver2(data_dir / SILVER2_FILE)
     merged = merge([*silver3, *silver2, *load_dataset_rows(data_dir)])
     rows = stratified_split(cap_dataset_rows(merged, cap, seed), seed)

@@ -22,7 +22,7 @@ from amsrag.types import Complexity, QAExample
 LETTERS: dict[Complexity, str] = {"zero_hop": "A", "one_hop": "B", "multi_hop": "C"}
 STRATEGY_NAMES = {"zero_hop": "zero", "one_hop": "one", "multi_hop": "multiple"}  # total_answer, as Adaptive-RAG
 MULTI_HOP_DATASETS = frozenset({"hotpotqa", "musique", "2wikimultihopqa"})
-# load_silver3 accepts these `dataset_name` values; others are written as they are (and it will reject them)
+# load_silver3 knows these `dataset_name` values; other data sets are read with the row's own `hop`
 SILVER_NAMES = {"triviaqa": "trivia"}
 
 
@@ -50,7 +50,17 @@ class SilverLabel:
         return {"id": q.id, "dataset_name": SILVER_NAMES.get(q.dataset, q.dataset), "question": q.question,
                 "answer": LETTERS[self.label], "total_answer": right or ["none"], "complexity": self.label,
                 "gold_answers": q.answers, "predictions": self.answers, "by_dataset": self.by_dataset,
-                "generator": generator}
+                "generator": generator, "hop": hop_of_question(q)}
+
+
+def hop_of_question(q: QAExample) -> str:
+    """The question's hop structure for the hop head: its data set's hop count, else its own complexity."""
+    from amsrag.classify.data import hop_of_dataset
+
+    hop = hop_of_dataset(q.dataset)
+    if hop is None:
+        hop = "multi_hop" if q.complexity == "multi_hop" or len(q.gold_passage_ids) > 1 else "one_hop"
+    return hop
 
 
 def is_correct(g: Generation, answers: list[str], settings: LabelSettings) -> bool:
