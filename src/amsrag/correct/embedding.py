@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from amsrag.classify.embedding import EmbeddingCache, default_cache_dir, text_hash
-from amsrag.embed.encoder import DIMENSION, Encoder, passage_text_for_embedding
+from amsrag.classify.embedding import EmbeddingCache, default_cache_dir, embed_questions, text_hash
+from amsrag.embed.encoder import Encoder, passage_text_for_embedding
 from amsrag.types import content_hash
 
 
@@ -53,19 +53,9 @@ def seed_from_corpus_vectors(cache: EmbeddingCache, path: Path, pairs: Sequence[
 
 def embed_cached(texts: Sequence[str], encoder: Encoder, cache_dir: Path | None = None,
                  progress: Callable[[int], None] | None = None, save_every: int = 2048) -> np.ndarray:
-    """Row-aligned vectors of `texts`; only texts missing from the cache are encoded."""
-    cache = EmbeddingCache(cache_dir or evaluator_cache_dir(), encoder.model_id)
-    keys = [text_hash(t) for t in texts]
-    missing = sorted({k: t for k, t in zip(keys, texts, strict=True) if cache.get(k) is None}.items())
-    if progress is not None:
-        progress(len(texts) - len(missing))
-    for start in range(0, len(missing), save_every):
-        chunk = missing[start : start + save_every]
-        cache.put_many([k for k, _ in chunk], encoder.encode([t for _, t in chunk], progress=progress))
-        cache.save()
-    if not keys:
-        return np.zeros((0, DIMENSION), np.float32)
-    return np.stack([cache.get(k) for k in keys]).astype(np.float32)
+    """Row-aligned vectors of `texts`; only texts missing from the cache are encoded (the classifier's
+    cached embedding, in the evaluator's cache directory)."""
+    return embed_questions(texts, encoder, cache_dir or evaluator_cache_dir(), progress, save_every)
 
 
 def open_cache(encoder: Encoder, cache_dir: Path | None = None) -> EmbeddingCache:
