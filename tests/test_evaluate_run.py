@@ -114,3 +114,32 @@ def test_eval_quick_default_mix(shared_data, tmp_path):
     # zero-hop questions without gold passages count in EM/F1, not in the retrieval metrics
     assert full["n_scored"]["ndcg@5"] == report["queries"]["with_gold"] < report["n_queries"]
     assert full["n_scored"]["f1"] == report["n_queries"]
+
+
+@pytest.mark.slow
+def test_answer_workers_give_the_in_process_answers(built_index, tmp_path):
+    """The answer phase in 2 worker processes answers exactly as in-process (and the corrective path too)."""
+    from amsrag.evaluate.answering import CHUNK
+
+    reports = {}
+    for workers in (1, 2):
+        reports[workers] = run_eval(EvalOptions(
+            out=tmp_path / f"w{workers}", index=built_index.path, qa=[SLICE / "questions.jsonl"],
+            systems="bm25,A0,full", cache_dir=tmp_path / f"cache{workers}", data_dir=tmp_path / "x",
+            bootstrap=200, workers=workers))
+    assert reports[2]["n_queries"] > CHUNK  # so the worker path really ran
+    assert reports[2]["config"]["answer_workers"] == 2
+    for name in ("bm25", "A0", "full"):
+        one, two = reports[1]["systems"][name], reports[2]["systems"][name]
+        assert (one["em"], one["f1"], one["abstain_rate"]) == (two["em"], two["f1"], two["abstain_rate"]), name
+        assert one["ndcg@5"] == two["ndcg@5"]
+    path1, path2 = reports[1]["systems"]["full"]["answer_path"], reports[2]["systems"]["full"]["answer_path"]
+    assert path1["n"] == path2["n"] == reports[2]["n_queries"]
+    assert path1["corrective_actions"] == path2["corrective_actions"]
+    import numpy as np
+
+    with np.load(tmp_path / "cache2" / "sentence-vectors.npz") as z:  # the workers' vectors reached the parent
+        assert len(z["texts"]) > 0
+    with pytest.raises(InputError, match="--workers"):
+        run_eval(EvalOptions(out=tmp_path / "bad", index=built_index.path, qa=[SLICE / "questions.jsonl"],
+                             cache_dir=tmp_path / "cache1", data_dir=tmp_path / "x", workers=0))

@@ -68,7 +68,7 @@ def test_abstains_without_evidence(built_index, by_id, slice_questions) -> None:
 
 def test_factory_builds_the_configured_generator(built_index) -> None:
     gen = make_generator(built_index.config, encoder=built_index.encoder)
-    assert isinstance(gen, ExtractiveGenerator) and gen.encoder is built_index.encoder
+    assert isinstance(gen, ExtractiveGenerator) and gen.encoder.inner is built_index.encoder
 
 
 def test_engine_ask_uses_the_generator_and_fills_the_trace(built_index, slice_questions) -> None:

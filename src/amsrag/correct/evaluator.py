@@ -27,6 +27,7 @@ from amsrag.classify.model import write_npz
 from amsrag.correct.embedding import sentence_text_for_embedding
 from amsrag.correct.features import FEATURE_NAMES, FEATURE_VERSION, N_FEATURES, PassageView, list_features
 from amsrag.correct.text import analyse_query, passage_labels
+from amsrag.embed.cache import CachedEncoder, shared_cache
 from amsrag.embed.encoder import DIMENSION, Encoder, passage_text_for_embedding
 from amsrag.errors import InputError
 from amsrag.ingest.chunking import split_sentences
@@ -224,6 +225,9 @@ def _key(*parts: str) -> str:
     return hashlib.sha1("\x1f".join(parts).encode()).hexdigest()
 
 
+_SHARED_LABELS = _LRU(8192)  # NER labels depend on the text alone: every evaluator in the process shares them
+
+
 class RetrievalEvaluator:
     """`score(query, query_vector, passages, passage_vectors)` -> calibrated relevance per passage.
 
@@ -233,22 +237,29 @@ class RetrievalEvaluator:
     """
 
     def __init__(self, model: RelevanceModel | TreeEnsemble, calibrator: ScoreCalibrator,
-                 meta: dict[str, Any] | None = None, encoder: Encoder | None = None, cache_size: int = 4096) -> None:
+                 meta: dict[str, Any] | None = None, encoder: Encoder | None = None, cache_size: int = 4096,
+                 private_caches: bool = False) -> None:
         self.model = model
         self.calibrator = calibrator
         self.meta: dict[str, Any] = dict(meta or {})
         self._encoder = encoder
+        self._private = private_caches  # own sentence-vector and NER caches (cold-cost measurements)
         self._sentences = _LRU(cache_size)
-        self._labels = _LRU(cache_size)
+        self._labels = _LRU(cache_size) if private_caches else _SHARED_LABELS
 
     # ------------------------------------------------------------ inputs
     @property
     def encoder(self) -> Encoder:
+        """The process's sentence cache over the encoder (the extractive reader embeds the same sentences)."""
         if self._encoder is None:
             from amsrag.embed.encoder import MiniLMEncoder
 
             self._encoder = MiniLMEncoder()
-        return self._encoder
+        if self._private:
+            if not isinstance(self._encoder, CachedEncoder):
+                self._encoder = CachedEncoder(self._encoder)
+            return self._encoder
+        return shared_cache(self._encoder)
 
     @property
     def thresholds(self) -> dict[str, float]:

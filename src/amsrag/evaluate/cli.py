@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ class EvalOptions:
     no_answers: bool = False
     tune: bool = False  # route tune in memory on the benchmark's calibration questions first
     corrective: bool = True  # False: the corrective step off for this run (config override, reported)
+    workers: int | None = None  # answer-phase processes (None: min(2, CPUs))
     command: str = ""
 
 
@@ -99,6 +101,8 @@ def run_eval(opts: EvalOptions, progress: Progress | None = None, log=print) -> 
         raise InputError(f"--limit must be a positive integer, got {opts.limit}")
     if opts.answer_limit is not None and opts.answer_limit < 1:
         raise InputError(f"--answer-limit must be a positive integer, got {opts.answer_limit}")
+    if opts.workers is not None and not 1 <= opts.workers <= 64:
+        raise InputError(f"--workers must be between 1 and 64, got {opts.workers}")
     if opts.bootstrap < 100:
         raise InputError(f"--bootstrap must be >= 100, got {opts.bootstrap}")
     if opts.index is not None and opts.corpus is not None:
@@ -153,7 +157,8 @@ def run_eval(opts: EvalOptions, progress: Progress | None = None, log=print) -> 
         config_override = (config_override or index.config).model_copy(deep=True)
         config_override.corrective.enabled = False
     with Engine(index, generator_knows=knows, config=config_override) as engine:
-        result = run(engine, queries, rows, answerer, progress, answer_mask=mask)
+        workers = opts.workers or min(2, os.cpu_count() or 1)
+        result = run(engine, queries, rows, answerer, progress, answer_mask=mask, workers=workers)
         cfg = engine.config
         config = {
             "command": opts.command, "benchmark": bench.info, "benchmark_key": bench.key, "index": index_path,
@@ -163,6 +168,8 @@ def run_eval(opts: EvalOptions, progress: Progress | None = None, log=print) -> 
             "beta_by_class": cfg.fusion.beta_by_class, "generator_knows": engine.generator_knows,
             "tuned_in_run": tuning or None,
             "corrective_enabled": bool(getattr(getattr(cfg, "corrective", None), "enabled", False)),
+            "answer_workers": workers if answerer is not None else None,
+            "seconds": round(result.seconds, 1),
         }
         report = build_report(result, config, len(index), b=opts.bootstrap, seed=opts.seed)
     opts.out.mkdir(parents=True, exist_ok=True)
@@ -172,7 +179,8 @@ def run_eval(opts: EvalOptions, progress: Progress | None = None, log=print) -> 
     plots.reliability(result.predictions, [q.complexity for q in queries], opts.out / "reliability.png")
     n_answered = len(queries) if mask is None else sum(mask)
     mode = (f"`{result.generator}` generator reading each system's k = 5 passages, as `Engine.ask` does (identical "
-            f"inputs answered once), on {n_answered} of the {len(queries)} queries (the same ones for every system)"
+            f"inputs answered once), on {n_answered} of the {len(queries)} queries (the same ones for every system), "
+            f"after the timed retrieval, in {report['config']['answer_workers']} process(es)"
             if answerer is not None else "not computed (--no-answers)")
     text = markdown(report, opts.command, _notes(report, bench.info, mode, bench_dir))
     (opts.out / "report.md").write_text(text + "\n")
@@ -211,6 +219,8 @@ def eval_command(
         "eval queries before the run")] = False,
     no_corrective: Annotated[bool, typer.Option(
         "--no-corrective", help="turn the corrective step off for this run (it is reported in the config)")] = False,
+    workers: Annotated[int | None, typer.Option(
+        "--workers", help="processes for the answer phase, after the timed retrieval (default: min(2, CPUs))")] = None,
 ) -> None:
     """Evaluate every system in one run on one benchmark: report.md, report.json, PNGs."""
     from rich.console import Console
@@ -223,7 +233,7 @@ def eval_command(
                        answer_limit=answer_limit,
                        seed=seed, generator=generator, index=index, sizes=sizes, scope=scope, data_dir=data_dir,
                        cache_dir=cache_dir, bootstrap=bootstrap, quick=quick, no_answers=no_answers, tune=tune,
-                       corrective=not no_corrective,
+                       corrective=not no_corrective, workers=workers,
                        command=command)
     with RichProgress(console=err) as progress:
         report = run_eval(opts, progress, log=lambda m: err.print(m, highlight=False))

@@ -4,9 +4,10 @@ Per query, the query embedding is computed once (its time measured and charged t
 uses it: all but `bm25`); each system then retrieves k = 5 passages with that vector. Retrieval latency
 = embedding + the trace's total (classification, retrievers, fusion, MMR). MRR@10 comes from the same
 system asked for k = 10 (a second, untimed call for MMR systems, whose choice depends on k; a prefix of
-one call otherwise). Answers: the generator reads each system's k = 5 passages (identical inputs are
-answered once and reused: the generators are deterministic), or `Engine.ask` when no generator object
-can be built.
+one call otherwise). The retrieval metrics are those of that k = 5 result. Answers come after the
+timed phase (`evaluate.answering`, in worker processes when asked): the generator reads each system's
+k = 5 passages, or, for a system with the corrective step, the passages of a retrieval with it, as
+`Engine.ask` does.
 """
 
 from __future__ import annotations
@@ -16,12 +17,20 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from amsrag.errors import InputError
+from amsrag.evaluate.answering import (  # noqa: F401  (re-exported)
+    Answer,
+    AnswerContext,
+    Answerer,
+    AnswerJob,
+    WorkerSpec,
+    answer_all,
+    make_answerer,
+)
 from amsrag.evaluate.builder import EvalQuery
 from amsrag.evaluate.metrics import METRICS, query_metrics
 from amsrag.pipeline import Engine
@@ -104,105 +113,6 @@ def tune_on_calibration(engine: Engine, calibration: Sequence[EvalQuery], progre
                     "miss_cap": miss_cap, "beta_by_class": config.fusion.beta_by_class}
 
 
-# ---------------------------------------------------------------- answering
-
-
-@dataclass(slots=True)
-class Answer:
-    text: str
-    abstained: bool
-    ms: float
-
-
-class Answerer:
-    """Answers from a system's retrieved passages, as `Engine.ask` does, with one generator object;
-    identical inputs (question, passage ids in order) are answered once: the generators are deterministic."""
-
-    mode = "generator on each system's retrieved passages"
-
-    def __init__(self, generator: Any) -> None:
-        self.generator = generator
-        self.name = str(getattr(generator, "name", type(generator).__name__))
-        self.knows = bool(getattr(generator, "knows", False))
-        self._cache: dict[tuple[str, tuple[str, ...]], Answer] = {}
-        self._takes_vector = "query_vector" in inspect.signature(generator.generate).parameters
-        self.encoder: CachingEncoder | None = None
-
-    def save(self) -> None:
-        if self.encoder is not None:
-            self.encoder.save()
-
-    def answer(self, question: str, vector: np.ndarray, passages: Sequence) -> Answer:
-        key = (question, tuple(p.id for p in passages))
-        hit = self._cache.get(key)
-        if hit is None:
-            t = time.perf_counter()
-            if self._takes_vector:
-                g = self.generator.generate(question, passages, query_vector=vector)
-            else:
-                g = self.generator.generate(question, passages)
-            hit = self._cache[key] = Answer(g.answer, bool(g.abstained), (time.perf_counter() - t) * 1000)
-        return hit
-
-
-class CachingEncoder:
-    """The index's encoder with a cache by text: a passage sentence met again (another system, another
-    query retrieving the same passage) is not embedded again. Same vectors, up to the float noise of
-    batch composition."""
-
-    def __init__(self, inner: Any, path: Path | None = None) -> None:
-        self.inner = inner
-        self.dim = inner.dim
-        self.model_id = inner.model_id
-        self.path = path
-        self._cache: dict[str, np.ndarray] = {}
-        self._saved = 0
-        if path is not None and path.is_file():
-            with np.load(path, allow_pickle=False) as z:
-                if str(z["model_id"]) == self.model_id:
-                    self._cache = dict(zip(z["texts"].tolist(), z["vectors"], strict=True))
-        self._saved = len(self._cache)
-
-    def save(self) -> None:
-        """Persist the cache (sentence texts and vectors) so a rerun of the eval embeds only new sentences."""
-        if self.path is None or len(self._cache) == self._saved:
-            return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        texts = list(self._cache)
-        tmp = self.path.with_name(self.path.stem + ".tmp.npz")
-        np.savez(tmp, texts=np.asarray(texts), vectors=np.stack([self._cache[t] for t in texts]),
-                 model_id=np.asarray(self.model_id))
-        tmp.replace(self.path)
-        self._saved = len(texts)
-
-    def encode(self, texts: Sequence[str], progress: Callable[[int], None] | None = None) -> np.ndarray:
-        missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
-        if missing:
-            self._cache.update(zip(missing, self.inner.encode(missing), strict=True))
-        if progress is not None:
-            progress(len(texts))
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        return np.stack([self._cache[t] for t in texts])
-
-    def encode_query(self, text: str) -> np.ndarray:
-        return self.inner.encode_query(text)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-
-def make_answerer(index: Any, name: str | None, cache_file: Path | None = None) -> Answerer:
-    """The generator `name` (default: the index's configured one) over the index's encoder, cached by text
-    (and on disk at `cache_file`)."""
-    from amsrag.generate import make_generator
-
-    encoder = CachingEncoder(index.encoder, cache_file)
-    answerer = Answerer(make_generator(index.config, encoder, name=name))
-    answerer.encoder = encoder
-    return answerer
-
-
 # ---------------------------------------------------------------- the run
 
 
@@ -256,8 +166,10 @@ def classify_all(engine: Engine, queries: Sequence[EvalQuery], vectors: np.ndarr
 
 def run(engine: Engine, queries: Sequence[EvalQuery], rows: Sequence[SystemRow],
         answerer: Answerer | None, progress: Progress | None = None,
-        on_step: Callable[[], None] | None = None, answer_mask: Sequence[bool] | None = None) -> RunResult:
-    """Every system on every query, interleaved (query by query) so machine load affects all alike.
+        on_step: Callable[[], None] | None = None, answer_mask: Sequence[bool] | None = None,
+        workers: int = 1) -> RunResult:
+    """Every system on every query, interleaved (query by query) so machine load affects all alike; then the
+    answers (untimed), in `workers` processes when the index is a directory.
     `answer_mask`: the queries answered (EM/F1; the same for every system); default all."""
     if not queries:
         raise InputError("no queries to evaluate")
@@ -285,12 +197,17 @@ def run(engine: Engine, queries: Sequence[EvalQuery], rows: Sequence[SystemRow],
                    "calls": np.zeros(n), "strategies": [], "abst": np.full(n, np.nan), "gen": np.full(n, np.nan),
                    "answers": [""] * n, "ans_ms": [], "ans_calls": [], "ans_actions": []} for row in rows}
     takes_corrective = "corrective" in inspect.signature(engine.retrieve).parameters
+    corrective_rows = {row.name: row.system for row in rows
+                       if takes_corrective and getattr(specs[row.name], "corrective", False)}
     answer = list(answer_mask) if answer_mask is not None else [True] * n
     if len(answer) != n:
         raise ValueError(f"answer_mask has {len(answer)} entries for {n} queries")
+    jobs: list[AnswerJob] = []
     with progress.task(f"{len(rows)} systems x {n} queries", n * len(rows)) as advance:
         for i, q in enumerate(queries):
             v = vec[i]
+            job_rows: list[tuple[str, tuple[str, ...]]] = []
+            job_passages: dict[str, tuple[str, str]] = {}
             for row in rows:
                 eng, spec, acc = engines[row.name], specs[row.name], per[row.name]
                 uses_vector = row.system != "bm25"
@@ -309,26 +226,42 @@ def run(engine: Engine, queries: Sequence[EvalQuery], rows: Sequence[SystemRow],
                     result.trace["timings_ms"].get("embed", 0.0)) + stages["embed"]
                 acc["calls"][i] = result.trace["retriever_calls"]
                 acc["strategies"].append(result.trace["strategy"])
-                answer_text = None
-                if answerer is not None and answer[i]:
-                    if takes_corrective and getattr(spec, "corrective", False):
-                        # `Engine.ask` checks the evidence (corrective step) before generating: answer from that
-                        checked = eng.retrieve(q.question, system=row.system, k=K, query_vector=v, corrective=True)
-                        passages = checked.passages
-                        acc["ans_ms"].append(float(checked.trace["timings_ms"]["total"]))
-                        acc["ans_calls"].append(float(checked.trace["retriever_calls"]))
-                        acc["ans_actions"].append(str((checked.trace.get("corrective") or {}).get("action")))
-                    a = answerer.answer(q.question, v, passages)
-                    answer_text, acc["abst"][i], acc["gen"][i] = a.text, float(a.abstained), a.ms
-                    acc["answers"][i] = a.text
                 ranked5 = [p.id for p in passages]
-                m = query_metrics(answer_text, q.answers, ranked5, q.gold, q.multi_gold)
+                m = query_metrics(None, q.answers, ranked5, q.gold, q.multi_gold)
                 m["mrr@10"] = query_metrics(None, [], ranked10, q.gold, False)["mrr@10"]
                 for key, value in m.items():
                     acc["values"][key][i] = value
+                if answerer is not None and answer[i]:
+                    job_rows.append((row.name, tuple(ranked5)))
+                    job_passages.update((p.id, (p.title, p.text)) for p in passages)
                 advance(1)
+            if job_rows:
+                jobs.append(AnswerJob(i, q.question, v, tuple(job_rows), job_passages))
             if on_step:
                 on_step()
+    if answerer is not None and jobs:
+        context = AnswerContext(engines, corrective_rows, answerer, K)
+        index_dir = getattr(engine.index, "path", None)
+        spec_ = None
+        if workers > 1 and index_dir is not None:
+            spec_ = WorkerSpec(str(index_dir), engine.config.model_dump(mode="json"), engine.generator_knows,
+                               tuple((r.name, r.system, r.thresholds) for r in rows), corrective_rows,
+                               answerer.generator_name,
+                               str(answerer.cache_file) if answerer.cache_file is not None else None, K)
+        label = f"answers ({workers} processes)" if spec_ is not None else "answers"
+        with progress.task(label, len(jobs)) as advance:
+            answered = answer_all(jobs, context, workers, spec_, advance)
+        for job, by_row in zip(jobs, answered, strict=True):
+            i, q = job.position, queries[job.position]
+            for name, a in by_row.items():
+                acc = per[name]
+                m = query_metrics(a.text, q.answers, [], (), False)
+                acc["values"]["em"][i], acc["values"]["f1"][i] = m["em"], m["f1"]
+                acc["abst"][i], acc["gen"][i], acc["answers"][i] = float(a.abstained), a.ms, a.text
+                if a.corrective is not None:
+                    acc["ans_ms"].append(a.corrective[0])
+                    acc["ans_calls"].append(a.corrective[1])
+                    acc["ans_actions"].append(a.corrective[2])
     if answerer is not None:
         answerer.save()
     systems = {}

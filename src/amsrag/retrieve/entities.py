@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from importlib import metadata
@@ -79,11 +80,17 @@ def title_surfaces(title: str) -> list[str]:
     return [s for s in (clean, alias) if s]
 
 
+# spaCy is imported lazily, and from worker threads too (retrievers run in parallel). Two threads importing
+# it at once can see a partially initialised module, so every first import and load holds this lock.
+SPACY_LOCK = threading.RLock()
+
+
 @functools.cache
 def _stop_words() -> frozenset[str]:
-    from spacy.lang.en.stop_words import STOP_WORDS
+    with SPACY_LOCK:
+        from spacy.lang.en.stop_words import STOP_WORDS
 
-    return frozenset(STOP_WORDS)
+        return frozenset(STOP_WORDS)
 
 
 def key_is_matchable(surface: str, key: str, min_chars: int) -> bool:
@@ -212,9 +219,10 @@ class SurfaceMatcher:
 @functools.cache
 def ner_pipeline() -> Language:
     """The spaCy pipeline reduced to NER, loaded once per process."""
-    import spacy
+    with SPACY_LOCK:
+        import spacy
 
-    return spacy.load(SPACY_MODEL, exclude=_SPACY_EXCLUDE)
+        return spacy.load(SPACY_MODEL, exclude=_SPACY_EXCLUDE)
 
 
 def spacy_info() -> dict[str, str]:

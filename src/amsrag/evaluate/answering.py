@@ -1,0 +1,197 @@
+"""The answer phase of `amsrag eval`: each system's k = 5 passages read by the generator, as `Engine.ask` does.
+
+It runs after the timed retrieval phase, so it can use both cores without touching the latencies:
+`workers` > 1 starts that many processes, each opening the same index with the run's configuration
+(answers do not depend on which process computes them: the generators are deterministic). Within one
+process identical inputs (question, passage ids in order) are answered once. Corrective systems answer
+from a retrieval with the corrective step, as `Engine.ask` does; its time, calls and action are returned.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from amsrag.embed.cache import CachedEncoder, shared_cache
+from amsrag.generate.base import Passage
+
+CHUNK = 10  # queries per task sent to a worker process
+CHUNK_TIMEOUT_S = 1800.0  # a chunk that takes longer than this means a stuck worker: fail the run
+
+
+@dataclass(slots=True)
+class Answer:
+    text: str
+    abstained: bool
+    ms: float
+
+
+class Answerer:
+    """One generator object; identical inputs (question, passage ids in order) are answered once."""
+
+    mode = "generator on each system's retrieved passages"
+
+    def __init__(self, generator: Any, name: str | None = None) -> None:
+        self.generator = generator
+        self.generator_name = name  # what `make_generator` was asked for (None: the index's configured one)
+        self.name = str(getattr(generator, "name", type(generator).__name__))
+        self.knows = bool(getattr(generator, "knows", False))
+        self._cache: dict[tuple[str, tuple[str, ...]], Answer] = {}
+        self._takes_vector = "query_vector" in inspect.signature(generator.generate).parameters
+        self.encoder: CachedEncoder | None = None
+        self.cache_file: Path | None = None
+
+    def save(self) -> None:
+        """Persist the sentence vectors so a rerun of the eval embeds only new sentences."""
+        if self.encoder is not None and self.cache_file is not None:
+            self.encoder.save(self.cache_file)
+
+    def answer(self, question: str, vector: np.ndarray, passages: Sequence) -> Answer:
+        key = (question, tuple(p.id for p in passages))
+        hit = self._cache.get(key)
+        if hit is None:
+            t = time.perf_counter()
+            if self._takes_vector:
+                g = self.generator.generate(question, passages, query_vector=vector)
+            else:
+                g = self.generator.generate(question, passages)
+            hit = self._cache[key] = Answer(g.answer, bool(g.abstained), (time.perf_counter() - t) * 1000)
+        return hit
+
+
+def make_answerer(index: Any, name: str | None, cache_file: Path | None = None) -> Answerer:
+    """The generator `name` (default: the index's configured one) over the process's sentence cache of the
+    index's encoder (shared with the corrective step), loaded from and saved to `cache_file`."""
+    from amsrag.generate import make_generator
+
+    encoder = shared_cache(index.encoder)
+    if cache_file is not None:
+        encoder.load(cache_file)
+    answerer = Answerer(make_generator(index.config, encoder, name=name), name)
+    answerer.encoder, answerer.cache_file = encoder, cache_file
+    return answerer
+
+
+# ---------------------------------------------------------------- jobs
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerJob:
+    """One query's answers to compute: per system row, the ids of its k = 5 retrieved passages."""
+
+    position: int  # the query's index in the run
+    question: str
+    vector: np.ndarray
+    rows: tuple[tuple[str, tuple[str, ...]], ...]  # (row name, passage ids)
+    passages: dict[str, tuple[str, str]]  # id -> (title, text) of every passage named in `rows`
+
+
+@dataclass(frozen=True, slots=True)
+class RowAnswer:
+    text: str
+    abstained: bool
+    ms: float
+    corrective: tuple[float, float, str] | None = None  # (retrieve ms, retriever calls, action) when it ran
+
+
+class AnswerContext:
+    """What answering needs in one process: an engine per row (with its thresholds) and the answerer."""
+
+    def __init__(self, engines: dict[str, Any], corrective_rows: dict[str, str], answerer: Answerer,
+                 k: int) -> None:
+        self.engines = engines
+        self.corrective_rows = corrective_rows  # row name -> Engine system name, for rows with the corrective step
+        self.answerer = answerer
+        self.k = k
+
+    def run(self, job: AnswerJob) -> dict[str, RowAnswer]:
+        out: dict[str, RowAnswer] = {}
+        for name, ids in job.rows:
+            passages: Sequence[Any] = [Passage(pid, *job.passages[pid]) for pid in ids]
+            corrective = None
+            system = self.corrective_rows.get(name)
+            if system is not None:  # `Engine.ask` checks the evidence (corrective step) before generating
+                checked = self.engines[name].retrieve(job.question, system=system, k=self.k,
+                                                      query_vector=job.vector, corrective=True)
+                passages = checked.passages
+                corrective = (float(checked.trace["timings_ms"]["total"]), float(checked.trace["retriever_calls"]),
+                              str((checked.trace.get("corrective") or {}).get("action")))
+            a = self.answerer.answer(job.question, job.vector, passages)
+            out[name] = RowAnswer(a.text, a.abstained, a.ms, corrective)
+        return out
+
+
+# ---------------------------------------------------------------- worker processes
+
+_WORKER: AnswerContext | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSpec:
+    """How a worker process rebuilds the run's context (all picklable)."""
+
+    index: str  # index directory
+    config: dict[str, Any]  # the run's AmsragConfig (tuned thresholds, corrective on/off)
+    generator_knows: bool
+    rows: tuple[tuple[str, str, tuple[float, float] | None], ...]  # (name, system, thresholds)
+    corrective_rows: dict[str, str]
+    generator: str | None
+    cache_file: str | None
+    k: int
+
+
+def _init_worker(spec: WorkerSpec) -> None:
+    global _WORKER
+    from amsrag.config import AmsragConfig
+    from amsrag.evaluate.runner import SystemRow, engine_for
+    from amsrag.pipeline import Engine
+
+    engine = Engine.open(spec.index, config=AmsragConfig.model_validate(spec.config),
+                         generator_knows=spec.generator_knows)
+    engines = {name: engine_for(engine, SystemRow(name, system, thresholds))
+               for name, system, thresholds in spec.rows}
+    answerer = make_answerer(engine.index, spec.generator, Path(spec.cache_file) if spec.cache_file else None)
+    _WORKER = AnswerContext(engines, spec.corrective_rows, answerer, spec.k)
+
+
+def _work(jobs: list[AnswerJob]) -> tuple[list[dict[str, RowAnswer]], tuple[list[str], np.ndarray]]:
+    """A chunk of queries in a worker, with the sentence vectors it embedded (the parent keeps them)."""
+    assert _WORKER is not None, "worker not initialised"
+    answers = [_WORKER.run(job) for job in jobs]
+    return answers, _WORKER.answerer.encoder.take_new()  # type: ignore[union-attr]
+
+
+def answer_all(jobs: Sequence[AnswerJob], context: AnswerContext, workers: int = 1,
+               spec: WorkerSpec | None = None, advance: Callable[[int], None] | None = None
+               ) -> list[dict[str, RowAnswer]]:
+    """Answers of every job, in job order: in this process, or in `workers` processes when `spec` says
+    how to rebuild the context there."""
+    advance = advance or (lambda n: None)
+    if workers <= 1 or spec is None or len(jobs) <= CHUNK:
+        out = []
+        for job in jobs:
+            out.append(context.run(job))
+            advance(1)
+        return out
+    import multiprocessing
+
+    chunks = [list(jobs[i : i + CHUNK]) for i in range(0, len(jobs), CHUNK)]
+    results: list[list[dict[str, RowAnswer]]] = []
+    # spawn: a fork would copy onnxruntime's and the executor's threads in an unknown state
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker,
+                             initargs=(spec,)) as pool:
+        futures = [pool.submit(_work, chunk) for chunk in chunks]
+        for chunk, future in zip(chunks, futures, strict=True):
+            answers, (texts, vectors) = future.result(timeout=CHUNK_TIMEOUT_S)
+            if context.answerer.encoder is not None and texts:
+                context.answerer.encoder.add(texts, vectors)
+            results.append(answers)
+            advance(len(chunk))
+    return [a for chunk in results for a in chunk]
