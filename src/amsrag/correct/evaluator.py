@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -27,7 +25,7 @@ from amsrag.classify.model import write_npz
 from amsrag.correct.embedding import sentence_text_for_embedding
 from amsrag.correct.features import FEATURE_NAMES, FEATURE_VERSION, N_FEATURES, PassageView, list_features
 from amsrag.correct.text import analyse_query, passage_labels
-from amsrag.embed.cache import CachedEncoder, shared_cache
+from amsrag.embed.cache import BatchLRU, CachedEncoder, shared_cache
 from amsrag.embed.encoder import DIMENSION, Encoder, passage_text_for_embedding
 from amsrag.errors import InputError
 from amsrag.ingest.chunking import split_sentences
@@ -198,34 +196,12 @@ class TreeEnsemble:
 MODEL_KINDS = {"logistic": RelevanceModel, "gbdt": TreeEnsemble}
 
 
-class _LRU:
-    """A small thread-safe LRU of sentence vectors and NER labels keyed by text hash."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._d: OrderedDict[str, Any] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: str) -> Any:
-        with self._lock:
-            v = self._d.get(key)
-            if v is not None:
-                self._d.move_to_end(key)
-            return v
-
-    def put(self, key: str, value: Any) -> None:
-        with self._lock:
-            self._d[key] = value
-            self._d.move_to_end(key)
-            while len(self._d) > self.size:
-                self._d.popitem(last=False)
-
-
 def _key(*parts: str) -> str:
     return hashlib.sha1("\x1f".join(parts).encode()).hexdigest()
 
 
-_SHARED_LABELS = _LRU(8192)  # NER labels depend on the text alone: every evaluator in the process shares them
+# NER labels depend on the text alone: every evaluator in the process shares them
+_SHARED_LABELS: BatchLRU[frozenset[str]] = BatchLRU(8192)
 
 
 class RetrievalEvaluator:
@@ -244,8 +220,8 @@ class RetrievalEvaluator:
         self.meta: dict[str, Any] = dict(meta or {})
         self._encoder = encoder
         self._private = private_caches  # own sentence-vector and NER caches (cold-cost measurements)
-        self._sentences = _LRU(cache_size)
-        self._labels = _LRU(cache_size) if private_caches else _SHARED_LABELS
+        self._sentences: BatchLRU[tuple[list[str], np.ndarray]] = BatchLRU(cache_size)
+        self._labels = BatchLRU(cache_size) if private_caches else _SHARED_LABELS
 
     # ------------------------------------------------------------ inputs
     @property
@@ -268,42 +244,27 @@ class RetrievalEvaluator:
 
     def sentences(self, passages: Sequence[Any]) -> list[tuple[list[str], np.ndarray]]:
         """Per passage: its sentences and their vectors (title-prefixed embeddings; cached)."""
-        out: list[tuple[list[str], np.ndarray] | None] = []
-        todo: list[tuple[int, str, list[str]]] = []
-        for i, p in enumerate(passages):
-            title, text = passage_field(p, "title"), passage_field(p, "text")
-            k = _key(title, text)
-            hit = self._sentences.get(k)
-            out.append(hit)
-            if hit is None:
-                todo.append((i, k, split_sentences(text) or ([text] if text.strip() else [])))
-        if todo:
-            texts = [sentence_text_for_embedding(passage_field(passages[i], "title"), s) for i, _, ss in todo
-                     for s in ss]
+        fields = {_key(passage_field(p, "title"), passage_field(p, "text")): (passage_field(p, "title"),
+                                                                           passage_field(p, "text")) for p in passages}
+
+        def compute(keys: list[str]) -> list[tuple[list[str], np.ndarray]]:
+            split = [(fields[k][0], split_sentences(fields[k][1]) or ([fields[k][1]] if fields[k][1].strip() else []))
+                     for k in keys]
+            texts = [sentence_text_for_embedding(title, s) for title, ss in split for s in ss]
             vectors = self.encoder.encode(texts) if texts else np.zeros((0, DIMENSION), np.float32)
-            at = 0
-            for i, k, ss in todo:
-                item = (ss, vectors[at : at + len(ss)])
+            out, at = [], 0
+            for _, ss in split:
+                out.append((ss, vectors[at : at + len(ss)]))
                 at += len(ss)
-                self._sentences.put(k, item)
-                out[i] = item
-        return out  # type: ignore[return-value]
+            return out
+
+        keys = [_key(passage_field(p, "title"), passage_field(p, "text")) for p in passages]
+        return self._sentences.lookup(keys, compute)
 
     def labels(self, passages: Sequence[Any]) -> list[frozenset[str]]:
-        out: list[frozenset[str] | None] = []
-        todo: list[tuple[int, str, str]] = []
-        for i, p in enumerate(passages):
-            text = passage_field(p, "text")
-            k = _key(text)
-            hit = self._labels.get(k)
-            out.append(hit)
-            if hit is None:
-                todo.append((i, k, text))
-        if todo:
-            for (i, k, _), labels in zip(todo, passage_labels([t for _, _, t in todo]), strict=True):
-                self._labels.put(k, labels)
-                out[i] = labels
-        return out  # type: ignore[return-value]
+        texts = {_key(passage_field(p, "text")): passage_field(p, "text") for p in passages}
+        keys = [_key(passage_field(p, "text")) for p in passages]
+        return self._labels.lookup(keys, lambda missing: passage_labels([texts[k] for k in missing]))
 
     def _passage_vectors(self, passages: Sequence[Any], passage_vectors: np.ndarray | None) -> np.ndarray:
         if passage_vectors is None:

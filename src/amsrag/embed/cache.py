@@ -11,12 +11,63 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import Generic, TypeVar
 
 import numpy as np
 
 DEFAULT_ITEMS = 50_000  # vectors kept (~77 MB of float32 384-d)
+V = TypeVar("V")
+
+
+class BatchLRU(Generic[V]):
+    """A thread-safe LRU keyed by text whose misses are computed together, in one call made outside the lock
+    (an encoder batch, a spaCy pipe)."""
+
+    def __init__(self, max_items: int) -> None:
+        if max_items < 1:
+            raise ValueError(f"max_items must be >= 1, got {max_items}")
+        self.max_items = max_items
+        self._items: OrderedDict[str, V] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def lookup(self, keys: Sequence[str], compute: Callable[[list[str]], Sequence[V]]) -> list[V]:
+        """The values of `keys` in order; `compute(missing)` makes those not cached."""
+        with self._lock:
+            missing = [k for k in dict.fromkeys(keys) if k not in self._items]
+        fresh = dict(zip(missing, compute(missing), strict=True)) if missing else {}
+        with self._lock:
+            self.misses += len(missing)
+            self.hits += len(keys) - len(missing)
+            out = [fresh[k] if k in fresh else self._items[k] for k in keys]
+            self._put(fresh.items())
+            for k in keys:
+                if k in self._items:
+                    self._items.move_to_end(k)
+        return out
+
+    def put_many(self, items: Iterable[tuple[str, V]], replace: bool = True) -> None:
+        with self._lock:
+            self._put(items if replace else ((k, v) for k, v in items if k not in self._items))
+
+    def _put(self, items: Iterable[tuple[str, V]]) -> None:
+        for key, value in items:
+            self._items[key] = value
+            self._items.move_to_end(key)
+        while len(self._items) > self.max_items:
+            self._items.popitem(last=False)
+
+    def snapshot(self, keys: Iterable[str] | None = None) -> list[tuple[str, V]]:
+        """(key, value) of `keys` still cached (default: all), without touching the LRU order."""
+        with self._lock:
+            wanted = self._items if keys is None else dict.fromkeys(keys)
+            return [(k, self._items[k]) for k in wanted if k in self._items]
 
 
 class CachedEncoder:
@@ -24,41 +75,40 @@ class CachedEncoder:
     encoder up to the float noise of batch composition."""
 
     def __init__(self, inner, max_items: int = DEFAULT_ITEMS) -> None:
-        if max_items < 1:
-            raise ValueError(f"max_items must be >= 1, got {max_items}")
         self.inner = inner
         self.dim: int = inner.dim
-        self.max_items = max_items
-        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._lock = threading.Lock()
+        self._vectors: BatchLRU[np.ndarray] = BatchLRU(max_items)
         self._new: list[str] = []  # texts embedded since the last `take_new`
-        self.hits = 0
-        self.misses = 0
+        self._new_lock = threading.Lock()
 
     @property
     def model_id(self) -> str:
         return self.inner.model_id
 
+    @property
+    def max_items(self) -> int:
+        return self._vectors.max_items
+
+    @property
+    def hits(self) -> int:
+        return self._vectors.hits
+
+    @property
+    def misses(self) -> int:
+        return self._vectors.misses
+
     def __len__(self) -> int:
-        return len(self._cache)
+        return len(self._vectors)
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        with self._new_lock:
+            self._new += texts
+        return self.inner.encode(texts)
 
     def encode(self, texts: Sequence[str], progress: Callable[[int], None] | None = None) -> np.ndarray:
         if len(texts) == 0:
             return np.zeros((0, self.dim), dtype=np.float32)
-        with self._lock:
-            missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
-        fresh = dict(zip(missing, self.inner.encode(missing), strict=True)) if missing else {}
-        with self._lock:
-            self.misses += len(missing)
-            self.hits += len(texts) - len(missing)
-            self._new += missing
-            out = np.stack([fresh[t] if t in fresh else self._cache[t] for t in texts])
-            self._cache.update(fresh)
-            for t in texts:
-                if t in self._cache:
-                    self._cache.move_to_end(t)
-            while len(self._cache) > self.max_items:
-                self._cache.popitem(last=False)
+        out = np.stack(self._vectors.lookup(texts, self._embed))
         if progress is not None:
             progress(len(texts))
         return out
@@ -69,22 +119,20 @@ class CachedEncoder:
     def take_new(self) -> tuple[list[str], np.ndarray]:
         """The texts embedded since the last call (still cached) and their vectors; another process's
         cache can `add` them."""
-        with self._lock:
-            texts = [t for t in dict.fromkeys(self._new) if t in self._cache]
-            self._new = []
-            vectors = np.stack([self._cache[t] for t in texts]) if texts else np.zeros((0, self.dim), np.float32)
-        return texts, vectors
+        with self._new_lock:
+            new, self._new = self._new, []
+        return self._arrays(self._vectors.snapshot(new))
 
     def add(self, texts: Sequence[str], vectors: np.ndarray) -> None:
         """Vectors computed elsewhere (same model) for these texts."""
         if len(texts) != len(vectors):
             raise ValueError(f"{len(texts)} texts but {len(vectors)} vectors")
-        with self._lock:
-            for text, vector in zip(texts, vectors, strict=True):
-                self._cache[text] = np.asarray(vector, dtype=np.float32)
-                self._cache.move_to_end(text)
-            while len(self._cache) > self.max_items:
-                self._cache.popitem(last=False)
+        self._vectors.put_many((t, np.asarray(v, dtype=np.float32)) for t, v in zip(texts, vectors, strict=True))
+
+    def _arrays(self, items: list[tuple[str, np.ndarray]]) -> tuple[list[str], np.ndarray]:
+        texts = [t for t, _ in items]
+        vectors = np.stack([v for _, v in items]) if items else np.zeros((0, self.dim), np.float32)
+        return texts, vectors
 
     # ------------------------------------------------------------ persistence (benchmark reruns)
     def load(self, path: Path) -> int:
@@ -95,16 +143,12 @@ class CachedEncoder:
             if str(z["model_id"]) != self.model_id:
                 return 0
             items = list(zip(z["texts"].tolist(), z["vectors"], strict=True))
-        with self._lock:
-            for text, vector in items[-self.max_items:]:
-                self._cache.setdefault(text, vector)
+        self._vectors.put_many(items[-self.max_items:], replace=False)
         return len(items)
 
     def save(self, path: Path) -> None:
         """Write the cache (texts, vectors, model id) atomically."""
-        with self._lock:
-            texts = list(self._cache)
-            vectors = np.stack([self._cache[t] for t in texts]) if texts else np.zeros((0, self.dim), np.float32)
+        texts, vectors = self._arrays(self._vectors.snapshot())
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.stem + ".tmp.npz")
         np.savez(tmp, texts=np.asarray(texts), vectors=vectors, model_id=np.asarray(self.model_id))

@@ -22,15 +22,7 @@ from typing import Any
 import numpy as np
 
 from amsrag.errors import InputError
-from amsrag.evaluate.answering import (  # noqa: F401  (re-exported)
-    Answer,
-    AnswerContext,
-    Answerer,
-    AnswerJob,
-    WorkerSpec,
-    answer_all,
-    make_answerer,
-)
+from amsrag.evaluate.answering import AnswerContext, Answerer, AnswerJob, WorkerSpec, answer_all
 from amsrag.evaluate.builder import EvalQuery
 from amsrag.evaluate.metrics import METRICS, query_metrics
 from amsrag.pipeline import Engine

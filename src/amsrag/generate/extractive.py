@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import functools
 import re
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -23,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from amsrag.config import GeneratorConfig
-from amsrag.embed.cache import shared_cache
+from amsrag.embed.cache import BatchLRU, shared_cache
 from amsrag.embed.encoder import Encoder, passage_text_for_embedding
 from amsrag.generate.answer_types import FALLBACK_LABELS, QuestionType, question_type
 from amsrag.generate.base import ABSTAIN, EvidencePassage, Generation, check_passages
@@ -91,8 +89,7 @@ class ExtractiveGenerator:
     def __init__(self, encoder: Encoder, config: GeneratorConfig | None = None) -> None:
         self.encoder = shared_cache(encoder)  # the corrective step embeds the same sentences
         self.config = config or GeneratorConfig()
-        self._docs: OrderedDict[str, Doc] = OrderedDict()
-        self._lock = threading.Lock()  # the engine may answer several queries at once
+        self._docs: BatchLRU[Doc] = BatchLRU(DOC_CACHE)  # thread-safe: the engine may answer queries at once
 
     def closed_book(self, question: str) -> Generation:
         """An extractive reader knows nothing without evidence: it abstains."""
@@ -111,18 +108,7 @@ class ExtractiveGenerator:
 
     def _parsed(self, texts: list[str]) -> list[Doc]:
         """spaCy parses of sentences, cached (LRU)."""
-        with self._lock:
-            missing = [t for t in dict.fromkeys(texts) if t not in self._docs]
-        fresh = dict(zip(missing, nlp().pipe(missing), strict=True)) if missing else {}
-        with self._lock:
-            out = [fresh[t] if t in fresh else self._docs[t] for t in texts]
-            self._docs.update(fresh)
-            for t in texts:
-                if t in self._docs:
-                    self._docs.move_to_end(t)
-            while len(self._docs) > DOC_CACHE:
-                self._docs.popitem(last=False)
-        return out
+        return self._docs.lookup(texts, lambda missing: list(nlp().pipe(missing)))
 
     # ------------------------------------------------------------------ scoring
     def _sentences(self, question: str, passages: list[EvidencePassage],
