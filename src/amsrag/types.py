@@ -8,6 +8,8 @@ from typing import Any, Literal, NamedTuple
 
 Complexity = Literal["zero_hop", "one_hop", "multi_hop"]
 COMPLEXITIES: tuple[Complexity, ...] = ("zero_hop", "one_hop", "multi_hop")
+RetrieverName = Literal["bm25", "dense", "graph"]
+RETRIEVERS: tuple[RetrieverName, ...] = ("bm25", "dense", "graph")  # the index's own retrievers, in trace order
 
 
 def normalise_whitespace(text: str) -> str:
