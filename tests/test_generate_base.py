@@ -8,16 +8,17 @@ import pytest
 
 from amsrag.config import AmsragConfig, GeneratorConfig
 from amsrag.errors import InputError
-from amsrag.generate import Generation, GeneratorError, Passage, make_generator, parse_citations
+from amsrag.generate import Generation, GeneratorError, make_generator, parse_citations
 from amsrag.generate.answer_types import question_type
 from amsrag.generate.confidence import logprob_confidence, mean_entropy
 from amsrag.generate.metrics import exact_match, normalize_answer, token_f1
 from amsrag.generate.prompt import SYSTEM_RAG, build_prompt, parse_answer
 from amsrag.generate.targ import TargGate, calibrate_threshold, gate_stats
+from amsrag.types import Passage
 
-PASSAGES = [Passage("p1", "Paris", "Paris is the capital of France."),
-            Passage("p2", "Berlin", "Berlin is the capital of Germany."),
-            Passage("p3", "Rome", "Rome is the capital of Italy.")]
+PASSAGES = [Passage(id="p1", title="Paris", text="Paris is the capital of France."),
+            Passage(id="p2", title="Berlin", text="Berlin is the capital of Germany."),
+            Passage(id="p3", title="Rome", text="Rome is the capital of Italy.")]
 
 
 def test_citations_parsed_and_checked_against_the_passages_given() -> None:
@@ -48,7 +49,7 @@ def _cut(text: str, n: int) -> str:
 
 
 def test_prompt_truncates_passages_to_the_budget() -> None:
-    long = [Passage(f"d{i}", f"T{i}", " ".join(f"w{i}_{j}" for j in range(400))) for i in range(4)]
+    long = [Passage(id=f"d{i}", title=f"T{i}", text=" ".join(f"w{i}_{j}" for j in range(400))) for i in range(4)]
     budget = 300
     prompt = build_prompt("what is w2_5?", long, budget, _words, _cut)
     total = sum(_words(m["content"]) for m in prompt.messages)
@@ -57,14 +58,14 @@ def test_prompt_truncates_passages_to_the_budget() -> None:
     user = prompt.messages[1]["content"]
     assert all(f"[{i}] T{i - 1}:" in user for i in range(1, 5)) and "w0_0" in user and "w0_399" not in user
     # passages that fit are kept whole; room a short passage leaves passes to the next ones
-    short = [Passage("s", "S", "tiny text"), *long[:1]]
+    short = [Passage(id="s", title="S", text="tiny text"), *long[:1]]
     prompt = build_prompt("q?", short, budget, _words, _cut)
     assert "tiny text" in prompt.messages[1]["content"] and prompt.truncated == 1
     assert sum(_words(m["content"]) for m in prompt.messages) <= budget
 
 
 def test_prompt_drops_passages_when_no_room_and_rejects_an_impossible_budget() -> None:
-    many = [Passage(f"d{i}", "", " ".join(["x"] * 50)) for i in range(40)]
+    many = [Passage(id=f"d{i}", title="", text=" ".join(["x"] * 50)) for i in range(40)]
     fixed = _words(SYSTEM_RAG) + _words("Passages:\n\n\nQuestion: q?\nAnswer:")
     prompt = build_prompt("q?", many, fixed + 60, _words, _cut)
     assert prompt.dropped > 0 and len(prompt.passages) == 40 - prompt.dropped

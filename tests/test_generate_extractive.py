@@ -9,9 +9,10 @@ import sys
 import pytest
 
 from amsrag.config import GeneratorConfig
-from amsrag.generate import ABSTAIN, Passage, make_generator, token_f1
+from amsrag.generate import ABSTAIN, make_generator, token_f1
 from amsrag.generate.extractive import ExtractiveGenerator
 from amsrag.pipeline import Engine
+from amsrag.types import Passage
 
 
 @pytest.fixture(scope="module")
@@ -37,10 +38,12 @@ def test_short_spans_from_gold_passages(reader, slice_questions, by_id) -> None:
 
 
 def test_answer_types_dates_and_choices() -> None:
-    passages = [Passage("a", "Arthur's Magazine", "Arthur's Magazine (1844–1846) was an American literary periodical "
+    passages = [Passage(id="a", title="Arthur's Magazine",
+                        text="Arthur's Magazine (1844–1846) was an American literary periodical "
                         "published in Philadelphia in the 19th century. Edited by T.S. Arthur, it featured work by "
                         "Edgar A. Poe."),
-                Passage("b", "First for Women", "First for Women is a woman's magazine published by Bauer Media "
+                Passage(id="b", title="First for Women",
+                        text="First for Women is a woman's magazine published by Bauer Media "
                         "Group in the USA. The magazine was started in 1989.")]
     from amsrag.embed.encoder import MiniLMEncoder
 

@@ -10,8 +10,9 @@ import os
 import pytest
 
 from amsrag.config import GeneratorConfig
-from amsrag.generate import GeneratorError, Passage
+from amsrag.generate import GeneratorError
 from amsrag.generate.targ import TargGate
+from amsrag.types import Passage
 
 pytestmark = pytest.mark.slow
 
@@ -26,8 +27,9 @@ if _MISSING:
     pytest.skip(_MISSING[0], allow_module_level=True)
 
 # SmolLM2-135M is weak: right on simple in-context questions (MODELS.md), so the questions are simple
-PASSAGES = [Passage("p1", "Paris", "Paris is the capital and largest city of France."),
-            Passage("p3", "Tulsa", "Tinted Windows played their first concert in Tulsa, Oklahoma, in 2009.")]
+PASSAGES = [Passage(id="p1", title="Paris", text="Paris is the capital and largest city of France."),
+            Passage(id="p3", title="Tulsa",
+                    text="Tinted Windows played their first concert in Tulsa, Oklahoma, in 2009.")]
 QUESTION = "In which city did Tinted Windows play their first concert?"
 
 
@@ -55,7 +57,8 @@ def test_model_is_loaded_once_per_process(llm) -> None:
 
 
 def test_long_context_is_truncated_to_the_window(llm) -> None:
-    long = [Passage(f"d{i}", f"Doc {i}", ("The city of Paris lies on the Seine. " * 150).strip()) for i in range(6)]
+    long = [Passage(id=f"d{i}", title=f"Doc {i}", text=("The city of Paris lies on the Seine. " * 150).strip())
+            for i in range(6)]
     prompt = llm.prompt("Which river flows through Paris?", long)
     used = sum(llm.count_tokens(m["content"]) for m in prompt.messages)
     assert used <= llm.prompt_budget and prompt.truncated + prompt.dropped > 0

@@ -13,11 +13,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from amsrag.config import GeneratorConfig
-from amsrag.generate import GeneratorError, Passage
+from amsrag.generate import GeneratorError
 from amsrag.generate.openai_compat import OpenAIGenerator
+from amsrag.types import Passage
 
-PASSAGES = [Passage("p1", "Paris", "Paris is the capital and largest city of France."),
-            Passage("p2", "Berlin", "Berlin is the capital of Germany.")]
+PASSAGES = [Passage(id="p1", title="Paris", text="Paris is the capital and largest city of France."),
+            Passage(id="p2", title="Berlin", text="Berlin is the capital of Germany.")]
 
 
 def _free_port() -> int:

@@ -9,6 +9,7 @@ import pytest
 from amsrag.config import SecondHopConfig
 from amsrag.pipeline import Engine
 from amsrag.pipeline.multihop import expand
+from amsrag.pipeline.passes import fuse_runs
 from amsrag.pipeline.systems import system_spec
 from amsrag.retrieve.entities import entity_key
 
@@ -17,8 +18,8 @@ BRIDGE_Q = "What job did Jörgen Smit work, where he was working in the world ce
 
 def _first_hop(engine: Engine, query: str):
     plan = engine.router.plan("C", "multi_hop")
-    runs = engine._run(plan, query, engine.index.encoder.encode_query(query))
-    return plan, engine._fuse(system_spec("fixed"), plan, None, runs)
+    runs = engine.passes.retrieve(plan, query, engine.index.encoder.encode_query(query))
+    return plan, fuse_runs(system_spec("fixed"), None, runs, engine.config)
 
 
 def test_bridges_are_entities_of_the_top_passages_the_question_does_not_name(built_index) -> None:

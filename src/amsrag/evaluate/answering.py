@@ -9,7 +9,6 @@ from a retrieval with the corrective step, as `Engine.ask` does; its time, calls
 
 from __future__ import annotations
 
-import inspect
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -20,7 +19,8 @@ from typing import Any
 import numpy as np
 
 from amsrag.embed.cache import CachedEncoder, shared_cache
-from amsrag.generate.base import Passage
+from amsrag.generate.base import generate_answer
+from amsrag.types import Passage
 
 CHUNK = 10  # queries per task sent to a worker process
 CHUNK_TIMEOUT_S = 1800.0  # a chunk that takes longer than this means a stuck worker: fail the run
@@ -44,7 +44,6 @@ class Answerer:
         self.name = str(getattr(generator, "name", type(generator).__name__))
         self.knows = bool(getattr(generator, "knows", False))
         self._cache: dict[tuple[str, tuple[str, ...]], Answer] = {}
-        self._takes_vector = "query_vector" in inspect.signature(generator.generate).parameters
         self.encoder: CachedEncoder | None = None
         self.cache_file: Path | None = None
 
@@ -58,10 +57,7 @@ class Answerer:
         hit = self._cache.get(key)
         if hit is None:
             t = time.perf_counter()
-            if self._takes_vector:
-                g = self.generator.generate(question, passages, query_vector=vector)
-            else:
-                g = self.generator.generate(question, passages)
+            g = generate_answer(self.generator, question, passages, vector)
             hit = self._cache[key] = Answer(g.answer, bool(g.abstained), (time.perf_counter() - t) * 1000)
         return hit
 
@@ -114,7 +110,8 @@ class AnswerContext:
     def run(self, job: AnswerJob) -> dict[str, RowAnswer]:
         out: dict[str, RowAnswer] = {}
         for name, ids in job.rows:
-            passages: Sequence[Any] = [Passage(pid, *job.passages[pid]) for pid in ids]
+            passages: Sequence[Any] = [Passage(id=pid, title=title, text=text)
+                                       for pid, (title, text) in ((i, job.passages[i]) for i in ids)]
             corrective = None
             system = self.corrective_rows.get(name)
             if system is not None:  # `Engine.ask` checks the evidence (corrective step) before generating

@@ -1,7 +1,6 @@
 """Answer and retrieval metrics of one query (DESIGN §7).
 
-EM / F1 follow the official SQuAD v1.1 evaluation script (lower case, punctuation and the articles
-a/an/the removed, white space collapsed; token F1 over the bag of tokens), max over the gold aliases.
+EM / F1 are `amsrag.generate.metrics` (the SQuAD v1.1 script's, which the readers use at run time too).
 Retrieval metrics use binary relevance of the gold passages; the ideal DCG of nDCG@k runs over
 min(|gold|, k) relevant passages.
 """
@@ -9,41 +8,9 @@ min(|gold|, k) relevant passages.
 from __future__ import annotations
 
 import math
-import re
-import string
-from collections import Counter
 from collections.abc import Sequence
 
-_PUNCT = frozenset(string.punctuation)
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
-
-
-def normalize_answer(s: str) -> str:
-    """The SQuAD v1.1 normalisation."""
-    s = s.lower()
-    s = "".join(ch for ch in s if ch not in _PUNCT)
-    s = _ARTICLES.sub(" ", s)
-    return " ".join(s.split())
-
-
-def _f1(prediction: str, truth: str) -> float:
-    pred, gold = normalize_answer(prediction).split(), normalize_answer(truth).split()
-    common = Counter(pred) & Counter(gold)
-    same = sum(common.values())
-    if same == 0:
-        return 0.0
-    precision, recall = same / len(pred), same / len(gold)
-    return 2 * precision * recall / (precision + recall)
-
-
-def exact_match(prediction: str, answers: Sequence[str]) -> float:
-    """1.0 when the normalised prediction equals a normalised gold alias (0.0 with no aliases)."""
-    p = normalize_answer(prediction)
-    return float(any(p == normalize_answer(a) for a in answers))
-
-
-def f1_score(prediction: str, answers: Sequence[str]) -> float:
-    return max((_f1(prediction, a) for a in answers), default=0.0)
+from amsrag.generate.metrics import exact_match, f1_score, normalize_answer
 
 
 def _top(ranked: Sequence[str], k: int) -> list[str]:
@@ -84,6 +51,8 @@ def mrr_at(ranked: Sequence[str], gold: Sequence[str], k: int = 10) -> float:
 RETRIEVAL_METRICS = ("ndcg@5", "recall@5", "all_gold@5", "mrr@10")
 ANSWER_METRICS = ("em", "f1")
 METRICS = (*ANSWER_METRICS, *RETRIEVAL_METRICS)
+__all__ = ["ANSWER_METRICS", "METRICS", "RETRIEVAL_METRICS", "all_gold_at", "exact_match", "f1_score", "mrr_at",
+           "ndcg_at", "normalize_answer", "query_metrics", "recall_at"]
 
 
 def query_metrics(answer: str | None, answers: Sequence[str], ranked: Sequence[str], gold: Sequence[str],

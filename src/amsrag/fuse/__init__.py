@@ -1,6 +1,8 @@
-"""Fusion stage: rank fusion (RRF, weighted RRF, CombSUM, CombMNZ, CA-RRF), MMR, adaptive k (DESIGN §5)."""
+"""Fusion stage: rank fusion (RRF, weighted RRF, CombSUM, CombMNZ, CA-RRF), MMR, adaptive k, and the RRF merge
+of whole evidence lists (DESIGN §5, §6)."""
 
 from amsrag.fuse.adaptive_k import adaptive_cut, adaptive_k
+from amsrag.fuse.merge import merge_lists
 from amsrag.fuse.mmr import MMRPick, MMRResult, minmax, mmr
 from amsrag.fuse.rank_fusion import (
     CARRF,
@@ -33,6 +35,7 @@ __all__ = [
     "adaptive_k",
     "ca_rrf_weights",
     "make_fuser",
+    "merge_lists",
     "minmax",
     "mmr",
     "rho",

@@ -244,7 +244,7 @@ def rho(alpha: float, kappa: float = 2.0, alpha0: float = 0.5) -> float:
 def _check_class(c: str) -> Complexity:
     if c not in COMPLEXITIES:
         raise InputError(f"unknown complexity class {c!r}; expected one of {', '.join(COMPLEXITIES)}")
-    return c  # type: ignore[return-value]
+    return c
 
 
 def _check_alpha(alpha: float) -> float:

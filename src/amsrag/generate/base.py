@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+import numpy as np
+
 from amsrag.errors import AmsragError
 
 ABSTAIN = "insufficient evidence"
@@ -18,7 +20,7 @@ class GeneratorError(AmsragError):
 
 @runtime_checkable
 class EvidencePassage(Protocol):
-    """What a generator reads: the engine's `ScoredPassage` fits, and so does any object with these."""
+    """What a generator reads: the engine's `ScoredPassage` fits, `amsrag.types.Passage` too."""
 
     @property
     def id(self) -> str: ...
@@ -28,15 +30,6 @@ class EvidencePassage(Protocol):
 
     @property
     def text(self) -> str: ...
-
-
-@dataclass(frozen=True, slots=True)
-class Passage:
-    """A plain evidence passage (for callers without the engine's `ScoredPassage`)."""
-
-    id: str
-    title: str
-    text: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +70,23 @@ class Generator(Protocol):
     def generate(self, question: str, passages: Sequence[EvidencePassage]) -> Generation: ...
 
     def closed_book(self, question: str) -> Generation: ...
+
+
+@runtime_checkable
+class ReadsQueryVector(Protocol):
+    """A generator that embeds the question and can take the engine's query embedding instead (one
+    embedding per query, DESIGN §2)."""
+
+    def generate_with_vector(self, question: str, passages: Sequence[EvidencePassage],
+                             query_vector: np.ndarray | None) -> Generation: ...
+
+
+def generate_answer(generator: Generator, question: str, passages: Sequence[EvidencePassage],
+                    query_vector: np.ndarray | None = None) -> Generation:
+    """`generator`'s answer over `passages`, handing it the query embedding when it can use one."""
+    if isinstance(generator, ReadsQueryVector):
+        return generator.generate_with_vector(question, passages, query_vector)
+    return generator.generate(question, passages)
 
 
 def check_passages(passages: Sequence[Any]) -> list[EvidencePassage]:

@@ -95,6 +95,10 @@ class ExtractiveGenerator:
         """An extractive reader knows nothing without evidence: it abstains."""
         return Generation(ABSTAIN, (), 0.0, True, generator=self.name, details={"closed_book": True})
 
+    def generate_with_vector(self, question: str, passages: Sequence[EvidencePassage],
+                             query_vector: np.ndarray | None) -> Generation:
+        return self.generate(question, passages, query_vector=query_vector)
+
     def generate(self, question: str, passages: Sequence[EvidencePassage],
                  query_vector: np.ndarray | None = None) -> Generation:
         t0 = time.perf_counter()
@@ -103,8 +107,9 @@ class ExtractiveGenerator:
         abstained = answer is None or confidence < self.config.abstain_threshold
         if abstained:
             details = {**details, "candidate": answer}
-        return Generation(ABSTAIN if abstained else answer, () if abstained else cited, round(confidence, 4),
-                          abstained, ms=(time.perf_counter() - t0) * 1000, generator=self.name, details=details)
+        text = ABSTAIN if abstained or answer is None else answer
+        return Generation(text, () if abstained else cited, round(confidence, 4), abstained,
+                          ms=(time.perf_counter() - t0) * 1000, generator=self.name, details=details)
 
     def _parsed(self, texts: list[str]) -> list[Doc]:
         """spaCy parses of sentences, cached (LRU)."""

@@ -28,7 +28,7 @@ def make_generator(config: GeneratorConfig | AmsragConfig | None = None, encoder
         if encoder is None:
             from amsrag.embed.encoder import MiniLMEncoder
 
-            encoder = MiniLMEncoder()
+            return ExtractiveGenerator(MiniLMEncoder(), config)
         return ExtractiveGenerator(encoder, config)
     if name == "llamacpp":
         from amsrag.generate.llamacpp import LlamaCppGenerator

@@ -1,6 +1,10 @@
-"""The pipeline that composes the stages (DESIGN §2)."""
+"""The pipeline that composes the stages (DESIGN §2): `Engine` over a `PassageIndex`, one `RetrievalPass`
+per route plan, the `CorrectiveLoop`, and the typed `Trace` of every decision."""
 
-from amsrag.pipeline.engine import AnswerResult, Engine, RetrievalResult, ScoredPassage
+from amsrag.pipeline.engine import AnswerResult, Engine, RetrievalResult
+from amsrag.pipeline.passes import ScoredPassage
 from amsrag.pipeline.systems import SYSTEMS, SystemSpec, system_spec
+from amsrag.pipeline.trace import Trace
 
-__all__ = ["SYSTEMS", "AnswerResult", "Engine", "RetrievalResult", "ScoredPassage", "SystemSpec", "system_spec"]
+__all__ = ["SYSTEMS", "AnswerResult", "Engine", "RetrievalResult", "ScoredPassage", "SystemSpec", "Trace",
+           "system_spec"]

@@ -44,8 +44,8 @@ class RetrieverExecutor:
             except Exception as exc:  # a broken retriever degrades the result; the trace says why
                 return {name: RetrieverRun(name, [], 0.0, f"{type(exc).__name__}: {exc}")}
         start = time.perf_counter()
-        futures: dict[str, Future] = {name: self._pool.submit(_timed, r, query, depth, query_vector)
-                                      for name, r in retrievers.items()}
+        futures: dict[str, Future[tuple[list[Hit], float]]] = {
+            name: self._pool.submit(_timed, r, query, depth, query_vector) for name, r in retrievers.items()}
         runs: dict[str, RetrieverRun] = {}
         for name, fut in futures.items():
             remaining = max(0.0, timeout_s - (time.perf_counter() - start))

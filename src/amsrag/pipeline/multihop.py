@@ -11,16 +11,30 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from amsrag.config import SecondHopConfig
 from amsrag.fuse import FusedItem, FusedList, WeightedRRF
 from amsrag.retrieve.entities import entity_key
-from amsrag.retrieve.graph import GraphRetriever
+from amsrag.store.base import PassageIndex
 from amsrag.types import Hit
 
 HOP_K = 60.0  # RRF constant of the hop fusion
+
+
+@runtime_checkable
+class EntityBridges(Protocol):
+    """What the second hop asks of an entity graph."""
+
+    def query_entities(self, query: str) -> list[int]: ...
+
+    def bridge_entities(self, rows: Sequence[int], exclude: Iterable[int], limit: int) -> list[tuple[int, int]]: ...
+
+    def entity_key_of(self, entity: int) -> str: ...
+
+    def title_rows(self, entity: int) -> list[int]: ...
 
 
 @dataclass(slots=True)
@@ -42,13 +56,12 @@ def _names(text: str, key: str) -> bool:
     return re.search(rf"(?<!\w){re.escape(key)}(?!\w)", text) is not None
 
 
-def expand(index, query: str, first: FusedList, config: SecondHopConfig, depth: int) -> Expansion:
+def expand(index: PassageIndex, query: str, first: FusedList, config: SecondHopConfig, depth: int) -> Expansion:
     """`first` fused with up to `config.hops` rounds of bridge-entity expansion."""
     t0 = time.perf_counter()
-    graph_retriever = index.retriever("graph")
-    if not isinstance(graph_retriever, GraphRetriever):
-        raise TypeError("the second hop needs the entity-graph retriever")
-    graph = graph_retriever.graph
+    graph = getattr(index.retriever("graph"), "graph", None)
+    if not isinstance(graph, EntityBridges):
+        raise TypeError("the second hop needs an entity-graph retriever whose graph names bridge entities")
     bm25 = index.retriever("bm25")
     used = set(graph.query_entities(query))
     lowered = entity_key(query)

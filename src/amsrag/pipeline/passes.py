@@ -1,0 +1,170 @@
+"""One retrieval pass of a route plan: the activated retrievers → fusion → second hop → adaptive k → MMR
+→ the passages handed on (DESIGN §2, §4, §5)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from amsrag.config import AmsragConfig
+from amsrag.fuse import CARRF, RRF, FusedItem, FusedList, MMRResult, adaptive_k, mmr
+from amsrag.pipeline.execute import RetrieverExecutor, RetrieverRun
+from amsrag.pipeline.multihop import Expansion, expand
+from amsrag.pipeline.systems import SystemSpec
+from amsrag.pipeline.trace import AdaptiveKTrace, ComplexityTrace, Timings
+from amsrag.retrieve.base import Retriever
+from amsrag.route import RoutePlan
+from amsrag.store.base import PassageIndex
+from amsrag.types import Hit
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredPassage:
+    """A passage the engine hands on, with its fused score and store row (-1: from an external source)."""
+
+    id: str
+    title: str
+    text: str
+    score: float
+    row: int
+
+
+@runtime_checkable
+class SeededRetriever(Protocol):
+    """A retriever that walks from other retrievers' hits (the entity graph). When those retrievers run in
+    the same pass it is seeded from their lists instead of running them again."""
+
+    name: str
+    seeders: list[Retriever]
+
+    def search(self, query: str, k: int = 10, query_vector: np.ndarray | None = None) -> list[Hit]: ...
+
+    def search_seeded(self, query: str, k: int, seed_hits: Iterable[list[Hit]]) -> list[Hit]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Pass:
+    """What one pass produced: each retriever's run, the fused list (after the second hop), the
+    adaptive cut and the MMR picks, the passages, and how many index searches it took."""
+
+    plan: RoutePlan
+    runs: dict[str, RetrieverRun]
+    fused: FusedList
+    second_hop: Expansion | None
+    adaptive: AdaptiveKTrace | None
+    mmr: MMRResult | None
+    passages: list[ScoredPassage]
+    k: int
+    searches: int
+
+
+def single_list(lists: dict[str, list[Hit]]) -> FusedList:
+    """One retriever's list as a FusedList (scores are the retriever's own)."""
+    (name, hits), = lists.items()
+    items = [FusedItem(h.id, h.row, h.score, h.title, {name: h.rank}, {name: h.score}) for h in hits]
+    return FusedList("none", items, {name: 1.0}, {})
+
+
+def fuse_runs(spec: SystemSpec, complexity: ComplexityTrace | None, runs: dict[str, RetrieverRun],
+              config: AmsragConfig) -> FusedList:
+    """The system's fusion of the runs' lists: CA-RRF on the routed class and confidence, RRF, or one list as is."""
+    lists: dict[str, list[Hit]] = {name: run.hits for name, run in runs.items()}
+    if not lists:  # no retrieval (a confident zero_hop for a generator with its own knowledge)
+        return FusedList("none", [], {}, {})
+    if spec.fusion == "ca-rrf":
+        if complexity is None:
+            raise ValueError(f"system {spec.name!r} fuses by CA-RRF but the query was not classified")
+        return CARRF(*complexity.routed, config.fusion).fuse(lists)
+    if spec.fusion == "rrf" or len(lists) != 1:
+        return RRF(config.fusion.rrf_k).fuse(lists)
+    return single_list(lists)
+
+
+class RetrievalPass:
+    """Runs passes over one index; configured once per engine."""
+
+    def __init__(self, index: PassageIndex, config: AmsragConfig, executor: RetrieverExecutor) -> None:
+        self.index = index
+        self.config = config
+        self.executor = executor
+
+    def run(self, spec: SystemSpec, plan: RoutePlan, complexity: ComplexityTrace | None, query: str,
+            vector: np.ndarray, k: int | None, timings: Timings, prefix: str = "") -> Pass:
+        """One pass of `plan`; the stages' times go into `timings` under `prefix`."""
+        explicit_k = k
+        k = k if k is not None else plan.k
+        runs = self.retrieve(plan, query, vector)
+        timings[prefix + "retrieve"] = {name: round(run.ms, 3) for name, run in runs.items()}
+        t = time.perf_counter()
+        fused = fuse_runs(spec, complexity, runs, self.config)
+        timings[prefix + "fusion"] = ms_since(t)
+        second_hop = None
+        if plan.multi_hop and len(fused):
+            second_hop = expand(self.index, query, fused, self.config.router.second_hop, plan.depth)
+            fused = second_hop.fused
+            timings[prefix + "second_hop"] = round(second_hop.ms, 3)
+        adaptive = None
+        f = self.config.fusion
+        if f.adaptive_k and explicit_k is None and len(fused):
+            cut = adaptive_k(fused.scores[: f.adaptive_k_max * f.mmr_pool], f.adaptive_k_drop, f.adaptive_k_min,
+                             f.adaptive_k_max)
+            adaptive = AdaptiveKTrace(cut, f.adaptive_k_drop, f.adaptive_k_min, f.adaptive_k_max)
+            k = cut
+        t = time.perf_counter()
+        chosen, picks = self.select(spec, fused, k)
+        timings[prefix + "mmr"] = ms_since(t)
+        return Pass(plan, runs, fused, second_hop, adaptive, picks, self.passages(chosen), k, self.searches(runs))
+
+    def retrieve(self, plan: RoutePlan, query: str, vector: np.ndarray) -> dict[str, RetrieverRun]:
+        """The activated retrievers under the router's timeout. A seeded retriever (the graph), when others
+        run too, is seeded from their hits rather than searching them again."""
+        timeout = self.config.router.retriever_timeout_s
+        names = list(plan.retrievers)
+        if not names:
+            return {}
+        retrievers = {n: self.index.retriever(n) for n in names}
+        seeded = {n: r for n, r in retrievers.items() if isinstance(r, SeededRetriever)}
+        others = {n: r for n, r in retrievers.items() if n not in seeded}
+        runs = self.executor.run(others, query, plan.depth, vector, timeout) if others else {}
+        for name, retriever in seeded.items():
+            if not others:
+                runs.update(self.executor.run({name: retriever}, query, plan.depth, vector, timeout))
+                continue
+            t = time.perf_counter()
+            try:
+                hits = retriever.search_seeded(query, plan.depth, [runs[n].hits for n in others])
+                runs[name] = RetrieverRun(name, hits, ms_since(t))
+            except Exception as exc:  # degrade, never fail the query
+                runs[name] = RetrieverRun(name, [], ms_since(t), f"{type(exc).__name__}: {exc}")
+        return {n: runs[n] for n in names}
+
+    def searches(self, runs: dict[str, RetrieverRun]) -> int:
+        """Index searches actually run: a seeded retriever alone first searches its own seeders."""
+        n = len(runs)
+        if len(runs) == 1:
+            (name,) = runs
+            retriever = self.index.retriever(name)
+            if isinstance(retriever, SeededRetriever):
+                n += len(retriever.seeders)
+        return n
+
+    def select(self, spec: SystemSpec, fused: FusedList, k: int) -> tuple[list[FusedItem], MMRResult | None]:
+        """The top k, diversified by MMR for systems that use it."""
+        if not spec.mmr or len(fused) <= 1:
+            return fused.top(k), None
+        pool = fused.top(self.config.fusion.mmr_pool * k)
+        vectors = self.index.vectors_for_rows([it.row for it in pool])
+        result = mmr(pool, vectors, k, lam=self.config.fusion.mmr_lambda)
+        return result.items, result
+
+    def passages(self, items: list[FusedItem]) -> list[ScoredPassage]:
+        stored = self.index.passages_by_rows([it.row for it in items])
+        return [ScoredPassage(p.id, p.title, p.text, it.score, it.row) for it, p in zip(items, stored, strict=True)]
+
+
+def ms_since(t: float) -> float:
+    return round((time.perf_counter() - t) * 1000, 3)

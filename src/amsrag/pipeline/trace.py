@@ -1,0 +1,199 @@
+"""The TRACE of DESIGN §9 as typed records: what the engine decided, each score and each timing.
+
+Every stage hands the engine a typed result; the engine assembles them into one `Trace`. The JSON
+contract (`--json`, the HTTP API, the web UI) is `Trace.to_dict()`, and a `Trace` reads as that
+mapping too (`trace["strategy"]`), so callers that speak the contract need not know the records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from amsrag.fuse import FusedList, MMRResult
+
+if TYPE_CHECKING:
+    from amsrag.correct.actions import Correction
+    from amsrag.correct.sufficiency import Sufficiency
+    from amsrag.pipeline.execute import RetrieverRun
+    from amsrag.pipeline.multihop import Expansion
+
+TRACE_HITS = 20  # hits per retriever (and fused items) kept in the trace
+
+Timings = dict[str, Any]  # stage -> ms, or {retriever: ms} for the retrieval stages; insertion order is run order
+
+
+@dataclass(frozen=True, slots=True)
+class ComplexityTrace:
+    """The classifier's prediction, and the class and confidence retrieval was configured by when they differ."""
+
+    label: str
+    probs: dict[str, float]
+    alpha: float
+    route_label: str | None = None
+    route_alpha: float | None = None
+
+    @property
+    def routed(self) -> tuple[str, float]:
+        """(class, confidence) that routing and CA-RRF act on."""
+        return (self.route_label if self.route_label is not None else self.label,
+                self.route_alpha if self.route_alpha is not None else self.alpha)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"label": self.label, "probs": dict(self.probs), "alpha": self.alpha}
+        if self.route_label is not None:
+            out["route_label"], out["route_alpha"] = self.route_label, self.route_alpha
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class AdaptiveKTrace:
+    k: int
+    drop: float
+    min: int
+    max: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"k": self.k, "drop": self.drop, "min": self.min, "max": self.max}
+
+
+@dataclass(frozen=True, slots=True)
+class CorrectiveTrace:
+    """The corrective step on one query: the assessment and action (None: skipped), the external
+    sources' outcome, whether nothing was left, and the sufficiency check."""
+
+    correction: Correction | None = None
+    external: dict[str, Any] | None = None
+    insufficient_evidence: bool = False
+    sufficiency: Sufficiency | None = None
+
+    @property
+    def action(self) -> str:
+        return "skipped" if self.correction is None else self.correction.assessment.action
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.correction is None:
+            return {"score": None, "action": "skipped"}
+        out = self.correction.to_dict()
+        if self.external is not None:
+            out["external"] = self.external
+        if self.insufficient_evidence:
+            out["insufficient_evidence"] = True
+        if self.sufficiency is not None:
+            out["sufficiency"] = self.sufficiency.to_dict()
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Escalation:
+    """One step to a wider route, and why (the corrective step or the sufficiency check)."""
+
+    source: str  # the strategy escalated from
+    target: str
+    path: str  # the wider route's evidence path
+    query: str
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"from": self.source, "to": self.target, "path": self.path, "query": self.query,
+                "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
+class TargTrace:
+    """The TARG gate: the closed-book answer's confidence against the threshold."""
+
+    confidence: float | None
+    threshold: float
+    fired: bool
+    ms: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"confidence": self.confidence, "threshold": self.threshold, "fired": self.fired, "ms": self.ms}
+
+
+def _runs(runs: tuple[RetrieverRun, ...]) -> list[dict[str, Any]]:
+    return [{"name": r.name, "ms": round(r.ms, 3), "error": r.error,
+             "hits": [{"id": h.id, "rank": h.rank, "score": h.score} for h in r.hits[:TRACE_HITS]]} for r in runs]
+
+
+def _fusion(fused: FusedList | None) -> dict[str, Any]:
+    if fused is None:
+        return {"method": "none", "weights": {}, "k": {}}
+    return {"method": fused.method, "weights": fused.weights, "k": fused.k, **fused.params}
+
+
+def _fused(fused: FusedList | None) -> list[dict[str, Any]]:
+    if fused is None:
+        return []
+    return [{"id": it.id, "score": it.score, "ranks": dict(it.ranks), "contributions": dict(it.contributions)}
+            for it in fused.top(TRACE_HITS)]
+
+
+@dataclass(frozen=True)
+class Trace(Mapping[str, Any]):
+    """One query's trace. `fusion`/`fused`/`second_hop`/`adaptive_k`/`mmr` describe the first pass;
+    `runs` holds every retriever run, escalated passes included."""
+
+    system: str
+    complexity: ComplexityTrace | None
+    strategy: str
+    reason: str
+    runs: tuple[RetrieverRun, ...] = ()
+    searches: int = 0
+    fusion: FusedList | None = None
+    second_hop: Expansion | None = None
+    adaptive_k: AdaptiveKTrace | None = None
+    mmr: MMRResult | None = None
+    corrective: CorrectiveTrace = field(default_factory=CorrectiveTrace)
+    escalations: tuple[Escalation, ...] = ()
+    generator: dict[str, Any] | None = None  # `Generation.trace()` once an answer was generated
+    targ: TargTrace | None = None
+    timings: Timings = field(default_factory=dict)
+
+    @property
+    def retriever_calls(self) -> int:
+        return len(self.runs)
+
+    def answered(self, generator: dict[str, Any], timings: Timings, targ: TargTrace | None = None) -> Trace:
+        """This trace with the generator's entry and the answer's timings."""
+        return replace(self, generator=generator, timings=timings, targ=targ if targ is not None else self.targ)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "system": self.system,
+            "complexity": self.complexity.to_dict() if self.complexity is not None else None,
+            "strategy": self.strategy,
+            "reason": self.reason,
+            "retrievers": _runs(self.runs),
+            "retriever_calls": self.retriever_calls,
+            "searches": self.searches,
+            "fusion": _fusion(self.fusion),
+            "fused": _fused(self.fusion),
+            "second_hop": self.second_hop.to_dict() if self.second_hop is not None else None,
+            "adaptive_k": self.adaptive_k.to_dict() if self.adaptive_k is not None else None,
+            "mmr": self.mmr.to_dict() if self.mmr is not None else None,
+            "corrective": self.corrective.to_dict(),
+            "escalations": [e.to_dict() for e in self.escalations],
+            "generator": self.generator,
+        }
+        if self.targ is not None:
+            out["targ"] = self.targ.to_dict()
+        out["timings_ms"] = dict(self.timings)
+        return out
+
+    # The JSON contract as a read-only mapping (built once: a Trace does not change).
+    @cached_property
+    def _dict(self) -> dict[str, Any]:
+        return self.to_dict()
+
+    def __getitem__(self, key: str) -> Any:
+        return self._dict[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._dict)
+
+    def __len__(self) -> int:
+        return len(self._dict)
