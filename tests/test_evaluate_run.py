@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from amsrag.cli import app
 from amsrag.errors import InputError
-from amsrag.evaluate.cli import EvalOptions, run_eval
+from amsrag.evaluate.harness import EvalOptions, run_eval
 from amsrag.evaluate.metrics import METRICS
 
 SLICE = Path(__file__).parent / "fixtures" / "retrieval_slice"

@@ -1,16 +1,13 @@
-"""`amsrag eval`: build (or reuse) the benchmark, run every system, write report.md / report.json / PNGs."""
+"""The evaluation run behind `amsrag eval`: build (or reuse) the benchmark, run every system, write
+report.md / report.json / PNGs."""
 
 from __future__ import annotations
 
 import json
 import os
-import shlex
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
-
-import typer
+from typing import Any
 
 from amsrag.errors import InputError
 from amsrag.progress import NullProgress, Progress
@@ -186,57 +183,3 @@ def run_eval(opts: EvalOptions, progress: Progress | None = None, log=print) -> 
     text = markdown(report, opts.command, _notes(report, bench.info, mode, bench_dir))
     (opts.out / "report.md").write_text(text + "\n")
     return report
-
-
-def eval_command(
-    out: Annotated[Path, typer.Option("--out", help="output directory (report.md, report.json, *.png)")],
-    qa: Annotated[list[Path] | None, typer.Option(
-        "--qa", help="QA files (any ../shared/data format or amsrag QA JSONL); default: the paper-like mix")] = None,
-    fmt: Annotated[str, typer.Option("--format", help="format of the --qa files (auto-detected by default)")] = "auto",
-    corpus: Annotated[Path | None, typer.Option("--corpus", help="passages JSONL: use exactly this corpus")] = None,
-    noise: Annotated[int | None, typer.Option("--noise", help="Wikipedia noise passages (default 1000)")] = None,
-    systems: Annotated[str | None, typer.Option(
-        "--systems", help="comma-separated: bm25,dense,graph,fixed,A0..A4,adaptive-rag,full,full@0.90/0.60")] = None,
-    limit: Annotated[int | None, typer.Option("--limit", help="evaluate a seeded sample of N queries")] = None,
-    answer_limit: Annotated[int | None, typer.Option(
-        "--answer-limit", help="EM/F1 on a seeded sample of N of the queries (generation dominates the run time)"
-    )] = None,
-    seed: Annotated[int, typer.Option("--seed", help="sampling and bootstrap seed")] = 13,
-    generator: Annotated[str | None, typer.Option("--generator", help="generator name (default extractive)")] = None,
-    index: Annotated[Path | None, typer.Option("--index", help="reuse this prebuilt index as the corpus")] = None,
-    sizes: Annotated[str | None, typer.Option(
-        "--sizes", help="questions per group, e.g. nq=250,squad=150,hotpotqa=250,musique=200,zero_hop=150")] = None,
-    scope: Annotated[str | None, typer.Option(
-        "--scope", help="corpus: files (every paragraph of the QA files) or gold (the questions' gold passages)"
-    )] = None,
-    data_dir: Annotated[Path | None, typer.Option("--data", help="shared data folder (default $AMSRAG_DATA "
-                                                                "or ../shared/data)")] = None,
-    cache_dir: Annotated[Path | None, typer.Option("--cache", help="benchmark / index / vector cache folder")] = None,
-    bootstrap: Annotated[int, typer.Option("--bootstrap", help="bootstrap resamples B")] = 1000,
-    quick: Annotated[bool, typer.Option("--quick", help="a small benchmark (~1-2 minutes) for CI")] = False,
-    no_answers: Annotated[bool, typer.Option("--no-answers", help="retrieval metrics only (no generation)")] = False,
-    tune: Annotated[bool, typer.Option(
-        "--tune", help="route tune (thresholds, priors) in memory on calibration questions disjoint from the "
-        "eval queries before the run")] = False,
-    no_corrective: Annotated[bool, typer.Option(
-        "--no-corrective", help="turn the corrective step off for this run (it is reported in the config)")] = False,
-    workers: Annotated[int | None, typer.Option(
-        "--workers", help="processes for the answer phase, after the timed retrieval (default: min(2, CPUs))")] = None,
-) -> None:
-    """Evaluate every system in one run on one benchmark: report.md, report.json, PNGs."""
-    from rich.console import Console
-
-    from amsrag.progress import RichProgress
-
-    err = Console(stderr=True)
-    command = "amsrag " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else "amsrag eval"
-    opts = EvalOptions(out=out, qa=list(qa or []), fmt=fmt, corpus=corpus, noise=noise, systems=systems, limit=limit,
-                       answer_limit=answer_limit,
-                       seed=seed, generator=generator, index=index, sizes=sizes, scope=scope, data_dir=data_dir,
-                       cache_dir=cache_dir, bootstrap=bootstrap, quick=quick, no_answers=no_answers, tune=tune,
-                       corrective=not no_corrective, workers=workers,
-                       command=command)
-    with RichProgress(console=err) as progress:
-        report = run_eval(opts, progress, log=lambda m: err.print(m, highlight=False))
-    err.print(f"wrote {out / 'report.md'}, {out / 'report.json'} and PNGs "
-              f"({report['n_queries']} queries, {len(report['systems'])} systems)")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import inspect
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -133,7 +133,7 @@ class RunResult:
     seconds: float
 
 
-def _stage_times(trace: dict[str, Any], embed_ms: float, uses_vector: bool) -> dict[str, float]:
+def _stage_times(trace: Mapping[str, Any], embed_ms: float, uses_vector: bool) -> dict[str, float]:
     t = trace.get("timings_ms", {})
     out = {"embed": embed_ms if uses_vector else 0.0, "classify": float(t.get("classify", 0.0))}
     for r, ms in (t.get("retrieve") or {}).items():

@@ -1,0 +1,3 @@
+from amsrag.cli.main import main
+
+main()

@@ -1,0 +1,69 @@
+"""What every `amsrag` command shares: the consoles, option types, JSON output and the trace printout."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from amsrag.config import GeneratorConfig
+from amsrag.ingest.formats import FORMATS
+
+out = Console()
+err = Console(stderr=True)
+
+IndexOpt = Annotated[str, typer.Option("--index", help="index directory or postgresql:// URL")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="one JSON object per line on stdout")]
+FormatOpt = Annotated[str, typer.Option("--format", help="auto or one of: " + ", ".join(FORMATS))]
+
+
+def emit(obj: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+SystemOpt = Annotated[str, typer.Option("--system", help="full|fixed|A0..A4|bm25|dense|graph|adaptive-rag")]
+
+
+def generator_config(base: GeneratorConfig, name: str | None, model: str | None,
+                     base_url: str | None) -> GeneratorConfig:
+    """`base` with the --generator / --model / --base-url options applied (`--model` is the GGUF file for
+    llamacpp and the model name for openai)."""
+    name = name or base.name
+    update: dict[str, Any] = {"name": name}
+    if model is not None:
+        update["model_path" if name == "llamacpp" else "model"] = model
+    if base_url is not None:
+        update["base_url"] = base_url
+    return base.model_copy(update=update)
+
+
+def print_trace(trace: Mapping[str, Any]) -> None:
+    cx = trace.get("complexity")
+    head = f"system [bold]{trace['system']}[/] · strategy [bold]{trace['strategy']}[/] · {trace['reason']}"
+    if cx:
+        probs = " ".join(f"{k} {v:.2f}" for k, v in cx["probs"].items())
+        head += f"\ncomplexity [bold]{cx['label']}[/] (alpha {cx['alpha']:.3f}; {probs})"
+        if "route_label" in cx:
+            head += (f" → routed as {cx['route_label']} (alpha {cx['route_alpha']:.3f}): "
+                     "the generator cannot answer alone")
+    weights = " ".join(f"{r} {w:.3f}" for r, w in trace["fusion"]["weights"].items())
+    head += f"\nfusion {trace['fusion']['method']} weights {weights}"
+    for r in trace["retrievers"]:
+        error = f" [red]{r['error']}[/]" if r["error"] else ""
+        head += f"\n  {r['name']}: {len(r['hits'])} hits in {r['ms']:.1f} ms{error}"
+    for rnd in (trace.get("second_hop") or {}).get("rounds", []):
+        head += "\nsecond hop via " + ", ".join(f"{b['entity']} (+{len(b['rows'])})" for b in rnd["bridges"])
+    corr = trace.get("corrective") or {}
+    if corr.get("action") not in (None, "skipped"):
+        head += f"\ncorrective: {corr['action']} (S = {corr['score']:.3f})"
+    for e in trace.get("escalations", []):
+        head += f"\n  escalated {e['from']} → {e['to']}: {e['reason']}"
+    t = trace["timings_ms"]
+    head += (f"\ntimings (ms): embed {t['embed']}, classify {t.get('classify', 0)}, fusion {t['fusion']}, "
+             f"mmr {t['mmr']}, total {t['total']}")
+    out.print(head, highlight=False)
