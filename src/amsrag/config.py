@@ -10,7 +10,10 @@ import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from amsrag.errors import InputError
-from amsrag.types import Complexity
+from amsrag.types import COMPLEXITIES, RETRIEVERS, Complexity
+
+Strategy = Literal["A", "B", "C"]
+STRATEGIES: tuple[Strategy, ...] = ("A", "B", "C")
 
 
 class _Section(BaseModel):
@@ -81,7 +84,12 @@ class ClassifierConfig(_Section):
 
 
 def _per_class(value: float) -> dict[str, float]:
-    return {"bm25": value, "dense": value, "graph": value}
+    return {r: value for r in RETRIEVERS}
+
+
+def _by_class(values: dict[Complexity, float]) -> dict[Complexity, dict[str, float]]:
+    """Per complexity class, every retriever at that class's value."""
+    return {c: _per_class(v) for c, v in values.items()}
 
 
 class FusionConfig(_Section):
@@ -101,12 +109,11 @@ class FusionConfig(_Section):
     kappa: float = Field(2.0, ge=0, description="CA-RRF: rho(alpha) = sigmoid(kappa * (alpha - alpha0))")
     alpha0: float = Field(0.5, ge=0, le=1, description="CA-RRF: confidence at which rho = 0.5")
     k_by_class: dict[Complexity, dict[str, float]] = Field(
-        default_factory=lambda: {"zero_hop": _per_class(30.0), "one_hop": _per_class(40.0),
-                                 "multi_hop": _per_class(80.0)},
+        default_factory=lambda: _by_class({"zero_hop": 30.0, "one_hop": 40.0, "multi_hop": 80.0}),
         description="CA-RRF: k_r(c) per complexity class and retriever",
     )
     beta_by_class: dict[Complexity, dict[str, float]] = Field(
-        default_factory=lambda: {c: _per_class(1.0 / 3.0) for c in ("zero_hop", "one_hop", "multi_hop")},
+        default_factory=lambda: _by_class({c: 1.0 / 3.0 for c in COMPLEXITIES}),
         description="CA-RRF: prior beta_r^(c) per complexity class and retriever (renormalised when used)",
     )
     mmr_lambda: float = Field(0.5, ge=0, le=1, description="MMR: redundancy penalty lambda")
@@ -191,8 +198,8 @@ class RouterConfig(_Section):
     call_cost: float = Field(0.2, ge=0, description="cost of each activated retriever, added to the path's cost")
     decision: Literal["thresholds", "bayes"] = Field(
         "thresholds", description="route by (theta_high, theta_low), or by the Bayes decision under the cost matrix")
-    expand_strategies: list[Literal["A", "B", "C"]] = Field(
-        default_factory=lambda: ["A", "B", "C"],
+    expand_strategies: list[Strategy] = Field(
+        default_factory=lambda: list(STRATEGIES),
         description="strategies whose multi_hop route runs the second hop (Strategy C only in the paper; every "
         "multi_hop route here: see docs/benchmarks/pipeline.md)")
     second_hop: SecondHopConfig = Field(default_factory=lambda: SecondHopConfig())

@@ -108,7 +108,7 @@ class CachedEncoder:
     def encode(self, texts: Sequence[str], progress: Callable[[int], None] | None = None) -> np.ndarray:
         if len(texts) == 0:
             return np.zeros((0, self.dim), dtype=np.float32)
-        out = np.stack(self._vectors.lookup(texts, self._embed))
+        out = np.stack(self._vectors.lookup(texts, lambda batch: list(self._embed(batch))))
         if progress is not None:
             progress(len(texts))
         return out

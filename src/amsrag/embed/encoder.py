@@ -22,7 +22,9 @@ DIMENSION = 384
 
 class Encoder(Protocol):
     dim: int
-    model_id: str
+
+    @property
+    def model_id(self) -> str: ...
 
     def encode(
         self, texts: Sequence[str], progress: Callable[[int], None] | None = None

@@ -6,12 +6,13 @@ Every failure is an `InputError` naming the file and, for JSON Lines, the 1-base
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from amsrag.errors import InputError
 from amsrag.types import Passage
@@ -55,7 +56,7 @@ def _reading(path: Path) -> Iterator[None]:
         raise InputError(f"{path}: not a valid gzip file ({exc})") from None
 
 
-def _open_binary(path: Path) -> IO[bytes]:
+def _open_binary(path: Path) -> io.BufferedIOBase:
     return gzip.open(path, "rb") if is_gzipped(path) else open(path, "rb")
 
 

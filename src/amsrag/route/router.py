@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from amsrag.config import RouterConfig
 from amsrag.errors import InputError
-from amsrag.types import COMPLEXITIES
+from amsrag.types import COMPLEXITIES, Complexity
 
 STRATEGIES = ("none", "A", "B", "C")
 # Route order from cheapest to widest: a route "below" the right one loses evidence.
@@ -127,7 +127,8 @@ class Router:
                          plan.multi_hop, reason)
 
 
-def retrieval_class(label: str, probs: Mapping[str, float], alpha: float, generator_knows: bool) -> tuple[str, float]:
+def retrieval_class(label: Complexity, probs: Mapping[str, float], alpha: float,
+                    generator_knows: bool) -> tuple[Complexity, float]:
     """The class and confidence retrieval is configured by.
 
     zero_hop means "this generator answers from its own knowledge". For a generator that cannot
@@ -139,5 +140,5 @@ def retrieval_class(label: str, probs: Mapping[str, float], alpha: float, genera
     one, multi = float(probs.get("one_hop", 0.0)), float(probs.get("multi_hop", 0.0))
     if one + multi <= 0:
         return "one_hop", 0.5
-    hop = "multi_hop" if multi > one else "one_hop"
+    hop: Complexity = "multi_hop" if multi > one else "one_hop"
     return hop, max(one, multi) / (one + multi)

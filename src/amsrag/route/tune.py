@@ -21,19 +21,18 @@ import numpy as np
 from amsrag.config import RouterConfig
 from amsrag.errors import InputError
 from amsrag.route.router import Router, retrieval_class
-from amsrag.types import COMPLEXITIES, QAExample
+from amsrag.types import COMPLEXITIES, RETRIEVERS, Complexity, QAExample
 
 # The paper's coarse grid and a finer one around it.
 COARSE_HIGH = (0.80, 0.85, 0.90, 0.92, 0.95)
 COARSE_LOW = (0.50, 0.55, 0.60, 0.62, 0.65)
 FINE = tuple(round(x, 2) for x in np.arange(0.40, 0.991, 0.01))
-RETRIEVERS = ("bm25", "dense", "graph")
 
 
 @dataclass(frozen=True, slots=True)
 class CalibrationQuery:
     true_class: str
-    predicted: str
+    predicted: Complexity
     alpha: float
     ndcg: Mapping[str, float]  # per retriever, nDCG@10 of the gold passages (empty when no gold)
 
@@ -87,14 +86,14 @@ def tune_thresholds(queries: Sequence[CalibrationQuery], router: RouterConfig,
 
 
 def fit_beta(queries: Sequence[CalibrationQuery],
-             retrievers: Sequence[str] = RETRIEVERS) -> dict[str, dict[str, float]]:
+             retrievers: Sequence[str] = RETRIEVERS) -> dict[Complexity, dict[str, float]]:
     """Per predicted class, each retriever's mean nDCG@10 normalised to sum 1 (uniform when unseen)."""
-    sums: dict[str, dict[str, list[float]]] = {c: {r: [] for r in retrievers} for c in COMPLEXITIES}
+    sums: dict[Complexity, dict[str, list[float]]] = {c: {r: [] for r in retrievers} for c in COMPLEXITIES}
     for q in queries:
         for r in retrievers:
             if r in q.ndcg:
                 sums[q.predicted][r].append(q.ndcg[r])
-    beta = {}
+    beta: dict[Complexity, dict[str, float]] = {}
     for c, per in sums.items():
         means = {r: float(np.mean(v)) if v else 0.0 for r, v in per.items()}
         total = sum(means.values())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from amsrag.config import AmsragConfig, ServeConfig
@@ -13,7 +14,7 @@ KEYS_ENV = "AMSRAG_API_KEYS"
 
 
 def serve_config(base: ServeConfig, host: str | None = None, port: int | None = None,
-                 env: dict[str, str] | None = None) -> ServeConfig:
+                 env: Mapping[str, str] | None = None) -> ServeConfig:
     """The index's [serve] section, overridden by flags and by $AMSRAG_API_KEYS (comma-separated);
     refuses to run without keys anywhere but on loopback."""
     env = os.environ if env is None else env
@@ -33,7 +34,7 @@ def serve_config(base: ServeConfig, host: str | None = None, port: int | None = 
     return cfg
 
 
-def run(index_dir: Path, host: str | None = None, port: int | None = None, config_file: Path | None = None,
+def run(index_dir: str | Path, host: str | None = None, port: int | None = None, config_file: Path | None = None,
         access_log: bool = False) -> None:
     import uvicorn
 

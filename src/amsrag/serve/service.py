@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -58,12 +59,15 @@ class Service:
         with self.lock.read():
             return self._warm()
 
+    def _warm_retriever(self, name: str) -> None:
+        self.engine.index.retriever(name).search(WARM_QUERY, k=1)
+
     def _warm(self, with_ask: bool = True) -> dict[str, float]:
         ms: dict[str, float] = {}
         if not len(self.engine.index):
             return ms
         steps: list[tuple[str, Callable[[], Any]]] = [
-            (name, lambda n=name: self.engine.index.retriever(n).search(WARM_QUERY, k=1)) for name in RETRIEVERS]
+            (name, partial(self._warm_retriever, name)) for name in RETRIEVERS]
         if with_ask:  # after a write only the retrievers are rebuilt; the generator is unchanged
             steps.append(("ask", lambda: self._ask(WARM_QUERY, "full")))
         for name, step in steps:
