@@ -33,25 +33,24 @@ from amsrag.errors import AmsragError, IndexMismatchError, IndexNotFoundError, I
 from amsrag.progress import NullProgress, Progress
 from amsrag.retrieve.base import Retriever
 from amsrag.retrieve.bm25 import BM25Tokenizer, passage_text_for_bm25
-from amsrag.retrieve.graph import EntityGraph, GraphRetriever
-from amsrag.store.embedded import (
-    RETRIEVERS,
+from amsrag.retrieve.graph import EntityGraph, GraphRetriever, NerCache, text_checksum
+from amsrag.store.postgres import schema
+from amsrag.store.postgres.retrievers import PgBM25Retriever, PgDenseRetriever, PgEntityGraph
+from amsrag.store.writes import (
     DeleteReport,
     IngestReport,
-    _plan_insert,
-    _validated,
     expected_params,
+    param_differences,
+    plan_insert,
+    validate_passages,
 )
-from amsrag.store.manifest import param_differences
-from amsrag.store.postgres import schema
-from amsrag.types import Passage, PassageRow
+from amsrag.types import RETRIEVERS, Passage, PassageRow
 
 T = TypeVar("T")
 CONNECT_TIMEOUT_S = 5.0
 REQUEST_TIMEOUT_S = 10.0  # a read (with its one retry) gives up after this
 LOCK_TIMEOUT_S = 60.0
 BULK_REBUILD_SHARE = 0.5  # an add at least this large (vs. stored passages) rebuilds HNSW after loading
-NerCache = dict[int, tuple[int, tuple[str, ...]]]
 
 
 class StoreUnavailableError(AmsragError):
@@ -67,16 +66,12 @@ def redact(dsn: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-def is_postgres_url(spec: object) -> bool:
-    return isinstance(spec, str) and spec.startswith(("postgresql://", "postgres://"))
-
-
 def _configure(conn: psycopg.Connection) -> None:
     register_vector(conn)
 
 
 class _Existing:
-    """What `_plan_insert` asks the passage table, answered by PostgreSQL."""
+    """What `plan_insert` asks the passage table, answered by PostgreSQL."""
 
     @staticmethod
     def existing(conn: psycopg.Connection, ids: Sequence[str], hashes: Sequence[str]
@@ -103,7 +98,7 @@ class PostgresIndex:
         self.request_timeout = request_timeout
         self._encoder: Encoder | None = None
         self._retrievers: dict[str, Retriever] = {}
-        self._tokenizer = BM25Tokenizer(config.bm25)
+        self.tokenizer = BM25Tokenizer(config.bm25)  # BM25's, shared with its retriever
         kwargs = {"connect_timeout": int(CONNECT_TIMEOUT_S), "autocommit": True,
                   "options": f"-c search_path={schema.SEARCH_PATH.replace(' ', '')} "
                              f"-c statement_timeout={int(request_timeout * 1000)}"}
@@ -170,6 +165,18 @@ class PostgresIndex:
     def close(self) -> None:
         self.pool.close()
 
+    @property
+    def location(self) -> str:
+        return self.path
+
+    def stale(self) -> bool:
+        """Never: every read sees the shared store's committed state."""
+        return False
+
+    def refresh(self) -> bool:
+        """Nothing to load (reads are live); False."""
+        return False
+
     def __enter__(self) -> PostgresIndex:
         return self
 
@@ -195,7 +202,8 @@ class PostgresIndex:
                 time.sleep(min(0.2, remaining / 2))
         raise AssertionError("unreachable")
 
-    def _meta(self, conn: psycopg.Connection, key: str) -> Any:
+    def meta(self, conn: psycopg.Connection, key: str) -> Any:
+        """The value stored under `key` in the meta table (None when absent)."""
         row = conn.execute("SELECT value FROM meta WHERE key = %s", (key,)).fetchone()
         return None if row is None else row[0]
 
@@ -226,14 +234,12 @@ class PostgresIndex:
         return self._retrievers[name]
 
     def _make_retriever(self, name: str) -> Retriever:
-        from amsrag.store.postgres.retrievers import PgBM25Retriever, PgDenseRetriever, PgEntityGraph
-
         if name == "bm25":
             return PgBM25Retriever(self)
         if name == "dense":
             return PgDenseRetriever(self)
         if name == "graph":
-            return GraphRetriever(PgEntityGraph(self, self.config.graph), self,  # type: ignore[arg-type]
+            return GraphRetriever(PgEntityGraph(self, self.config.graph), self,
                                   [PgBM25Retriever(self), PgDenseRetriever(self)], self.config.graph)
         raise InputError(f"unknown retriever {name!r}; choose one of {', '.join(RETRIEVERS)}")
 
@@ -250,7 +256,7 @@ class PostgresIndex:
 
     # ---------------------------------------------------------------- reading
     def __len__(self) -> int:
-        return int(self.read(lambda c: self._meta(c, "n_passages")))
+        return int(self.read(lambda c: self.meta(c, "n_passages")))
 
     def describe_rows(self, rows: Sequence[int]) -> list[tuple[str, str]]:
         rows = [int(r) for r in rows]
@@ -329,12 +335,12 @@ class PostgresIndex:
         (an export from the embedded store passes them so spaCy does not run again).
         """
         progress = progress or NullProgress()
-        items = _validated(list(passages))
+        items = validate_passages(list(passages))
         if vectors is not None and len(vectors) != len(items):
             raise InputError(f"{len(items)} passages but {len(vectors)} vectors")
         report = IngestReport(received=len(items))
         with self._write() as conn:
-            new, report.skipped_existing, report.skipped_duplicate_content = _plan_insert(_Existing, conn, items)
+            new, report.skipped_existing, report.skipped_duplicate_content = plan_insert(_Existing(), conn, items)
             if not new:
                 return report
             chosen = [items[i] for i in new]
@@ -351,13 +357,13 @@ class PostgresIndex:
             with progress.task("bm25: tokenise", len(chosen)) as adv:
                 tokens = []
                 for n, (p, _) in enumerate(chosen):
-                    tokens.append(self._tokenizer(passage_text_for_bm25(p.title, p.text)))
+                    tokens.append(self.tokenizer(passage_text_for_bm25(p.title, p.text)))
                     if n % 500 == 499:
                         adv(500)
                 adv(len(chosen) % 500)
             report.seconds["bm25"] = time.perf_counter() - t
             t = time.perf_counter()
-            stored = int(self._meta(conn, "n_passages"))
+            stored = int(self.meta(conn, "n_passages"))
             rebuild = len(chosen) >= 1000 and len(chosen) >= BULK_REBUILD_SHARE * stored
             if rebuild:
                 conn.execute("DROP INDEX passages_embedding_hnsw")
@@ -470,8 +476,6 @@ class PostgresIndex:
         """Recompute the entity graph of the new passage set (as the embedded store does: mention
         matching runs over all passages, NER only on passages without a stored result) and replace
         the entity tables with it."""
-        from amsrag.retrieve.graph import _crc
-
         stored: NerCache = {int(r): (int(c), tuple(s)) for r, c, s in
                             conn.execute("SELECT prow, crc, surfaces FROM graph_ner").fetchall()}
         cache = dict(stored)
@@ -479,15 +483,15 @@ class PostgresIndex:
             cache.pop(int(r), None)
         by_row = {p.row: p for p in added}
         for row, surfaces in known.items():
-            cache[row] = (_crc(by_row[row].text), tuple(surfaces))
+            cache[row] = (text_checksum(by_row[row].text), tuple(surfaces))
         base = EntityGraph(self.config.graph, [], [], sp.csr_array((0, 0), dtype=np.int8), [],
                            np.zeros(0, np.int64), cache)
         all_rows = lambda: [PassageRow(int(r), i, t, x) for r, i, t, x in  # noqa: E731
                             conn.execute("SELECT prow, id, title, text FROM passages ORDER BY prow").fetchall()]
         with progress.task("graph: entities", len([p for p in added if p.row not in known])) as adv:
             graph = base.update([p for p in added if p.row not in known], [], all_rows, adv)
-        ner_new = {r: v for r, v in graph._ner.items() if stored.get(r) != v}
-        gone = [r for r in stored if r not in graph._ner]
+        ner_new = {r: v for r, v in graph.ner.items() if stored.get(r) != v}
+        gone = [r for r in stored if r not in graph.ner]
         if gone:
             conn.execute("DELETE FROM graph_ner WHERE prow = ANY(%s)", (gone,))
         if ner_new:
@@ -511,10 +515,10 @@ class PostgresIndex:
                 copy.write_row((r, e, k))
         with conn.cursor().copy("COPY entity_surfaces (surface, eid) FROM STDIN WITH (FORMAT BINARY)") as copy:
             copy.set_types(["text", "int4"])
-            for s, e in zip(graph._query_surfaces, graph._query_entities.tolist(), strict=True):
+            for s, e in zip(graph.query_surfaces, graph.query_surface_entities.tolist(), strict=True):
                 copy.write_row((s, e))
         conn.execute("UPDATE meta SET value = to_jsonb(%s::int) WHERE key = 'graph_max_surface'",
-                     (max((len(s) for s in graph._query_surfaces), default=0),))
+                     (max((len(s) for s in graph.query_surfaces), default=0),))
 
 
 def _connect(dsn: str) -> psycopg.Connection:
