@@ -51,8 +51,8 @@ class ExternalResult:
         return self.error is None
 
     def to_dict(self) -> dict[str, Any]:
-        out = {"source": self.source, "passages": [p.to_dict() for p in self.passages], "error": self.error,
-               "flags": list(self.flags), "ms": round(self.ms, 3)}
+        out: dict[str, Any] = {"source": self.source, "passages": [p.to_dict() for p in self.passages],
+                               "error": self.error, "flags": list(self.flags), "ms": round(self.ms, 3)}
         if self.per_source:
             out["per_source"] = self.per_source
         return out

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -143,7 +143,10 @@ class EmbeddedIndex:
     @property
     def encoder(self) -> Encoder:
         if self._encoder is None:
-            self._encoder = MiniLMEncoder(self.config.embedding)
+            # cast: amsrag.embed.encoder.Encoder declares `model_id` a settable attribute where
+            # MiniLMEncoder has a read-only property; mypy flags this cast as redundant once the
+            # Protocol declares it a property
+            self._encoder = cast(Encoder, MiniLMEncoder(self.config.embedding))
         return self._encoder
 
     def _component_dir(self, name: str) -> Path | None:
@@ -184,7 +187,8 @@ class EmbeddedIndex:
         if name == "dense":
             return DenseRetriever(self.vector_index, self.encoder, self)
         if name == "graph":
-            seeders = [BM25Retriever(self.bm25_index, self), DenseRetriever(self.vector_index, self.encoder, self)]
+            seeders: list[Retriever] = [BM25Retriever(self.bm25_index, self),
+                                        DenseRetriever(self.vector_index, self.encoder, self)]
             return GraphRetriever(self.entity_graph, self, seeders, self.config.graph)
         raise InputError(f"unknown retriever {name!r}; choose one of {', '.join(RETRIEVERS)}")
 

@@ -200,8 +200,8 @@ class PgEntityGraph:
     def _rank(self, c: psycopg.Connection, query: str, ner_keys: list[str],
               seed_rows: Sequence[tuple[int, float]], k: int) -> list[tuple[int, float, str]]:
         cfg = self.config
-        meta = dict(c.execute("SELECT key, value FROM meta WHERE key IN ('n_passages', 'graph_max_surface')")
-                    .fetchall())
+        meta: dict[str, Any] = dict(c.execute(
+            "SELECT key, value FROM meta WHERE key IN ('n_passages', 'graph_max_surface')").fetchall())
         text = normalise_whitespace(query)
         found = c.execute("SELECT surface, eid FROM entity_surfaces WHERE surface = ANY(%s)",
                           (candidate_surfaces(text, int(meta["graph_max_surface"])),)).fetchall()
@@ -224,13 +224,14 @@ class PgEntityGraph:
                                     (sorted(weights),)).fetchall():
             edges[(r, e)] = kind
         ents = sorted(query_ents | {e for _, e in edges})
-        degree = dict(c.execute("SELECT eid, degree FROM entities WHERE eid = ANY(%s)", (ents,)).fetchall())
+        degree: dict[int, int] = dict(c.execute("SELECT eid, degree FROM entities WHERE eid = ANY(%s)",
+                                                (ents,)).fetchall())
         open_ents = [e for e in ents if degree.get(e, 0) <= cfg.max_entity_degree]
         for r, e, kind in c.execute("SELECT prow, eid, kind FROM mentions WHERE eid = ANY(%s)",
                                     (open_ents,)).fetchall():
             edges[(r, e)] = kind
         rows = sorted({r for r, _ in edges} | set(weights))
-        ids = dict(c.execute("SELECT prow, id FROM passages WHERE prow = ANY(%s)", (rows,)).fetchall())
+        ids: dict[int, str] = dict(c.execute("SELECT prow, id FROM passages WHERE prow = ANY(%s)", (rows,)).fetchall())
         return _local_ppr(cfg, int(meta["n_passages"]), rows, ents, degree, edges, ids,
                           sorted(query_ents), weights, k)
 

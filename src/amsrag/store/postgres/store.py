@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
@@ -63,7 +63,7 @@ def redact(dsn: str) -> str:
     if parts.password is None:
         return dsn
     netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-    return urlunsplit(parts._replace(netloc=netloc))
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
 def _configure(conn: psycopg.Connection) -> None:
@@ -76,9 +76,10 @@ class _Existing:
     @staticmethod
     def existing(conn: psycopg.Connection, ids: Sequence[str], hashes: Sequence[str]
                  ) -> tuple[dict[str, str], dict[str, str]]:
-        by_id = dict(conn.execute("SELECT id, content_hash FROM passages WHERE id = ANY(%s)", (list(ids),)).fetchall())
-        by_hash = dict(conn.execute("SELECT content_hash, id FROM passages WHERE content_hash = ANY(%s)",
-                                    (list(hashes),)).fetchall())
+        by_id: dict[str, str] = dict(conn.execute("SELECT id, content_hash FROM passages WHERE id = ANY(%s)",
+                                                  (list(ids),)).fetchall())
+        by_hash: dict[str, str] = dict(conn.execute(
+            "SELECT content_hash, id FROM passages WHERE content_hash = ANY(%s)", (list(hashes),)).fetchall())
         return by_id, by_hash
 
 
@@ -148,7 +149,7 @@ class PostgresIndex:
             elif version > schema.CURRENT_VERSION:
                 schema.migrate(conn, {}, __version__)  # raises: newer than this amsrag
             conn.execute(f"SET search_path = {schema.SEARCH_PATH}")
-            meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+            meta: dict[str, Any] = dict(conn.execute("SELECT key, value FROM meta").fetchall())
         if meta.get("format_version") != INDEX_FORMAT_VERSION:
             raise IndexMismatchError(
                 f"index in {redact(dsn)} has format version {meta.get('format_version')!r}; this amsrag "
@@ -225,7 +226,10 @@ class PostgresIndex:
     @property
     def encoder(self) -> Encoder:
         if self._encoder is None:
-            self._encoder = MiniLMEncoder(self.config.embedding)
+            # cast: amsrag.embed.encoder.Encoder declares `model_id` a settable attribute where
+            # MiniLMEncoder has a read-only property; mypy flags this cast as redundant once the
+            # Protocol declares it a property
+            self._encoder = cast(Encoder, MiniLMEncoder(self.config.embedding))
         return self._encoder
 
     def retriever(self, name: str) -> Retriever:
@@ -267,8 +271,8 @@ class PostgresIndex:
         return [found[r] for r in rows]
 
     def rows_for_ids(self, ids: Sequence[str]) -> dict[str, int]:
-        got = dict(self.read(lambda c: c.execute("SELECT id, prow FROM passages WHERE id = ANY(%s)",
-                                                 (list(ids),)).fetchall()))
+        got: dict[str, int] = dict(self.read(lambda c: c.execute("SELECT id, prow FROM passages WHERE id = ANY(%s)",
+                                                                 (list(ids),)).fetchall()))
         return {pid: int(got[pid]) for pid in ids if pid in got}
 
     def passages_by_rows(self, rows: Sequence[int]) -> list[Passage]:
@@ -288,9 +292,11 @@ class PostgresIndex:
     def iter_passages(self, batch: int = 1000) -> Iterator[Passage]:
         last = 0
         while True:
-            got = self.read(lambda c, last=last: c.execute(
-                "SELECT prow, id, doc_id, title, text, metadata FROM passages WHERE prow > %s ORDER BY prow "
-                "LIMIT %s", (last, batch)).fetchall())
+            def page(c: psycopg.Connection, last: int = last) -> list[tuple[Any, ...]]:
+                return c.execute("SELECT prow, id, doc_id, title, text, metadata FROM passages WHERE prow > %s "
+                                 "ORDER BY prow LIMIT %s", (last, batch)).fetchall()
+
+            got = self.read(page)
             if not got:
                 return
             for r in got:
@@ -301,20 +307,21 @@ class PostgresIndex:
         rows = [int(r) for r in rows]
         if not rows:
             return np.zeros((0, DIMENSION), np.float32)
-        got = dict(self.read(lambda c: c.execute("SELECT prow, embedding FROM passages WHERE prow = ANY(%s)",
-                                                 (rows,)).fetchall()))
+        got: dict[int, Any] = dict(self.read(lambda c: c.execute(
+            "SELECT prow, embedding FROM passages WHERE prow = ANY(%s)", (rows,)).fetchall()))
         return np.stack([np.asarray(got[r], dtype=np.float32) for r in rows])
 
     def stats(self) -> dict[str, Any]:
         def q(c: psycopg.Connection) -> dict[str, Any]:
-            meta = dict(c.execute("SELECT key, value FROM meta").fetchall())
-            docs = c.execute("SELECT count(DISTINCT doc_id) FROM passages").fetchone()[0]
-            vocab = c.execute("SELECT count(*) FROM bm25_terms").fetchone()[0]
-            ents = c.execute("SELECT count(*) FROM entities").fetchone()[0]
-            edges = c.execute("SELECT count(*) FROM mentions").fetchone()[0]
-            size = c.execute("SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
-                             "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind = 'r'",
-                             (schema.SCHEMA,)).fetchone()[0]
+            meta: dict[str, Any] = dict(c.execute("SELECT key, value FROM meta").fetchall())
+            docs = _scalar(c.execute("SELECT count(DISTINCT doc_id) FROM passages"))
+            vocab = _scalar(c.execute("SELECT count(*) FROM bm25_terms"))
+            ents = _scalar(c.execute("SELECT count(*) FROM entities"))
+            edges = _scalar(c.execute("SELECT count(*) FROM mentions"))
+            size = _scalar(c.execute("SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+                                     "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s "
+                                     "AND c.relkind = 'r'",
+                                     (schema.SCHEMA,)))
             version = schema.installed_version(c)
             return {"index": self.path, "backend": self.backend, "passages": int(meta["n_passages"]),
                     "documents": int(docs), "generation": int(meta["generation"]),
@@ -429,8 +436,8 @@ class PostgresIndex:
                          "WHERE prow = ANY(%s) GROUP BY tid) c WHERE t.tid = c.tid AND t.df = c.n", (removed,))
             conn.execute("UPDATE bm25_terms t SET df = t.df - c.n FROM (SELECT tid, count(*) AS n FROM bm25_postings "
                          "WHERE prow = ANY(%s) GROUP BY tid) c WHERE t.tid = c.tid AND t.df > c.n", (removed,))
-            lost = conn.execute("SELECT coalesce(sum(doc_len), 0) FROM passages WHERE prow = ANY(%s)",
-                                (removed,)).fetchone()[0]
+            lost = _scalar(conn.execute("SELECT coalesce(sum(doc_len), 0) FROM passages WHERE prow = ANY(%s)",
+                                        (removed,)))
             conn.execute("DELETE FROM passages WHERE prow = ANY(%s)", (removed,))  # cascades to postings, NER
             report.seconds["passages"] = time.perf_counter() - t
             t = time.perf_counter()
@@ -464,7 +471,8 @@ class PostgresIndex:
         conn.execute("INSERT INTO bm25_terms (term, df) SELECT * FROM unnest(%s::text[], %s::int[]) "
                      "ON CONFLICT (term) DO UPDATE SET df = bm25_terms.df + EXCLUDED.df",
                      (terms, [df[t] for t in terms]))
-        tid = dict(conn.execute("SELECT term, tid FROM bm25_terms WHERE term = ANY(%s)", (terms,)).fetchall())
+        tid: dict[str, int] = dict(conn.execute("SELECT term, tid FROM bm25_terms WHERE term = ANY(%s)",
+                                                (terms,)).fetchall())
         with conn.cursor().copy("COPY bm25_postings (tid, prow, tf, dl) FROM STDIN WITH (FORMAT BINARY)") as copy:
             copy.set_types(["int4", "int8", "int4", "int4"])
             for row, dl, counts in per_doc:
@@ -526,6 +534,14 @@ def _connect(dsn: str) -> psycopg.Connection:
         return psycopg.connect(dsn, connect_timeout=int(CONNECT_TIMEOUT_S), autocommit=True)
     except psycopg.OperationalError as exc:
         raise StoreUnavailableError(f"cannot connect to PostgreSQL at {redact(dsn)}: {str(exc).strip()}") from exc
+
+
+def _scalar(cur: psycopg.Cursor[Any]) -> Any:
+    """The first column of the one row an aggregate query returns."""
+    row = cur.fetchone()
+    if row is None:
+        raise AssertionError("an aggregate query returned no row")
+    return row[0]
 
 
 def _lock(conn: psycopg.Connection) -> None:
