@@ -10,7 +10,7 @@ import pytest
 
 from amsrag.errors import IndexMismatchError, IndexNotFoundError, InputError
 from amsrag.store import EmbeddedIndex
-from amsrag.store import embedded as embedded_module
+from amsrag.store.embedded import index as embedded_module
 from amsrag.types import Passage
 
 RETRIEVERS = ("bm25", "dense", "graph")

@@ -1,12 +1,15 @@
-"""The one Protocol every retriever implements, and helpers they share."""
+"""The Protocols of retrieval: `Retriever` (every retriever), `RowLookup` (what retrievers ask the
+store about rows) and `GraphRanker` (what the graph retriever needs from an entity graph, embedded
+or PostgreSQL), and helpers they share."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import Protocol, Self, runtime_checkable
 
 import numpy as np
 
+from amsrag.config import GraphConfig
 from amsrag.errors import InputError
 from amsrag.types import Hit
 
@@ -33,6 +36,18 @@ class RowLookup(Protocol):
     """Maps internal store rows to (passage id, title)."""
 
     def describe_rows(self, rows: Sequence[int]) -> list[tuple[str, str]]: ...
+
+
+class GraphRanker(Protocol):
+    """An entity graph that ranks passages from a query's seeds (local personalized PageRank)."""
+
+    def rank(self, query: str, seed_rows: Sequence[tuple[int, float]], k: int) -> list[tuple[int, float, str]]:
+        """Top-k (row, score, passage id) from the query's entities and the weighted seed rows."""
+        ...
+
+    def with_config(self, config: GraphConfig) -> Self:
+        """The same graph ranking with `config`'s query-time settings (structural ones stay)."""
+        ...
 
 
 def check_query(query: str) -> str:

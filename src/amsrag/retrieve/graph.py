@@ -15,17 +15,17 @@ import copy
 import itertools
 import json
 import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 import scipy.sparse as sp
 
 from amsrag.config import GraphConfig
 from amsrag.errors import IndexCorruptError, IndexMismatchError, InputError
-from amsrag.retrieve.base import Retriever, RowLookup, check_k, check_query, to_hits
+from amsrag.retrieve.base import GraphRanker, Retriever, RowLookup, check_k, check_query, to_hits
 from amsrag.retrieve.entities import (
     SurfaceMatcher,
     collapsed_key,
@@ -37,10 +37,19 @@ from amsrag.retrieve.entities import (
     spacy_info,
     title_surfaces,
 )
+from amsrag.retrieve.pagerank import (
+    MENTION,
+    TITLE,
+    entity_idf,
+    entity_major,
+    extract_subgraph,
+    passage_scores,
+    seed_weights,
+    top_passages,
+)
 from amsrag.types import Hit, PassageRow, normalise_whitespace
 
 FORMAT_VERSION = 1
-TITLE, MENTION = 2, 1
 # Config fields that shape the stored graph; the others act at query time only.
 STRUCTURAL_FIELDS = ("ner", "ner_labels", "min_mention_chars")
 _FILES = {"meta": "graph.json", "edges": "graph_edges.npz", "ner": "graph_ner.npz"}
@@ -49,7 +58,8 @@ Progress = Callable[[int], None] | None
 NerCache = dict[int, tuple[int, tuple[str, ...]]]  # row -> (crc32 of the text, NER surfaces)
 
 
-def _crc(text: str) -> int:
+def text_checksum(text: str) -> int:
+    """The checksum stored with a passage's NER results: they are reused while the text is unchanged."""
     return zlib.crc32(text.encode("utf-8"))
 
 
@@ -74,7 +84,7 @@ def _run_ner(rows: Sequence[PassageRow], config: GraphConfig, progress: Progress
         found = [()] * len(rows)
         if progress is not None:
             progress(len(rows))
-    return {r.row: (_crc(r.text), surfaces) for r, surfaces in zip(rows, found, strict=True)}
+    return {r.row: (text_checksum(r.text), surfaces) for r, surfaces in zip(rows, found, strict=True)}
 
 
 @dataclass(frozen=True)
@@ -149,17 +159,6 @@ def _ner_cache(
     }
 
 
-@dataclass(frozen=True)
-class _Subgraph:
-    """A seeds' neighbourhood: entities x passages with the edge kinds, and the restart vectors."""
-
-    entities: np.ndarray  # global entity ids (rows of `kinds`)
-    passages: np.ndarray  # global passage rows (columns of `kinds`)
-    kinds: sp.csr_array
-    restart_e: np.ndarray
-    restart_p: np.ndarray
-
-
 class EntityGraph:
     """Passage-entity bipartite graph with a local personalized PageRank ranking."""
 
@@ -178,11 +177,9 @@ class EntityGraph:
         self._ids = ids
         self._keys = keys
         self._matrix = matrix
-        self._by_entity = sp.csr_array(matrix.T)
-        self._by_entity.sort_indices()
+        self._by_entity = entity_major(matrix)
         self._degree = np.diff(self._by_entity.indptr).astype(np.int64)
-        n = max(self.n_passages, 1)
-        self._idf = np.log1p(n / np.maximum(self._degree, 1))
+        self._idf = entity_idf(self._degree, self.n_passages)
         self._query_surfaces = query_surfaces
         self._query_entities = np.asarray(query_entities, dtype=np.int64)
         self._matcher: SurfaceMatcher | None = None
@@ -213,7 +210,7 @@ class EntityGraph:
             cache.pop(int(row), None)
         cache.update(_run_ner(_sorted_rows(added), self.config, progress))
         ordered = _sorted_rows(all_rows())
-        stale = [r for r in ordered if r.row not in cache or cache[r.row][0] != _crc(r.text)]
+        stale = [r for r in ordered if r.row not in cache or cache[r.row][0] != text_checksum(r.text)]
         cache.update(_run_ner(stale, self.config, progress))
         return self._assemble(ordered, {r.row: cache[r.row] for r in ordered}, self.config)
 
@@ -258,6 +255,21 @@ class EntityGraph:
     def matrix(self) -> sp.csr_array:
         """Passage rows x entities; values are edge kinds (2 = own title, 1 = mention)."""
         return self._matrix
+
+    @property
+    def ner(self) -> Mapping[int, tuple[int, tuple[str, ...]]]:
+        """Per passage row: (`text_checksum` of its text, the NER surfaces found in it)."""
+        return self._ner
+
+    @property
+    def query_surfaces(self) -> list[str]:
+        """The surface forms a query is matched against (sorted), aligned with `query_surface_entities`."""
+        return self._query_surfaces
+
+    @property
+    def query_surface_entities(self) -> np.ndarray:
+        """The entity id each of `query_surfaces` names."""
+        return self._query_entities
 
     def entities_of(self, row: int) -> list[tuple[str, int]]:
         """(entity key, edge kind) of one passage row."""
@@ -395,99 +407,23 @@ class EntityGraph:
         when there is no usable seed. Ties are broken by passage id.
         """
         query, k = check_query(query), check_k(k)
-        sub = self._subgraph(self.query_entities(query), seed_rows)
+        sub = extract_subgraph(self._matrix, self._by_entity, self._degree, self.query_entities(query),
+                               seed_weights(seed_rows, self._ner), self.config)
         if sub is None:
             return []
-        scores = self._ppr(sub)
-        if self.config.score == "walk":
-            scores = scores - self.config.restart * sub.restart_p
-        return self._top(sub.passages, scores, k)
-
-    def _seed_passages(self, seed_rows: Sequence[tuple[int, float]]) -> dict[int, float]:
-        """Positive seed weights per known passage row (unknown rows are ignored)."""
-        weights: dict[int, float] = {}
-        for row, weight in seed_rows:
-            r = int(row)
-            if r in self._ner and weight > 0:
-                weights[r] = weights.get(r, 0.0) + float(weight)
-        return weights
-
-    def _subgraph(self, query_ents: list[int], seed_rows: Sequence[tuple[int, float]]) -> _Subgraph | None:
-        cfg = self.config
-        passages = self._seed_passages(seed_rows)
-        hub = self._degree > cfg.max_entity_degree
-        entity_seeds = np.array([e for e in query_ents if not hub[e]], dtype=np.int64)
-        if not passages and not len(entity_seeds):
-            return None
-        seed_p = np.array(sorted(passages), dtype=np.int64)
-        m = self._matrix
-        reached = [m.indices[m.indptr[r] : m.indptr[r + 1]] for r in seed_p]
-        entities = np.unique(np.concatenate([entity_seeds, *reached]).astype(np.int64))
-        entities = entities[~hub[entities]]
-        block = self._by_entity[entities]
-        rows, local = np.unique(np.concatenate([block.indices, seed_p]), return_inverse=True)
-        kinds = sp.csr_array((block.data, local[: block.nnz], block.indptr), shape=(len(entities), len(rows)))
-        restart_p = np.zeros(len(rows))
-        restart_p[np.searchsorted(rows, seed_p)] = [passages[int(r)] for r in seed_p]
-        restart_e = np.zeros(len(entities))
-        restart_e[np.searchsorted(entities, entity_seeds)] = 1.0
-        self._normalise_restart(restart_p, restart_e)
-        return _Subgraph(entities, rows, kinds, restart_e, restart_p)
-
-    def _normalise_restart(self, restart_p: np.ndarray, restart_e: np.ndarray) -> None:
-        total_p, total_e = restart_p.sum(), restart_e.sum()
-        share_e = self.config.query_entity_weight if total_p > 0 and total_e > 0 else float(total_e > 0)
-        if total_p > 0:
-            restart_p *= (1.0 - share_e) / total_p
-        if total_e > 0:
-            restart_e *= share_e / total_e
-
-    def _transitions(self, sub: _Subgraph) -> tuple[sp.csr_array, sp.csr_array]:
-        """(entity<-passage, passage<-entity) column-stochastic transition blocks of the subgraph."""
-        cfg = self.config
-        kinds = sub.kinds
-        weight = np.where(kinds.data == TITLE, cfg.title_weight, cfg.mention_weight)
-        ent_of_edge = np.repeat(np.arange(kinds.shape[0]), np.diff(kinds.indptr))
-        # entity -> passage: by edge weight, so an entity leads mostly to its own title passage
-        out_e = np.bincount(ent_of_edge, weight, minlength=kinds.shape[0])
-        to_p = sp.csr_array((weight / out_e[ent_of_edge], kinds.indices, kinds.indptr), shape=kinds.shape)
-        # passage -> entity: every entity of the passage (its own title too) by mention weight x idf,
-        # so frequent entities draw little of a passage's mass; a title-weighted step back to the
-        # passage itself would only trap the walk there
-        w_idf = cfg.mention_weight * self._idf[sub.entities][ent_of_edge]
-        out_p = np.bincount(kinds.indices, w_idf, minlength=kinds.shape[1])
-        to_e = sp.csr_array((w_idf / out_p[kinds.indices], kinds.indices, kinds.indptr), shape=kinds.shape)
-        return to_e, sp.csr_array(to_p.T)
-
-    def _ppr(self, sub: _Subgraph) -> np.ndarray:
-        """Passage scores of a personalized PageRank on the bipartite subgraph (power iteration)."""
-        alpha = self.config.restart
-        to_e, to_p = self._transitions(sub)
-        x_p, x_e = sub.restart_p.copy(), sub.restart_e.copy()
-        for _ in range(self.config.iterations):
-            x_p, x_e = (
-                alpha * sub.restart_p + (1 - alpha) * (to_p @ x_e),
-                alpha * sub.restart_e + (1 - alpha) * (to_e @ x_p),
-            )
-        return x_p
-
-    def _top(self, rows: np.ndarray, scores: np.ndarray, k: int) -> list[tuple[int, float, str]]:
-        positive = np.flatnonzero(scores > 1e-12)
-        if len(positive) > k:
-            cut = np.partition(scores[positive], len(positive) - k)[len(positive) - k]
-            positive = positive[scores[positive] >= cut]
-        order = sorted(positive.tolist(), key=lambda i: (-float(scores[i]), self._ids[int(rows[i])]))[:k]
-        return [(int(rows[i]), float(scores[i]), self._ids[int(rows[i])]) for i in order]
+        return top_passages(sub.passages, passage_scores(sub, self._idf, self.config), k, self._ids)
 
 
-class GraphRetriever:
-    """The entity-graph retriever: seeds from other retrievers' top hits, ranks by local PPR."""
+G = TypeVar("G", bound=GraphRanker)
+
+
+class GraphRetriever(Generic[G]):
+    """The entity-graph retriever: seeds from other retrievers' top hits, ranks by local PPR over
+    `graph` (the embedded `EntityGraph` or the PostgreSQL one)."""
 
     name = "graph"
 
-    def __init__(
-        self, graph: EntityGraph, titles: RowLookup, seeders: Sequence[Retriever], config: GraphConfig
-    ) -> None:
+    def __init__(self, graph: G, titles: RowLookup, seeders: Sequence[Retriever], config: GraphConfig) -> None:
         self.graph = graph.with_config(config)
         self.titles = titles
         self.seeders = list(seeders)

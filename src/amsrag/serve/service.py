@@ -19,8 +19,7 @@ from amsrag.pipeline.systems import SYSTEMS
 from amsrag.serve.jobs import Job, Writer
 from amsrag.serve.limits import ReadWriteLock
 from amsrag.serve.metrics import Metrics
-from amsrag.store.embedded import RETRIEVERS, EmbeddedIndex
-from amsrag.store.manifest import read_manifest
+from amsrag.store.embedded import RETRIEVERS
 from amsrag.types import Passage
 
 log = logging.getLogger("amsrag.serve")
@@ -175,12 +174,10 @@ class Service:
         """Pick up a write another process (e.g. `amsrag index add`) published to the index directory.
         Runs on the writer thread, so it never interleaves with this server's own writes."""
         index = self.engine.index
-        if not isinstance(index, EmbeddedIndex):  # other backends read the shared store live
-            return False
-        if read_manifest(index.path).get("generation") == index.manifest.get("generation"):
+        if not index.stale():  # PostgreSQL reads the shared store live: never stale
             return False
         with self.lock.write():
-            index._refresh()  # the index's own reload of a newer generation
+            index.refresh()  # the index's own reload of a newer generation
             self._after_write()
         log.info("reloaded the index: generation %s, %d passages", index.manifest.get("generation"), len(index))
         return True

@@ -1,44 +1,92 @@
-"""What every passage index backend provides (the embedded one now; PostgreSQL later)."""
+"""What every passage index backend provides: the `PassageIndex` Protocol that the embedded store
+(`amsrag.store.embedded.EmbeddedIndex`) and PostgreSQL (`amsrag.store.postgres.store.PostgresIndex`)
+implement and that the pipeline, the CLI and the server use."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
 
 import numpy as np
 
 from amsrag.config import AmsragConfig
+from amsrag.embed.encoder import Encoder
 from amsrag.progress import Progress
 from amsrag.retrieve.base import Retriever
 from amsrag.types import Passage
+
+if TYPE_CHECKING:
+    from amsrag.store.writes import DeleteReport, IngestReport
 
 
 @runtime_checkable
 class PassageIndex(Protocol):
     """Passages plus the derived indexes the retrievers search; changes are all-or-nothing."""
 
-    backend: str
-    config: AmsragConfig
+    backend: str  # "embedded" or "postgres"
+    config: AmsragConfig  # what the index was built with (query-time settings may be updated)
+
+    @property
+    def location(self) -> str:
+        """Where the index is, for messages: its directory or its URL without the password."""
+        ...
+
+    @property
+    def encoder(self) -> Encoder:
+        """The passage/query embedding model of the index (loaded on first use)."""
+        ...
 
     def __len__(self) -> int: ...
 
+    def __enter__(self) -> Self: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+    def close(self) -> None: ...
+
+    # ---- writing
     def add(self, passages: Iterable[Passage], progress: Progress | None = None,
-            vectors: np.ndarray | None = None) -> Any: ...
+            vectors: np.ndarray | None = None) -> IngestReport:
+        """Add passages in one transaction; identical re-adds and duplicate content are skipped."""
+        ...
 
-    def delete(self, ids: Sequence[str], progress: Progress | None = None) -> Any: ...
+    def delete(self, ids: Sequence[str], progress: Progress | None = None) -> DeleteReport:
+        """Delete passages by id in one transaction; unknown ids are an error and nothing is deleted."""
+        ...
 
+    def update_config(self, config: AmsragConfig) -> None:
+        """Replace query-time settings; settings the stored indexes depend on need a rebuild."""
+        ...
+
+    def stale(self) -> bool:
+        """True when another process published a write this object has not loaded yet."""
+        ...
+
+    def refresh(self) -> bool:
+        """Load a write another process published; True when there was one to load."""
+        ...
+
+    # ---- reading
     def get(self, pid: str) -> Passage | None: ...
 
-    def rows_for_ids(self, ids: Sequence[str]) -> dict[str, int]: ...
+    def rows_for_ids(self, ids: Sequence[str]) -> dict[str, int]:
+        """Internal rows of the given passage ids (unknown ids are left out)."""
+        ...
 
-    def describe_rows(self, rows: Sequence[int]) -> list[tuple[str, str]]: ...
+    def describe_rows(self, rows: Sequence[int]) -> list[tuple[str, str]]:
+        """(passage id, title) per row, in the given order."""
+        ...
 
     def passages_by_rows(self, rows: Sequence[int]) -> list[Passage]: ...
 
     def vectors_for_rows(self, rows: Sequence[int]) -> np.ndarray: ...
 
-    def retriever(self, name: str) -> Retriever: ...
+    def iter_passages(self) -> Iterator[Passage]:
+        """Every passage, in row order."""
+        ...
+
+    def retriever(self, name: str) -> Retriever:
+        """The retriever `name` (one of `amsrag.types.RETRIEVERS`) over the current passages."""
+        ...
 
     def stats(self) -> dict[str, Any]: ...
-
-    def close(self) -> None: ...

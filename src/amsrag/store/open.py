@@ -3,22 +3,27 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from amsrag.config import AmsragConfig
 from amsrag.errors import InputError
 from amsrag.progress import NullProgress, Progress
 from amsrag.store.base import PassageIndex
-from amsrag.store.embedded import EmbeddedIndex, IngestReport
+from amsrag.store.embedded import EmbeddedIndex
+from amsrag.store.writes import IngestReport
+
+if TYPE_CHECKING:
+    from amsrag.store.postgres.store import PostgresIndex
 
 URL_PREFIXES = ("postgresql://", "postgres://")
 
 
 def is_postgres_url(spec: str | Path) -> bool:
+    """True for a `postgresql://` or `postgres://` URL (an index spec that is not a directory)."""
     return isinstance(spec, str) and spec.startswith(URL_PREFIXES)
 
 
-def _postgres() -> Any:
+def _postgres() -> type[PostgresIndex]:
     try:
         from amsrag.store.postgres.store import PostgresIndex
     except ImportError as exc:
@@ -47,7 +52,7 @@ def export_index(source: EmbeddedIndex, url: str, progress: Progress | None = No
     if not is_postgres_url(url):
         raise InputError(f"--to must be a postgresql:// URL, got {url!r}")
     progress = progress or NullProgress()
-    rows = sorted(source._info)
+    rows = source.stored_rows()
     passages, vectors = [], []
     with progress.task("export: read passages", len(rows)) as adv:
         for start in range(0, len(rows), 2000):
@@ -56,8 +61,8 @@ def export_index(source: EmbeddedIndex, url: str, progress: Progress | None = No
             vectors.append(source.vectors_for_rows(chunk))
             adv(len(chunk))
     graph = source.entity_graph
-    ner = {pid: graph._ner[r][1] for r, (pid, _) in zip(rows, source.describe_rows(rows), strict=True)
-           if r in graph._ner}
+    ner = {pid: graph.ner[r][1] for r, (pid, _) in zip(rows, source.describe_rows(rows), strict=True)
+           if r in graph.ner}
     import numpy as np
 
     target = _postgres().create(url, source.config)

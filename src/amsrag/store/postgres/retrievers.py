@@ -7,24 +7,26 @@ bm25s uses float32) and ties break by passage id, so both backends rank alike.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import psycopg
 import scipy.sparse as sp
 
-from amsrag.config import GraphConfig
+from amsrag.config import AmsragConfig, GraphConfig
+from amsrag.embed.encoder import Encoder
 from amsrag.errors import InputError
 from amsrag.retrieve.base import check_k, check_query
+from amsrag.retrieve.bm25 import BM25Tokenizer
 from amsrag.retrieve.dense import check_query_vector
 from amsrag.retrieve.entities import SurfaceMatcher, entity_key, is_matchable, ner_pipeline
-from amsrag.retrieve.graph import STRUCTURAL_FIELDS, EntityGraph
+from amsrag.retrieve.graph import STRUCTURAL_FIELDS
+from amsrag.retrieve.pagerank import entity_idf, entity_major, extract_subgraph, passage_scores, top_passages
 from amsrag.retrieve.topk import topk_indices
 from amsrag.types import Hit, normalise_whitespace
 
-if TYPE_CHECKING:
-    from amsrag.store.postgres.store import PostgresIndex
+T = TypeVar("T")
 
 HNSW_MAX_EF = 1000  # pgvector's upper bound for hnsw.ef_search
 
@@ -53,12 +55,30 @@ LIMIT %(k)s
 """
 
 
+class TableReader(Protocol):
+    """What the retrievers need from the PostgreSQL index (`PostgresIndex` provides it)."""
+
+    config: AmsragConfig
+    tokenizer: BM25Tokenizer  # BM25's, as the passages were tokenised
+
+    @property
+    def encoder(self) -> Encoder: ...
+
+    def read(self, fn: Callable[[psycopg.Connection], T]) -> T:
+        """`fn` run on a pooled connection (retried once on a connection failure)."""
+        ...
+
+    def meta(self, conn: psycopg.Connection, key: str) -> Any:
+        """The value stored under `key` in the index's meta table (None when absent)."""
+        ...
+
+
 class PgBM25Retriever:
     name = "bm25"
 
-    def __init__(self, index: PostgresIndex) -> None:
+    def __init__(self, index: TableReader) -> None:
         self.index = index
-        self.tokenizer = index._tokenizer
+        self.tokenizer = index.tokenizer
 
     def search(self, query: str, k: int = 10, query_vector: np.ndarray | None = None) -> list[Hit]:
         check_query(query)
@@ -84,7 +104,7 @@ class PgDenseRetriever:
 
     name = "dense"
 
-    def __init__(self, index: PostgresIndex) -> None:
+    def __init__(self, index: TableReader) -> None:
         self.index = index
 
     def search(self, query: str, k: int = 10, query_vector: np.ndarray | None = None,
@@ -97,7 +117,7 @@ class PgDenseRetriever:
         cfg = self.index.config.dense
 
         def fetch(c: psycopg.Connection) -> list[tuple]:
-            n = int(self.index._meta(c, "n_passages"))
+            n = int(self.index.meta(c, "n_passages"))
             want = min(n, max(k + 10, k * 2))
             if want == 0:
                 return []
@@ -156,7 +176,7 @@ class PgEntityGraph:
     """The entity graph in tables; `rank` fetches the seeds' neighbourhood and runs the embedded
     graph's personalized PageRank on it, with global entity degrees and idf."""
 
-    def __init__(self, index: PostgresIndex, config: GraphConfig) -> None:
+    def __init__(self, index: TableReader, config: GraphConfig) -> None:
         self.index = index
         self.config = config
 
@@ -180,8 +200,8 @@ class PgEntityGraph:
     def _rank(self, c: psycopg.Connection, query: str, ner_keys: list[str],
               seed_rows: Sequence[tuple[int, float]], k: int) -> list[tuple[int, float, str]]:
         cfg = self.config
-        meta = dict(c.execute("SELECT key, value FROM meta WHERE key IN ('n_passages', 'graph_max_surface')")
-                    .fetchall())
+        meta: dict[str, Any] = dict(c.execute(
+            "SELECT key, value FROM meta WHERE key IN ('n_passages', 'graph_max_surface')").fetchall())
         text = normalise_whitespace(query)
         found = c.execute("SELECT surface, eid FROM entity_surfaces WHERE surface = ANY(%s)",
                           (candidate_surfaces(text, int(meta["graph_max_surface"])),)).fetchall()
@@ -204,13 +224,14 @@ class PgEntityGraph:
                                     (sorted(weights),)).fetchall():
             edges[(r, e)] = kind
         ents = sorted(query_ents | {e for _, e in edges})
-        degree = dict(c.execute("SELECT eid, degree FROM entities WHERE eid = ANY(%s)", (ents,)).fetchall())
+        degree: dict[int, int] = dict(c.execute("SELECT eid, degree FROM entities WHERE eid = ANY(%s)",
+                                                (ents,)).fetchall())
         open_ents = [e for e in ents if degree.get(e, 0) <= cfg.max_entity_degree]
         for r, e, kind in c.execute("SELECT prow, eid, kind FROM mentions WHERE eid = ANY(%s)",
                                     (open_ents,)).fetchall():
             edges[(r, e)] = kind
         rows = sorted({r for r, _ in edges} | set(weights))
-        ids = dict(c.execute("SELECT prow, id FROM passages WHERE prow = ANY(%s)", (rows,)).fetchall())
+        ids: dict[int, str] = dict(c.execute("SELECT prow, id FROM passages WHERE prow = ANY(%s)", (rows,)).fetchall())
         return _local_ppr(cfg, int(meta["n_passages"]), rows, ents, degree, edges, ids,
                           sorted(query_ents), weights, k)
 
@@ -218,8 +239,8 @@ class PgEntityGraph:
 def _local_ppr(cfg: GraphConfig, n_passages: int, rows: list[int], ents: list[int], degree: dict[int, int],
                edges: dict[tuple[int, int], int], ids: dict[int, str], query_ents: list[int],
                weights: dict[int, float], k: int) -> list[tuple[int, float, str]]:
-    """The embedded graph's ranking on the neighbourhood, as a small EntityGraph whose entity degrees
-    and idf are the global ones (so hubs and weights are exactly as in the whole graph)."""
+    """The embedded graph's ranking (`amsrag.retrieve.pagerank`) on the neighbourhood, with the
+    global entity degrees and idf (so hubs and weights are exactly as in the whole graph)."""
     row_pos = {r: i for i, r in enumerate(rows)}
     ent_pos = {e: i for i, e in enumerate(ents)}
     keys = list(edges)
@@ -228,15 +249,11 @@ def _local_ppr(cfg: GraphConfig, n_passages: int, rows: list[int], ents: list[in
     e_idx = np.fromiter((ent_pos[e] for _, e in keys), dtype=np.int64, count=len(keys))
     matrix = sp.csr_array((data, (r_idx, e_idx)), shape=(len(rows), len(ents)), dtype=np.int8)
     matrix.sort_indices()
-    ner = {i: (0, ()) for i in range(len(rows))}
-    graph = EntityGraph(cfg, [ids[r] for r in rows], [str(e) for e in ents], matrix, [], np.zeros(0, np.int64), ner)
     glob = np.array([degree.get(e, 0) for e in ents], dtype=np.int64)
-    graph._degree = glob
-    graph._idf = np.log1p(max(n_passages, 1) / np.maximum(glob, 1))
-    sub = graph._subgraph([ent_pos[e] for e in query_ents], [(row_pos[r], w) for r, w in sorted(weights.items())])
+    sub = extract_subgraph(matrix, entity_major(matrix), glob, [ent_pos[e] for e in query_ents],
+                           {row_pos[r]: w for r, w in sorted(weights.items())}, cfg)
     if sub is None:
         return []
-    scores = graph._ppr(sub)
-    if cfg.score == "walk":
-        scores = scores - cfg.restart * sub.restart_p
-    return [(rows[i], s, pid) for i, s, pid in graph._top(sub.passages, scores, k)]
+    scores = passage_scores(sub, entity_idf(glob, n_passages), cfg)
+    local_ids = [ids[r] for r in rows]
+    return [(rows[i], s, pid) for i, s, pid in top_passages(sub.passages, scores, k, local_ids)]

@@ -18,6 +18,7 @@ import tempfile
 import time
 from importlib.util import find_spec
 from pathlib import Path
+from typing import Any
 
 from amsrag.errors import AmsragError
 
@@ -106,8 +107,8 @@ class LocalPostgres:
             raise LocalPostgresError("the local PostgreSQL is not running")
         return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
 
-    def _run(self, args: list[str], timeout: float) -> subprocess.CompletedProcess:
-        kwargs = {}
+    def _run(self, args: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+        kwargs: dict[str, Any] = {}
         if self._user is not None:
             kwargs = {"user": self._user.pw_uid, "group": self._user.pw_gid, "extra_groups": []}
         env = {**os.environ, "LC_ALL": "C", "LANG": "C"}

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
@@ -33,25 +33,24 @@ from amsrag.errors import AmsragError, IndexMismatchError, IndexNotFoundError, I
 from amsrag.progress import NullProgress, Progress
 from amsrag.retrieve.base import Retriever
 from amsrag.retrieve.bm25 import BM25Tokenizer, passage_text_for_bm25
-from amsrag.retrieve.graph import EntityGraph, GraphRetriever
-from amsrag.store.embedded import (
-    RETRIEVERS,
+from amsrag.retrieve.graph import EntityGraph, GraphRetriever, NerCache, text_checksum
+from amsrag.store.postgres import schema
+from amsrag.store.postgres.retrievers import PgBM25Retriever, PgDenseRetriever, PgEntityGraph
+from amsrag.store.writes import (
     DeleteReport,
     IngestReport,
-    _plan_insert,
-    _validated,
     expected_params,
+    param_differences,
+    plan_insert,
+    validate_passages,
 )
-from amsrag.store.manifest import param_differences
-from amsrag.store.postgres import schema
-from amsrag.types import Passage, PassageRow
+from amsrag.types import RETRIEVERS, Passage, PassageRow
 
 T = TypeVar("T")
 CONNECT_TIMEOUT_S = 5.0
 REQUEST_TIMEOUT_S = 10.0  # a read (with its one retry) gives up after this
 LOCK_TIMEOUT_S = 60.0
 BULK_REBUILD_SHARE = 0.5  # an add at least this large (vs. stored passages) rebuilds HNSW after loading
-NerCache = dict[int, tuple[int, tuple[str, ...]]]
 
 
 class StoreUnavailableError(AmsragError):
@@ -64,11 +63,7 @@ def redact(dsn: str) -> str:
     if parts.password is None:
         return dsn
     netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-    return urlunsplit(parts._replace(netloc=netloc))
-
-
-def is_postgres_url(spec: object) -> bool:
-    return isinstance(spec, str) and spec.startswith(("postgresql://", "postgres://"))
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
 def _configure(conn: psycopg.Connection) -> None:
@@ -76,14 +71,15 @@ def _configure(conn: psycopg.Connection) -> None:
 
 
 class _Existing:
-    """What `_plan_insert` asks the passage table, answered by PostgreSQL."""
+    """What `plan_insert` asks the passage table, answered by PostgreSQL."""
 
     @staticmethod
     def existing(conn: psycopg.Connection, ids: Sequence[str], hashes: Sequence[str]
                  ) -> tuple[dict[str, str], dict[str, str]]:
-        by_id = dict(conn.execute("SELECT id, content_hash FROM passages WHERE id = ANY(%s)", (list(ids),)).fetchall())
-        by_hash = dict(conn.execute("SELECT content_hash, id FROM passages WHERE content_hash = ANY(%s)",
-                                    (list(hashes),)).fetchall())
+        by_id: dict[str, str] = dict(conn.execute("SELECT id, content_hash FROM passages WHERE id = ANY(%s)",
+                                                  (list(ids),)).fetchall())
+        by_hash: dict[str, str] = dict(conn.execute(
+            "SELECT content_hash, id FROM passages WHERE content_hash = ANY(%s)", (list(hashes),)).fetchall())
         return by_id, by_hash
 
 
@@ -103,7 +99,7 @@ class PostgresIndex:
         self.request_timeout = request_timeout
         self._encoder: Encoder | None = None
         self._retrievers: dict[str, Retriever] = {}
-        self._tokenizer = BM25Tokenizer(config.bm25)
+        self.tokenizer = BM25Tokenizer(config.bm25)  # BM25's, shared with its retriever
         kwargs = {"connect_timeout": int(CONNECT_TIMEOUT_S), "autocommit": True,
                   "options": f"-c search_path={schema.SEARCH_PATH.replace(' ', '')} "
                              f"-c statement_timeout={int(request_timeout * 1000)}"}
@@ -153,7 +149,7 @@ class PostgresIndex:
             elif version > schema.CURRENT_VERSION:
                 schema.migrate(conn, {}, __version__)  # raises: newer than this amsrag
             conn.execute(f"SET search_path = {schema.SEARCH_PATH}")
-            meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+            meta: dict[str, Any] = dict(conn.execute("SELECT key, value FROM meta").fetchall())
         if meta.get("format_version") != INDEX_FORMAT_VERSION:
             raise IndexMismatchError(
                 f"index in {redact(dsn)} has format version {meta.get('format_version')!r}; this amsrag "
@@ -169,6 +165,18 @@ class PostgresIndex:
 
     def close(self) -> None:
         self.pool.close()
+
+    @property
+    def location(self) -> str:
+        return self.path
+
+    def stale(self) -> bool:
+        """Never: every read sees the shared store's committed state."""
+        return False
+
+    def refresh(self) -> bool:
+        """Nothing to load (reads are live); False."""
+        return False
 
     def __enter__(self) -> PostgresIndex:
         return self
@@ -195,7 +203,8 @@ class PostgresIndex:
                 time.sleep(min(0.2, remaining / 2))
         raise AssertionError("unreachable")
 
-    def _meta(self, conn: psycopg.Connection, key: str) -> Any:
+    def meta(self, conn: psycopg.Connection, key: str) -> Any:
+        """The value stored under `key` in the meta table (None when absent)."""
         row = conn.execute("SELECT value FROM meta WHERE key = %s", (key,)).fetchone()
         return None if row is None else row[0]
 
@@ -217,7 +226,10 @@ class PostgresIndex:
     @property
     def encoder(self) -> Encoder:
         if self._encoder is None:
-            self._encoder = MiniLMEncoder(self.config.embedding)
+            # cast: amsrag.embed.encoder.Encoder declares `model_id` a settable attribute where
+            # MiniLMEncoder has a read-only property; mypy flags this cast as redundant once the
+            # Protocol declares it a property
+            self._encoder = cast(Encoder, MiniLMEncoder(self.config.embedding))
         return self._encoder
 
     def retriever(self, name: str) -> Retriever:
@@ -226,14 +238,12 @@ class PostgresIndex:
         return self._retrievers[name]
 
     def _make_retriever(self, name: str) -> Retriever:
-        from amsrag.store.postgres.retrievers import PgBM25Retriever, PgDenseRetriever, PgEntityGraph
-
         if name == "bm25":
             return PgBM25Retriever(self)
         if name == "dense":
             return PgDenseRetriever(self)
         if name == "graph":
-            return GraphRetriever(PgEntityGraph(self, self.config.graph), self,  # type: ignore[arg-type]
+            return GraphRetriever(PgEntityGraph(self, self.config.graph), self,
                                   [PgBM25Retriever(self), PgDenseRetriever(self)], self.config.graph)
         raise InputError(f"unknown retriever {name!r}; choose one of {', '.join(RETRIEVERS)}")
 
@@ -250,7 +260,7 @@ class PostgresIndex:
 
     # ---------------------------------------------------------------- reading
     def __len__(self) -> int:
-        return int(self.read(lambda c: self._meta(c, "n_passages")))
+        return int(self.read(lambda c: self.meta(c, "n_passages")))
 
     def describe_rows(self, rows: Sequence[int]) -> list[tuple[str, str]]:
         rows = [int(r) for r in rows]
@@ -261,8 +271,8 @@ class PostgresIndex:
         return [found[r] for r in rows]
 
     def rows_for_ids(self, ids: Sequence[str]) -> dict[str, int]:
-        got = dict(self.read(lambda c: c.execute("SELECT id, prow FROM passages WHERE id = ANY(%s)",
-                                                 (list(ids),)).fetchall()))
+        got: dict[str, int] = dict(self.read(lambda c: c.execute("SELECT id, prow FROM passages WHERE id = ANY(%s)",
+                                                                 (list(ids),)).fetchall()))
         return {pid: int(got[pid]) for pid in ids if pid in got}
 
     def passages_by_rows(self, rows: Sequence[int]) -> list[Passage]:
@@ -282,9 +292,11 @@ class PostgresIndex:
     def iter_passages(self, batch: int = 1000) -> Iterator[Passage]:
         last = 0
         while True:
-            got = self.read(lambda c, last=last: c.execute(
-                "SELECT prow, id, doc_id, title, text, metadata FROM passages WHERE prow > %s ORDER BY prow "
-                "LIMIT %s", (last, batch)).fetchall())
+            def page(c: psycopg.Connection, last: int = last) -> list[tuple[Any, ...]]:
+                return c.execute("SELECT prow, id, doc_id, title, text, metadata FROM passages WHERE prow > %s "
+                                 "ORDER BY prow LIMIT %s", (last, batch)).fetchall()
+
+            got = self.read(page)
             if not got:
                 return
             for r in got:
@@ -295,20 +307,21 @@ class PostgresIndex:
         rows = [int(r) for r in rows]
         if not rows:
             return np.zeros((0, DIMENSION), np.float32)
-        got = dict(self.read(lambda c: c.execute("SELECT prow, embedding FROM passages WHERE prow = ANY(%s)",
-                                                 (rows,)).fetchall()))
+        got: dict[int, Any] = dict(self.read(lambda c: c.execute(
+            "SELECT prow, embedding FROM passages WHERE prow = ANY(%s)", (rows,)).fetchall()))
         return np.stack([np.asarray(got[r], dtype=np.float32) for r in rows])
 
     def stats(self) -> dict[str, Any]:
         def q(c: psycopg.Connection) -> dict[str, Any]:
-            meta = dict(c.execute("SELECT key, value FROM meta").fetchall())
-            docs = c.execute("SELECT count(DISTINCT doc_id) FROM passages").fetchone()[0]
-            vocab = c.execute("SELECT count(*) FROM bm25_terms").fetchone()[0]
-            ents = c.execute("SELECT count(*) FROM entities").fetchone()[0]
-            edges = c.execute("SELECT count(*) FROM mentions").fetchone()[0]
-            size = c.execute("SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
-                             "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind = 'r'",
-                             (schema.SCHEMA,)).fetchone()[0]
+            meta: dict[str, Any] = dict(c.execute("SELECT key, value FROM meta").fetchall())
+            docs = _scalar(c.execute("SELECT count(DISTINCT doc_id) FROM passages"))
+            vocab = _scalar(c.execute("SELECT count(*) FROM bm25_terms"))
+            ents = _scalar(c.execute("SELECT count(*) FROM entities"))
+            edges = _scalar(c.execute("SELECT count(*) FROM mentions"))
+            size = _scalar(c.execute("SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+                                     "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s "
+                                     "AND c.relkind = 'r'",
+                                     (schema.SCHEMA,)))
             version = schema.installed_version(c)
             return {"index": self.path, "backend": self.backend, "passages": int(meta["n_passages"]),
                     "documents": int(docs), "generation": int(meta["generation"]),
@@ -329,12 +342,12 @@ class PostgresIndex:
         (an export from the embedded store passes them so spaCy does not run again).
         """
         progress = progress or NullProgress()
-        items = _validated(list(passages))
+        items = validate_passages(list(passages))
         if vectors is not None and len(vectors) != len(items):
             raise InputError(f"{len(items)} passages but {len(vectors)} vectors")
         report = IngestReport(received=len(items))
         with self._write() as conn:
-            new, report.skipped_existing, report.skipped_duplicate_content = _plan_insert(_Existing, conn, items)
+            new, report.skipped_existing, report.skipped_duplicate_content = plan_insert(_Existing(), conn, items)
             if not new:
                 return report
             chosen = [items[i] for i in new]
@@ -351,13 +364,13 @@ class PostgresIndex:
             with progress.task("bm25: tokenise", len(chosen)) as adv:
                 tokens = []
                 for n, (p, _) in enumerate(chosen):
-                    tokens.append(self._tokenizer(passage_text_for_bm25(p.title, p.text)))
+                    tokens.append(self.tokenizer(passage_text_for_bm25(p.title, p.text)))
                     if n % 500 == 499:
                         adv(500)
                 adv(len(chosen) % 500)
             report.seconds["bm25"] = time.perf_counter() - t
             t = time.perf_counter()
-            stored = int(self._meta(conn, "n_passages"))
+            stored = int(self.meta(conn, "n_passages"))
             rebuild = len(chosen) >= 1000 and len(chosen) >= BULK_REBUILD_SHARE * stored
             if rebuild:
                 conn.execute("DROP INDEX passages_embedding_hnsw")
@@ -423,8 +436,8 @@ class PostgresIndex:
                          "WHERE prow = ANY(%s) GROUP BY tid) c WHERE t.tid = c.tid AND t.df = c.n", (removed,))
             conn.execute("UPDATE bm25_terms t SET df = t.df - c.n FROM (SELECT tid, count(*) AS n FROM bm25_postings "
                          "WHERE prow = ANY(%s) GROUP BY tid) c WHERE t.tid = c.tid AND t.df > c.n", (removed,))
-            lost = conn.execute("SELECT coalesce(sum(doc_len), 0) FROM passages WHERE prow = ANY(%s)",
-                                (removed,)).fetchone()[0]
+            lost = _scalar(conn.execute("SELECT coalesce(sum(doc_len), 0) FROM passages WHERE prow = ANY(%s)",
+                                        (removed,)))
             conn.execute("DELETE FROM passages WHERE prow = ANY(%s)", (removed,))  # cascades to postings, NER
             report.seconds["passages"] = time.perf_counter() - t
             t = time.perf_counter()
@@ -458,7 +471,8 @@ class PostgresIndex:
         conn.execute("INSERT INTO bm25_terms (term, df) SELECT * FROM unnest(%s::text[], %s::int[]) "
                      "ON CONFLICT (term) DO UPDATE SET df = bm25_terms.df + EXCLUDED.df",
                      (terms, [df[t] for t in terms]))
-        tid = dict(conn.execute("SELECT term, tid FROM bm25_terms WHERE term = ANY(%s)", (terms,)).fetchall())
+        tid: dict[str, int] = dict(conn.execute("SELECT term, tid FROM bm25_terms WHERE term = ANY(%s)",
+                                                (terms,)).fetchall())
         with conn.cursor().copy("COPY bm25_postings (tid, prow, tf, dl) FROM STDIN WITH (FORMAT BINARY)") as copy:
             copy.set_types(["int4", "int8", "int4", "int4"])
             for row, dl, counts in per_doc:
@@ -470,8 +484,6 @@ class PostgresIndex:
         """Recompute the entity graph of the new passage set (as the embedded store does: mention
         matching runs over all passages, NER only on passages without a stored result) and replace
         the entity tables with it."""
-        from amsrag.retrieve.graph import _crc
-
         stored: NerCache = {int(r): (int(c), tuple(s)) for r, c, s in
                             conn.execute("SELECT prow, crc, surfaces FROM graph_ner").fetchall()}
         cache = dict(stored)
@@ -479,15 +491,15 @@ class PostgresIndex:
             cache.pop(int(r), None)
         by_row = {p.row: p for p in added}
         for row, surfaces in known.items():
-            cache[row] = (_crc(by_row[row].text), tuple(surfaces))
+            cache[row] = (text_checksum(by_row[row].text), tuple(surfaces))
         base = EntityGraph(self.config.graph, [], [], sp.csr_array((0, 0), dtype=np.int8), [],
                            np.zeros(0, np.int64), cache)
         all_rows = lambda: [PassageRow(int(r), i, t, x) for r, i, t, x in  # noqa: E731
                             conn.execute("SELECT prow, id, title, text FROM passages ORDER BY prow").fetchall()]
         with progress.task("graph: entities", len([p for p in added if p.row not in known])) as adv:
             graph = base.update([p for p in added if p.row not in known], [], all_rows, adv)
-        ner_new = {r: v for r, v in graph._ner.items() if stored.get(r) != v}
-        gone = [r for r in stored if r not in graph._ner]
+        ner_new = {r: v for r, v in graph.ner.items() if stored.get(r) != v}
+        gone = [r for r in stored if r not in graph.ner]
         if gone:
             conn.execute("DELETE FROM graph_ner WHERE prow = ANY(%s)", (gone,))
         if ner_new:
@@ -511,10 +523,10 @@ class PostgresIndex:
                 copy.write_row((r, e, k))
         with conn.cursor().copy("COPY entity_surfaces (surface, eid) FROM STDIN WITH (FORMAT BINARY)") as copy:
             copy.set_types(["text", "int4"])
-            for s, e in zip(graph._query_surfaces, graph._query_entities.tolist(), strict=True):
+            for s, e in zip(graph.query_surfaces, graph.query_surface_entities.tolist(), strict=True):
                 copy.write_row((s, e))
         conn.execute("UPDATE meta SET value = to_jsonb(%s::int) WHERE key = 'graph_max_surface'",
-                     (max((len(s) for s in graph._query_surfaces), default=0),))
+                     (max((len(s) for s in graph.query_surfaces), default=0),))
 
 
 def _connect(dsn: str) -> psycopg.Connection:
@@ -522,6 +534,14 @@ def _connect(dsn: str) -> psycopg.Connection:
         return psycopg.connect(dsn, connect_timeout=int(CONNECT_TIMEOUT_S), autocommit=True)
     except psycopg.OperationalError as exc:
         raise StoreUnavailableError(f"cannot connect to PostgreSQL at {redact(dsn)}: {str(exc).strip()}") from exc
+
+
+def _scalar(cur: psycopg.Cursor[Any]) -> Any:
+    """The first column of the one row an aggregate query returns."""
+    row = cur.fetchone()
+    if row is None:
+        raise AssertionError("an aggregate query returned no row")
+    return row[0]
 
 
 def _lock(conn: psycopg.Connection) -> None:

@@ -23,57 +23,38 @@ import shutil
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from amsrag import INDEX_FORMAT_VERSION, __version__
 from amsrag.config import AmsragConfig
-from amsrag.embed.encoder import DIMENSION, Encoder, MiniLMEncoder, model_id_for, passage_text_for_embedding
+from amsrag.embed.encoder import DIMENSION, Encoder, MiniLMEncoder, passage_text_for_embedding
 from amsrag.errors import IndexMismatchError, IndexNotFoundError, InputError
 from amsrag.progress import NullProgress, Progress
 from amsrag.retrieve.base import Retriever
 from amsrag.retrieve.bm25 import BM25Index, BM25Retriever
 from amsrag.retrieve.dense import DenseRetriever, VectorIndex
 from amsrag.retrieve.graph import EntityGraph, GraphRetriever
-from amsrag.store.manifest import MANIFEST, fsync_dir, param_differences, read_manifest, write_json_atomic
-from amsrag.store.sqlite import PassageTable
-from amsrag.types import Passage, PassageRow
+from amsrag.store.embedded.manifest import MANIFEST, fsync_dir, read_manifest, write_json_atomic
+from amsrag.store.embedded.sqlite import PassageTable
+from amsrag.store.writes import (
+    DeleteReport,
+    IngestReport,
+    expected_params,
+    param_differences,
+    plan_insert,
+    validate_passages,
+)
+from amsrag.types import RETRIEVERS, Passage, PassageRow
 
 COMPONENTS = ("bm25", "dense", "graph")
-RETRIEVERS = ("bm25", "dense", "graph")
 DB_FILE = "passages.sqlite"
 CONFIG_FILE = "config.toml"
 LOCK_FILE = ".write.lock"
 LOCK_TIMEOUT_S = 60.0
-
-
-@dataclass
-class IngestReport:
-    received: int = 0
-    added: int = 0
-    skipped_existing: int = 0  # same id and same content already stored
-    skipped_duplicate_content: int = 0  # same content stored (or earlier in the input) under another id
-    seconds: dict[str, float] = field(default_factory=dict)
-
-
-@dataclass
-class DeleteReport:
-    deleted: int = 0
-    seconds: dict[str, float] = field(default_factory=dict)
-
-
-def expected_params(config: AmsragConfig) -> dict[str, dict[str, Any]]:
-    """What each derived index must have been built with to be usable by this installation."""
-    return {
-        "bm25": BM25Index.params(config.bm25),
-        "dense": {"model_id": model_id_for(config.embedding), "dim": DIMENSION,
-                  **config.dense.model_dump(mode="json")},
-        "graph": EntityGraph.expected_params(config.graph),
-    }
 
 
 class EmbeddedIndex:
@@ -154,11 +135,18 @@ class EmbeddedIndex:
     def __len__(self) -> int:
         return len(self._info)
 
+    @property
+    def location(self) -> str:
+        return str(self.path)
+
     # ---------------------------------------------------------------- components
     @property
     def encoder(self) -> Encoder:
         if self._encoder is None:
-            self._encoder = MiniLMEncoder(self.config.embedding)
+            # cast: amsrag.embed.encoder.Encoder declares `model_id` a settable attribute where
+            # MiniLMEncoder has a read-only property; mypy flags this cast as redundant once the
+            # Protocol declares it a property
+            self._encoder = cast(Encoder, MiniLMEncoder(self.config.embedding))
         return self._encoder
 
     def _component_dir(self, name: str) -> Path | None:
@@ -199,7 +187,8 @@ class EmbeddedIndex:
         if name == "dense":
             return DenseRetriever(self.vector_index, self.encoder, self)
         if name == "graph":
-            seeders = [BM25Retriever(self.bm25_index, self), DenseRetriever(self.vector_index, self.encoder, self)]
+            seeders: list[Retriever] = [BM25Retriever(self.bm25_index, self),
+                                        DenseRetriever(self.vector_index, self.encoder, self)]
             return GraphRetriever(self.entity_graph, self, seeders, self.config.graph)
         raise InputError(f"unknown retriever {name!r}; choose one of {', '.join(RETRIEVERS)}")
 
@@ -232,8 +221,12 @@ class EmbeddedIndex:
     def get(self, pid: str) -> Passage | None:
         return self.table.get(pid)
 
+    def stored_rows(self) -> list[int]:
+        """The internal rows of every stored passage, ascending."""
+        return sorted(self._info)
+
     def iter_passages(self) -> Iterator[Passage]:
-        rows = sorted(self._info)
+        rows = self.stored_rows()
         for start in range(0, len(rows), 1000):
             yield from self.passages_by_rows(rows[start : start + 1000])
 
@@ -269,14 +262,14 @@ class EmbeddedIndex:
         aligned with `passages`.
         """
         progress = progress or NullProgress()
-        items = _validated(list(passages))
+        items = validate_passages(list(passages))
         if vectors is not None and len(vectors) != len(items):
             raise InputError(f"{len(items)} passages but {len(vectors)} vectors")
         report = IngestReport(received=len(items))
         with self._write_lock():
             try:
                 with self.table.transaction() as conn:
-                    new, report.skipped_existing, report.skipped_duplicate_content = _plan_insert(
+                    new, report.skipped_existing, report.skipped_duplicate_content = plan_insert(
                         self.table, conn, items)
                     if not new:
                         raise _NothingToDo
@@ -326,14 +319,21 @@ class EmbeddedIndex:
             self._publish(staged, added, removed)
         return len(added) + len(removed)
 
-    def _refresh(self) -> None:
-        """Pick up a write another process published since this one loaded the manifest."""
+    def stale(self) -> bool:
+        """True when another process published a write (a newer manifest) since this one loaded it."""
+        return read_manifest(self.path).get("generation") != self.manifest.get("generation")
+
+    def refresh(self) -> bool:
+        """Pick up a write another process published since this one loaded the manifest; True when
+        there was one."""
         on_disk = read_manifest(self.path)
-        if on_disk.get("generation") != self.manifest.get("generation"):
-            self.manifest = on_disk
-            self._bm25 = self._vectors = self._graph = None
-            self._retrievers = {}
-            self._load_row_info()
+        if on_disk.get("generation") == self.manifest.get("generation"):
+            return False
+        self.manifest = on_disk
+        self._bm25 = self._vectors = self._graph = None
+        self._retrievers = {}
+        self._load_row_info()
+        return True
 
     def _load_row_info(self) -> None:
         self._info = {r: (pid, title) for r, pid, title in self.table.row_info()}
@@ -423,7 +423,7 @@ class EmbeddedIndex:
                         raise InputError(f"index {self.path} is being written by another process; "
                                          f"gave up after {LOCK_TIMEOUT_S:.0f} s") from None
                     time.sleep(0.1)
-            self._refresh()
+            self.refresh()
             yield
         finally:
             os.close(fd)
@@ -432,44 +432,6 @@ class EmbeddedIndex:
 
 class _NothingToDo(Exception):
     """Everything given is already stored: roll back the (generation-bumping) transaction."""
-
-
-def _validated(passages: list[Passage]) -> list[tuple[Passage, str]]:
-    seen: dict[str, int] = {}
-    out = []
-    for n, p in enumerate(passages):
-        if not isinstance(p, Passage):
-            raise InputError(f"item {n} is not a Passage")
-        if not p.id or not p.id.strip():
-            raise InputError(f"passage {n} has an empty id")
-        if not p.text or not p.text.strip():
-            raise InputError(f"passage {p.id!r} has empty text")
-        if p.id in seen:
-            raise InputError(f"duplicate passage id {p.id!r} in the input (items {seen[p.id]} and {n}); "
-                             f"ids must be unique; nothing was added")
-        seen[p.id] = n
-        out.append((p, p.content_hash))
-    return out
-
-
-def _plan_insert(table: PassageTable, conn, items: list[tuple[Passage, str]]) -> tuple[list[int], int, int]:
-    """Indices of items to insert, and counts of those skipped as already stored / duplicate content."""
-    by_id, by_hash = table.existing(conn, [p.id for p, _ in items], [h for _, h in items])
-    new: list[int] = []
-    same, dup = 0, 0
-    batch_hashes: set[str] = set()
-    for i, (p, h) in enumerate(items):
-        if p.id in by_id:
-            if by_id[p.id] != h:
-                raise InputError(f"passage id {p.id!r} is already in the index with different content; "
-                                 f"delete it first to replace it; nothing was added")
-            same += 1
-        elif h in by_hash or h in batch_hashes:
-            dup += 1
-        else:
-            batch_hashes.add(h)
-            new.append(i)
-    return new, same, dup
 
 
 def _check_params(path: Path, manifest: dict[str, Any], expected: dict[str, dict[str, Any]]) -> None:

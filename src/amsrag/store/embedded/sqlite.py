@@ -139,7 +139,9 @@ class PassageTable:
                 "INSERT INTO passages (id, doc_id, title, text, metadata, content_hash) VALUES (?, ?, ?, ?, ?, ?)",
                 (p.id, p.doc_id or p.id, p.title, p.text, json.dumps(p.metadata, ensure_ascii=False), h),
             )
-            rows.append(int(cur.lastrowid))
+            row = cur.lastrowid
+            assert row is not None  # set by every INSERT into a rowid table
+            rows.append(int(row))
         return rows
 
     @staticmethod

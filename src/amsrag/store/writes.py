@@ -1,0 +1,95 @@
+"""What both store backends share about writing: passage validation, insert planning (skipping
+identical re-adds and duplicate content), the reports of an add or delete, and the parameters each
+derived index must have been built with."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from amsrag.config import AmsragConfig
+from amsrag.embed.encoder import DIMENSION, model_id_for
+from amsrag.errors import InputError
+from amsrag.retrieve.bm25 import BM25Index
+from amsrag.retrieve.graph import EntityGraph
+from amsrag.types import Passage
+
+
+@dataclass
+class IngestReport:
+    received: int = 0
+    added: int = 0
+    skipped_existing: int = 0  # same id and same content already stored
+    skipped_duplicate_content: int = 0  # same content stored (or earlier in the input) under another id
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class DeleteReport:
+    deleted: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+class StoredLookup(Protocol):
+    """What `plan_insert` asks a backend's passage table (inside the write transaction `conn`)."""
+
+    def existing(self, conn: Any, ids: Sequence[str], hashes: Sequence[str]) -> tuple[dict[str, str], dict[str, str]]:
+        """(id -> content hash of the given ids stored, content hash -> id of the given hashes stored)."""
+        ...
+
+
+def expected_params(config: AmsragConfig) -> dict[str, dict[str, Any]]:
+    """What each derived index must have been built with to be usable by this installation."""
+    return {
+        "bm25": BM25Index.params(config.bm25),
+        "dense": {"model_id": model_id_for(config.embedding), "dim": DIMENSION,
+                  **config.dense.model_dump(mode="json")},
+        "graph": EntityGraph.expected_params(config.graph),
+    }
+
+
+def param_differences(stored: dict[str, Any], expected: dict[str, Any]) -> list[str]:
+    keys = sorted(set(stored) | set(expected))
+    return [f"{k}: index has {stored.get(k)!r}, this installation uses {expected.get(k)!r}"
+            for k in keys if stored.get(k) != expected.get(k)]
+
+
+def validate_passages(passages: list[Passage]) -> list[tuple[Passage, str]]:
+    """(passage, content hash) of each input passage; an InputError for a non-Passage, an empty id or
+    text, or an id given twice."""
+    seen: dict[str, int] = {}
+    out = []
+    for n, p in enumerate(passages):
+        if not isinstance(p, Passage):
+            raise InputError(f"item {n} is not a Passage")
+        if not p.id or not p.id.strip():
+            raise InputError(f"passage {n} has an empty id")
+        if not p.text or not p.text.strip():
+            raise InputError(f"passage {p.id!r} has empty text")
+        if p.id in seen:
+            raise InputError(f"duplicate passage id {p.id!r} in the input (items {seen[p.id]} and {n}); "
+                             f"ids must be unique; nothing was added")
+        seen[p.id] = n
+        out.append((p, p.content_hash))
+    return out
+
+
+def plan_insert(table: StoredLookup, conn: Any, items: list[tuple[Passage, str]]) -> tuple[list[int], int, int]:
+    """Indices of items to insert, and counts of those skipped as already stored / duplicate content."""
+    by_id, by_hash = table.existing(conn, [p.id for p, _ in items], [h for _, h in items])
+    new: list[int] = []
+    same, dup = 0, 0
+    batch_hashes: set[str] = set()
+    for i, (p, h) in enumerate(items):
+        if p.id in by_id:
+            if by_id[p.id] != h:
+                raise InputError(f"passage id {p.id!r} is already in the index with different content; "
+                                 f"delete it first to replace it; nothing was added")
+            same += 1
+        elif h in by_hash or h in batch_hashes:
+            dup += 1
+        else:
+            batch_hashes.add(h)
+            new.append(i)
+    return new, same, dup

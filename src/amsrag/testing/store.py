@@ -1,0 +1,189 @@
+"""The store conformance suite: the same inputs give the same results on every `PassageIndex` backend.
+
+Subclass `PassageIndexConformance` in a backend's test module (its name starting with `Test`) and
+implement `create_index` (a new empty index of the backend), `tamper_model_id` and `reopen`. The
+tests also use these fixtures, which the test suite's conftest provides: `slice_passages` (a list of
+Passage), `slice_vectors` (their embeddings, aligned), `slice_questions` (QAExample over them) and
+`built_index` (an embedded index of `slice_passages`, the reference the results are compared with).
+Retriever results are compared with ties broken by passage id and BM25 scores within `TOL`.
+
+This module imports pytest; nothing else in amsrag imports it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+import pytest
+
+from amsrag.config import AmsragConfig
+from amsrag.errors import IndexMismatchError, InputError
+from amsrag.store import EmbeddedIndex, PassageIndex
+from amsrag.types import RETRIEVERS, Hit, Passage, QAExample
+
+if TYPE_CHECKING:
+    from amsrag.store.postgres.store import PostgresIndex
+
+TOL = 1e-4  # BM25: bm25s sums in float32, PostgreSQL in float8
+OTHER_MODEL_ID = "some-other-model|max_length=512"
+
+IndexFactory = Callable[..., PassageIndex]
+Results = dict[tuple[str, str], list[Hit]]
+
+
+def assert_same_ranking(a: list[Hit], b: list[Hit], where: str = "") -> None:
+    """Same length, same scores (within TOL), same ids in order; runs of scores equal within TOL may
+    be permuted only if their scores differ in the last bits (they are compared as sets)."""
+    assert len(a) == len(b), f"{where}: {len(a)} vs {len(b)} hits"
+    for x, y in zip(a, b, strict=True):
+        assert abs(x.score - y.score) <= TOL * max(1.0, abs(x.score)), f"{where}: {x} vs {y}"
+    i = 0
+    while i < len(a):
+        j = i + 1
+        while j < len(a) and abs(a[j].score - a[j - 1].score) <= TOL * max(1.0, abs(a[j].score)):
+            j += 1
+        exact_tie = all(a[n].score == a[i].score for n in range(i, j)) and all(
+            b[n].score == b[i].score for n in range(i, j))
+        got, want = [h.id for h in b[i:j]], [h.id for h in a[i:j]]
+        if exact_tie or j - i == 1:
+            assert got == want, f"{where}: ranks {i + 1}-{j}: {got} != {want}"
+        else:
+            assert set(got) == set(want) or j == len(a), f"{where}: ranks {i + 1}-{j}: {got} != {want}"
+        i = j
+
+
+def all_results(index: PassageIndex, questions: Sequence[QAExample], k: int = 10) -> Results:
+    """Every retriever's hits for every question, keyed by (question id, retriever name)."""
+    out: Results = {}
+    for q in questions:
+        vec = index.encoder.encode_query(q.question)
+        for name in RETRIEVERS:
+            out[(q.id, name)] = index.retriever(name).search(q.question, k, vec)
+    return out
+
+
+def assert_same_results(got: Results, want: Results) -> None:
+    assert got.keys() == want.keys()
+    for key in want:
+        assert_same_ranking(want[key], got[key], str(key))
+
+
+class PassageIndexConformance:
+    """The backend-independent store tests; a subclass per backend supplies the hooks below."""
+
+    backend: ClassVar[str] = ""
+
+    # ---- hooks -------------------------------------------------------------------------
+    def create_index(self, request: pytest.FixtureRequest, directory: Path,
+                     config: AmsragConfig | None) -> PassageIndex:
+        """A new empty index of the backend; `directory` is a fresh path it may use."""
+        raise NotImplementedError
+
+    def tamper_model_id(self, index: Any, model_id: str) -> None:
+        """Record `model_id` as the embedding model in the closed `index`'s stored parameters."""
+        raise NotImplementedError
+
+    def reopen(self, index: Any) -> PassageIndex:
+        """Open the closed `index` again from where it is stored."""
+        raise NotImplementedError
+
+    @pytest.fixture
+    def make_index(self, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[IndexFactory]:
+        """A factory of new empty indexes of the backend, closed after the test."""
+        made: list[PassageIndex] = []
+
+        def make(config: AmsragConfig | None = None) -> PassageIndex:
+            idx = self.create_index(request, tmp_path / f"index{len(made)}", config)
+            made.append(idx)
+            return idx
+
+        yield make
+        for idx in made:
+            idx.close()
+
+    # ---- tests -------------------------------------------------------------------------
+    def test_add_dedupe_and_conflicts(self, make_index: IndexFactory, slice_passages: list[Passage],
+                                      slice_vectors: np.ndarray) -> None:
+        idx: Any = make_index()  # Any: an assertion below reads `.text` of `get`'s Optional result
+        idx.add(slice_passages[:5], vectors=slice_vectors[:5])
+        p = slice_passages[0]
+        copy = Passage(id="another-id", title=p.title, text="  " + p.text + " ")
+        report = idx.add([copy, Passage(id="new", title="New", text="Fresh text about nothing in particular.")])
+        assert (report.added, report.skipped_duplicate_content) == (1, 1)
+        again = idx.add(slice_passages[:5], vectors=slice_vectors[:5])
+        assert (again.added, again.skipped_existing) == (0, 5)
+        with pytest.raises(InputError, match="already in the index with different content"):
+            idx.add([Passage(id=p.id, title="x", text="different"), Passage(id="n2", text="more text")])
+        assert idx.get("n2") is None and idx.get(p.id).text == p.text and len(idx) == 6
+        with pytest.raises(InputError, match="duplicate passage id 'dup'"):
+            idx.add([Passage(id="dup", text="a b c"), Passage(id="dup", text="d e f")])
+        with pytest.raises(InputError, match="empty text"):
+            idx.add([Passage(id="blank", text="   ")])
+        with pytest.raises(InputError, match="2 passages but 1 vectors"):
+            idx.add([Passage(id="v1", text="one"), Passage(id="v2", text="two")], vectors=slice_vectors[:1])
+        assert len(idx) == 6
+
+    def test_delete_is_all_or_nothing(self, make_index: IndexFactory, slice_passages: list[Passage],
+                                      slice_vectors: np.ndarray) -> None:
+        idx = make_index()
+        idx.add(slice_passages[:10], vectors=slice_vectors[:10])
+        p = slice_passages[0]
+        with pytest.raises(InputError, match="not in the index"):
+            idx.delete([p.id, "no-such-id"])
+        assert idx.get(p.id) is not None and len(idx) == 10
+        with pytest.raises(InputError, match="no passage ids"):
+            idx.delete([])
+        assert idx.delete([p.id, slice_passages[1].id, p.id]).deleted == 2
+        assert idx.get(p.id) is None and len(idx) == 8
+        for name in RETRIEVERS:
+            hits = idx.retriever(name).search(p.title + " " + p.text[:100], k=10)
+            assert p.id not in {h.id for h in hits}
+
+    @pytest.mark.slow
+    def test_incremental_add_and_delete_match_the_embedded_full_build(
+            self, make_index: IndexFactory, built_index: EmbeddedIndex, slice_passages: list[Passage],
+            slice_vectors: np.ndarray, slice_questions: list[QAExample]) -> None:
+        half = len(slice_passages) // 2
+        inc = make_index()
+        inc.add(slice_passages[:half], vectors=slice_vectors[:half])
+        report = inc.add(slice_passages, vectors=slice_vectors)
+        assert (report.added, report.skipped_existing) == (len(slice_passages) - half, half)
+        assert_same_results(all_results(inc, slice_questions[:8]), all_results(built_index, slice_questions[:8]))
+
+        gone = {p.id for p in slice_passages[10:30]}
+        inc.delete(sorted(gone))
+        keep = [i for i, p in enumerate(slice_passages) if p.id not in gone]
+        fresh = EmbeddedIndex.create(built_index.path.parent.parent / f"fresh-{self.backend}-{id(inc)}")
+        fresh.add([slice_passages[i] for i in keep], vectors=slice_vectors[keep])
+        assert_same_results(all_results(inc, slice_questions), all_results(fresh, slice_questions))
+        fresh.close()
+
+    def test_bad_queries(self, make_index: IndexFactory, slice_passages: list[Passage],
+                         slice_vectors: np.ndarray) -> None:
+        idx = make_index()
+        idx.add(slice_passages[:5], vectors=slice_vectors[:5])
+        for name in RETRIEVERS:
+            with pytest.raises(InputError, match="query is empty"):
+                idx.retriever(name).search(" \n\t", k=5)
+            with pytest.raises(InputError, match="k must be a positive integer"):
+                idx.retriever(name).search("film", k=0)
+        with pytest.raises(InputError, match="unknown retriever"):
+            idx.retriever("colbert")
+        assert idx.retriever("bm25").search("the of and", k=5) == []  # stop words only: no BM25 terms
+
+    def test_another_embedding_model_is_refused(self, make_index: IndexFactory, slice_passages: list[Passage],
+                                                slice_vectors: np.ndarray) -> None:
+        idx = make_index()
+        idx.add(slice_passages[:3], vectors=slice_vectors[:3])
+        idx.close()
+        self.tamper_model_id(idx, OTHER_MODEL_ID)
+        with pytest.raises(IndexMismatchError, match="some-other-model"):
+            self.reopen(idx)
+
+
+if TYPE_CHECKING:
+    def _both_backends_are_passage_indexes(e: EmbeddedIndex, p: PostgresIndex) -> tuple[PassageIndex, PassageIndex]:
+        return e, p  # mypy checks that both classes satisfy the Protocol
