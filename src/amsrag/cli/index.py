@@ -28,14 +28,14 @@ def _read_inputs(inputs: list[Path], fmt: str, config: AmsragConfig) -> list[Pas
 def _ingest(index: PassageIndex, passages: list[Passage], as_json: bool) -> None:
     with RichProgress(console=err) as progress:
         report = index.add(passages, progress=progress)
-    summary = {"index": str(index.path), "received": report.received, "added": report.added,
+    summary = {"index": index.location, "received": report.received, "added": report.added,
                "skipped_existing": report.skipped_existing,
                "skipped_duplicate_content": report.skipped_duplicate_content, "passages": len(index),
                "seconds": {k: round(v, 3) for k, v in report.seconds.items()}}
     if as_json:
         emit(summary)
     else:
-        out.print(f"[green]added {report.added}[/] passages to {index.path} "
+        out.print(f"[green]added {report.added}[/] passages to {index.location} "
                   f"({report.skipped_existing} already stored, {report.skipped_duplicate_content} duplicate "
                   f"content skipped); the index now holds {len(index)} passages")
 
@@ -87,7 +87,7 @@ def index_delete(
     with open_index(index) as idx:
         report = idx.delete(ids)
         if as_json:
-            emit({"index": str(idx.path), "deleted": report.deleted, "passages": len(idx)})
+            emit({"index": idx.location, "deleted": report.deleted, "passages": len(idx)})
         else:
             out.print(f"[green]deleted {report.deleted}[/] passages; the index now holds {len(idx)}")
 

@@ -179,7 +179,7 @@ class Service:
         with self.lock.write():
             index.refresh()  # the index's own reload of a newer generation
             self._after_write()
-        log.info("reloaded the index: generation %s, %d passages", index.manifest.get("generation"), len(index))
+        log.info("reloaded the index %s: %d passages", index.location, len(index))
         return True
 
     def _after_write(self) -> None:

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
@@ -146,7 +146,7 @@ class EmbeddedIndex:
             # cast: amsrag.embed.encoder.Encoder declares `model_id` a settable attribute where
             # MiniLMEncoder has a read-only property; mypy flags this cast as redundant once the
             # Protocol declares it a property
-            self._encoder = cast(Encoder, MiniLMEncoder(self.config.embedding))
+            self._encoder = MiniLMEncoder(self.config.embedding)
         return self._encoder
 
     def _component_dir(self, name: str) -> Path | None:

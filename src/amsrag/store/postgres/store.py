@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
@@ -229,7 +229,7 @@ class PostgresIndex:
             # cast: amsrag.embed.encoder.Encoder declares `model_id` a settable attribute where
             # MiniLMEncoder has a read-only property; mypy flags this cast as redundant once the
             # Protocol declares it a property
-            self._encoder = cast(Encoder, MiniLMEncoder(self.config.embedding))
+            self._encoder = MiniLMEncoder(self.config.embedding)
         return self._encoder
 
     def retriever(self, name: str) -> Retriever:
