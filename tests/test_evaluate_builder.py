@@ -9,7 +9,7 @@ import pytest
 
 from amsrag.errors import InputError
 from amsrag.evaluate.builder import Benchmark, BenchmarkSpec, build, load_or_build, parse_sizes
-from amsrag.evaluate.runner import DEFAULT_SYSTEMS, parse_systems
+from amsrag.evaluate.systems import DEFAULT_SYSTEMS, parse_systems
 from amsrag.ingest import load_qa
 from amsrag.types import content_hash
 

@@ -147,7 +147,7 @@ class WorkerSpec:
 def _init_worker(spec: WorkerSpec) -> None:
     global _WORKER
     from amsrag.config import AmsragConfig
-    from amsrag.evaluate.runner import SystemRow, engine_for
+    from amsrag.evaluate.systems import SystemRow, engine_for
     from amsrag.pipeline import Engine
 
     engine = Engine.open(spec.index, config=AmsragConfig.model_validate(spec.config),
