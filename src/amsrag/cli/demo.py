@@ -13,9 +13,7 @@ from rich.table import Table
 
 from amsrag.errors import AmsragError
 from amsrag.progress import RichProgress
-from amsrag.types import QAExample
-
-RETRIEVERS = ("bm25", "dense", "graph")
+from amsrag.types import RETRIEVERS, QAExample
 
 
 def demo_data_dir() -> Path:

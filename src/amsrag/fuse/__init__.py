@@ -2,6 +2,7 @@
 of whole evidence lists (DESIGN §5, §6)."""
 
 from amsrag.fuse.adaptive_k import adaptive_cut, adaptive_k
+from amsrag.fuse.base import FusedItem, FusedList, Fuser
 from amsrag.fuse.merge import merge_lists
 from amsrag.fuse.mmr import MMRPick, MMRResult, minmax, mmr
 from amsrag.fuse.rank_fusion import (
@@ -10,9 +11,6 @@ from amsrag.fuse.rank_fusion import (
     RRF,
     CombMNZ,
     CombSUM,
-    FusedItem,
-    FusedList,
-    Fuser,
     WeightedRRF,
     ca_rrf_weights,
     make_fuser,

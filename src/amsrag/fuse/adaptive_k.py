@@ -18,7 +18,7 @@ from dataclasses import replace
 import numpy as np
 
 from amsrag.errors import InputError
-from amsrag.fuse.rank_fusion import FusedList
+from amsrag.fuse.base import FusedList
 
 
 def adaptive_k(scores: Sequence[float] | np.ndarray, drop: float = 0.5, min_k: int = 3, max_k: int = 10) -> int:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from amsrag.errors import InputError
-from amsrag.fuse.rank_fusion import FusedItem, FusedList
+from amsrag.fuse.base import FusedItem, FusedList
 
 
 @dataclass(frozen=True, slots=True)
