@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from amsrag.errors import InputError
-
-ALL_RETRIEVERS = ("bm25", "dense", "graph")
+from amsrag.types import RETRIEVERS
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,14 +23,14 @@ class SystemSpec:
         return self.adaptive or self.fusion == "ca-rrf"
 
 
-_FIXED = SystemSpec("fixed", adaptive=False, fusion="rrf", mmr=False, retrievers=ALL_RETRIEVERS)
+_FIXED = SystemSpec("fixed", adaptive=False, fusion="rrf", mmr=False, retrievers=RETRIEVERS)
 SYSTEMS: dict[str, SystemSpec] = {
     "bm25": SystemSpec("bm25", False, "none", False, ("bm25",)),
     "dense": SystemSpec("dense", False, "none", False, ("dense",)),
     "graph": SystemSpec("graph", False, "none", False, ("graph",)),
     "fixed": _FIXED,
-    "A0": SystemSpec("A0", False, "rrf", False, ALL_RETRIEVERS),
-    "A1": SystemSpec("A1", False, "ca-rrf", False, ALL_RETRIEVERS),
+    "A0": SystemSpec("A0", False, "rrf", False, RETRIEVERS),
+    "A1": SystemSpec("A1", False, "ca-rrf", False, RETRIEVERS),
     "A2": SystemSpec("A2", True, "rrf", False),
     "A3": SystemSpec("A3", True, "ca-rrf", False),
     "A4": SystemSpec("A4", True, "ca-rrf", True),
