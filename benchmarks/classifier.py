@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from amsrag.classify.baselines import RuleBaseline, majority_baseline, random_baseline  # noqa: E402
-from amsrag.classify.calibration import (  # noqa: E402
+from amsrag.calibration import (  # noqa: E402
     CALIBRATION_METHODS,
     fit_calibrator,
     fit_temperature,

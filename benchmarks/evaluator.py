@@ -25,7 +25,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from amsrag.classify.calibration import ece  # noqa: E402
+from amsrag.calibration import ece  # noqa: E402
 from amsrag.config import CorrectiveConfig  # noqa: E402
 from amsrag.correct.actions import CorrectiveStep  # noqa: E402
 from amsrag.correct.evaluator import EVAL_CALIBRATIONS, RetrievalEvaluator, ScoreCalibrator  # noqa: E402

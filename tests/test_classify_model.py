@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from amsrag.classify import Classifier, ComplexityClassifier, ComplexityPrediction
-from amsrag.classify.calibration import TemperatureCalibrator
+from amsrag.calibration import TemperatureCalibrator
 from amsrag.classify.features import N_FEATURES, features_batch
 from amsrag.classify.model import ARTIFACT_JSON, ARTIFACT_NPZ, Head
 from amsrag.classify.train import fit_head

@@ -16,7 +16,7 @@ import pathlib
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
-from amsrag.classify.calibration import ece, fit_temperature
+from amsrag.calibration import ece, fit_temperature
 
 HERE = pathlib.Path(__file__).resolve().parent
 OUT = HERE.parents[1] / "bench-cache" / "classifier-finetune"  # git-ignored

@@ -93,7 +93,7 @@ def train_cmd(
 
 
 def _method(name: str):
-    from amsrag.classify.calibration import CALIBRATION_METHODS
+    from amsrag.calibration import CALIBRATION_METHODS
 
     if name not in CALIBRATION_METHODS:
         raise InputError(f"unknown calibration method {name!r}; use one of: {', '.join(CALIBRATION_METHODS)}")

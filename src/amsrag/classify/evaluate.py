@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from amsrag.classify.calibration import ece, raa
+from amsrag.calibration import ece, raa
 from amsrag.classify.model import ComplexityClassifier
 from amsrag.classify.train import CONFIDENT, MULTI, Prepared, confident_downward
 from amsrag.types import COMPLEXITIES

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from amsrag.classify.calibration import Calibrator, IdentityCalibrator, calibrator_from_params
+from amsrag.calibration import Calibrator, IdentityCalibrator, calibrator_from_params
 from amsrag.classify.features import FEATURE_NAMES, FEATURE_VERSION, features_batch
 from amsrag.config import ClassifierConfig
 from amsrag.embed.encoder import DIMENSION, Encoder

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from amsrag.classify.calibration import CalibrationMethod, fit_calibrator
+from amsrag.calibration import CalibrationMethod, fit_calibrator
 from amsrag.classify.data import LabelledData, LabelledQuestion, Split
 from amsrag.classify.embedding import embed_questions
 from amsrag.classify.features import features_batch

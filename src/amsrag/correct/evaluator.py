@@ -20,7 +20,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
-from amsrag.classify.calibration import sigmoid
+from amsrag.calibration import sigmoid
 from amsrag.classify.model import write_npz
 from amsrag.correct.embedding import sentence_text_for_embedding
 from amsrag.correct.features import FEATURE_NAMES, FEATURE_VERSION, N_FEATURES, PassageView, list_features
@@ -89,7 +89,7 @@ class ScoreCalibrator:
             lr = LogisticRegression(C=1e4, max_iter=1000).fit(z[:, None], y.astype(int))
             return cls("platt", {"a": np.array([float(lr.coef_[0, 0])]), "b": np.array([float(lr.intercept_[0])])})
         if method == "temperature":
-            from amsrag.classify.calibration import fit_temperature
+            from amsrag.calibration import fit_temperature
 
             return cls("temperature", {"temperature": np.array([fit_temperature(z, y)])})
         if method == "isotonic":

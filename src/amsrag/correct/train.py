@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from amsrag.classify.calibration import ece, reliability_bins
+from amsrag.calibration import ece, reliability_bins
 from amsrag.correct.actions import aggregate_scores
 from amsrag.correct.data import DataConfig, PoolQuestion, load_pools, pools_sha256
 from amsrag.correct.embedding import (
