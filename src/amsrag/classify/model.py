@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -126,7 +126,8 @@ class ComplexityClassifier:
         if self._encoder is None:
             from amsrag.embed.encoder import MiniLMEncoder
 
-            self._encoder = MiniLMEncoder()
+            # cast: MiniLMEncoder.model_id is a read-only property, embed's Encoder Protocol declares an attribute
+            self._encoder = cast(Encoder, MiniLMEncoder())
         return self._encoder
 
     def raw_logits(self, embeddings: np.ndarray, features: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -164,7 +165,7 @@ class ComplexityClassifier:
         label, probs = self.probabilities(self._vectors(qs, query_vectors), features_batch(qs))
         out = []
         for i in range(len(qs)):
-            p = {c: float(probs[i, j]) for j, c in enumerate(COMPLEXITIES)}
+            p: dict[str, float] = {c: float(probs[i, j]) for j, c in enumerate(COMPLEXITIES)}
             c = COMPLEXITIES[int(label[i])]
             out.append(ComplexityPrediction(label=c, probs=p, alpha=p[c]))
         return out

@@ -16,15 +16,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, cast, runtime_checkable
 
 import numpy as np
 
 from amsrag.artifacts import SHA256_KEY, ArtifactFormat, check_features, load_artifact, save_artifact
 from amsrag.calibration import sigmoid
-from amsrag.correct.embedding import sentence_text_for_embedding
 from amsrag.correct.features import FEATURE_NAMES, FEATURE_VERSION, N_FEATURES, PassageView, list_features
-from amsrag.correct.text import analyse_query, passage_labels
+from amsrag.correct.text import analyse_query, passage_labels, sentence_text_for_embedding
 from amsrag.embed.cache import BatchLRU, CachedEncoder, shared_cache
 from amsrag.embed.encoder import DIMENSION, Encoder, passage_text_for_embedding
 from amsrag.errors import InputError
@@ -247,15 +246,16 @@ class RetrievalEvaluator:
         if self._encoder is None:
             from amsrag.embed.encoder import MiniLMEncoder
 
-            self._encoder = MiniLMEncoder()
+            # cast: MiniLMEncoder.model_id is a read-only property, embed's Encoder Protocol declares an attribute
+            self._encoder = cast(Encoder, MiniLMEncoder())
         if self._private:
             if not isinstance(self._encoder, CachedEncoder):
-                self._encoder = CachedEncoder(self._encoder)
+                self._encoder = cast(Encoder, CachedEncoder(self._encoder))
             return self._encoder
-        return shared_cache(self._encoder)
+        return cast(Encoder, shared_cache(self._encoder))
 
     @property
-    def thresholds(self) -> dict[str, float]:
+    def thresholds(self) -> dict[str, Any]:
         """The tri-state thresholds tuned with this artifact ({"upper", "lower", "aggregate"}), if any."""
         return dict(self.meta.get("thresholds", {}))
 
