@@ -22,26 +22,27 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from amsrag.classify.baselines import RuleBaseline, majority_baseline, random_baseline  # noqa: E402
-from amsrag.classify.calibration import (  # noqa: E402
+from amsrag.calibration import (  # noqa: E402
     CALIBRATION_METHODS,
     fit_calibrator,
     fit_temperature,
     reliability_bins,
     softmax,
 )
-from amsrag.classify.data import build_labelled_data, normalise_question  # noqa: E402
-from amsrag.classify.embedding import embed_questions  # noqa: E402
-from amsrag.classify.evaluate import (  # noqa: E402
+from amsrag.classify.features import FEATURE_NAMES  # noqa: E402
+from amsrag.classify.model import ComplexityClassifier, decide, shipped_artifact_dir  # noqa: E402
+from amsrag.embed.encoder import MiniLMEncoder  # noqa: E402
+from amsrag.ingest.datasets import normalise_question  # noqa: E402
+from amsrag.learn.classifier.baselines import RuleBaseline, majority_baseline, random_baseline  # noqa: E402
+from amsrag.learn.classifier.data import build_labelled_data  # noqa: E402
+from amsrag.learn.classifier.evaluate import (  # noqa: E402
     classification_metrics,
     evaluate_outputs,
     hop_view,
     model_outputs,
 )
-from amsrag.classify.features import FEATURE_NAMES  # noqa: E402
-from amsrag.classify.model import ComplexityClassifier, decide, shipped_artifact_dir  # noqa: E402
-from amsrag.classify.train import CONFIDENT, MULTI, Prepared, TrainConfig, confident_downward, fit_head, prepare  # noqa: E402
-from amsrag.embed.encoder import MiniLMEncoder  # noqa: E402
+from amsrag.learn.classifier.train import CONFIDENT, MULTI, Prepared, TrainConfig, confident_downward, fit_head, prepare  # noqa: E402
+from amsrag.learn.common import embed_questions  # noqa: E402
 from amsrag.types import COMPLEXITIES  # noqa: E402
 from common import SHARED_DATA  # noqa: E402
 
@@ -331,7 +332,7 @@ def bootstrap_ci(correct: np.ndarray, baseline_correct: np.ndarray, n: int = 100
 def _silver_correct_all(clf: ComplexityClassifier, prep: Prepared, config: TrainConfig) -> np.ndarray:
     """Per silver row (out-of-fold train, then cal, then test): is the three-way label right? Train rows use
     knowledge heads refitted on the other folds, with the artifact's hop head and gate."""
-    from amsrag.classify.train import knowledge_oof
+    from amsrag.learn.classifier.train import knowledge_oof
 
     zk, y3 = knowledge_oof(prep, config)
     tr = prep.mask("train", silver3=True)
@@ -349,7 +350,7 @@ def previous_design(data: Any, prep: Prepared, clf: ComplexityClassifier, config
     cal split alone) against the shipped one, on every silver row, paired."""
     from dataclasses import replace
 
-    from amsrag.classify.train import train
+    from amsrag.learn.classifier.train import train
 
     old_config = replace(config, knowledge_c=0.002, knowledge_embedding=True, gate_rows="cal")
     old = train(data, prep, old_config, clf.meta.get("embedding_model", ""))

@@ -25,12 +25,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from amsrag.classify.calibration import ece  # noqa: E402
+from amsrag.calibration import ece  # noqa: E402
 from amsrag.config import CorrectiveConfig  # noqa: E402
 from amsrag.correct.actions import CorrectiveStep  # noqa: E402
 from amsrag.correct.evaluator import EVAL_CALIBRATIONS, RetrievalEvaluator, ScoreCalibrator  # noqa: E402
 from amsrag.correct.features import FEATURE_NAMES  # noqa: E402
-from amsrag.correct.train import (  # noqa: E402
+from amsrag.embed.encoder import MiniLMEncoder  # noqa: E402
+from amsrag.learn.evaluator.train import (  # noqa: E402
     EvaluatorTrainConfig,
     binary_metrics,
     build_rows,
@@ -38,7 +39,6 @@ from amsrag.correct.train import (  # noqa: E402
     fit_model,
     prepare,
 )
-from amsrag.embed.encoder import MiniLMEncoder  # noqa: E402
 from amsrag.progress import RichProgress  # noqa: E402
 from common import CACHE, SHARED_DATA  # noqa: E402
 

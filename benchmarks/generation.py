@@ -176,10 +176,10 @@ def run_llm(args) -> dict:
 
 
 def run_targ(args) -> dict:
-    from amsrag.classify.data import SILVER3_FILE, load_silver3
     from amsrag.generate.llamacpp import LlamaCppGenerator
     from amsrag.generate.targ import calibrate_threshold, gate_stats
     from amsrag.ingest import load_qa
+    from amsrag.ingest.datasets import SILVER3_FILE, load_silver3
 
     gen = LlamaCppGenerator(GeneratorConfig(name="llamacpp"))
     silver = sorted(load_silver3(SHARED_DATA / SILVER3_FILE), key=lambda r: _key(5, r.key))[: args.n]

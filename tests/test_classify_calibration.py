@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from amsrag.classify.calibration import (
+from amsrag.calibration import (
     IsotonicCalibrator,
     PlattCalibrator,
     TemperatureCalibrator,
@@ -100,7 +100,7 @@ def test_temperature_keeps_multiclass_argmax(rows: list[list[float]], t: float) 
 
 
 def test_top_label_calibrators_round_trip_params() -> None:
-    from amsrag.classify.calibration import calibrator_from_params
+    from amsrag.calibration import calibrator_from_params
 
     z = np.array([-3.0, -1.0, -0.2, 0.1, 0.5, 2.0, 4.0])
     y = np.array([0, 0, 1, 0, 1, 1, 1])

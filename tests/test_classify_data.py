@@ -7,17 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from amsrag.classify.data import (
-    LabelledQuestion,
-    build_labelled_data,
-    data_hash,
-    load_silver2,
-    load_silver3,
-    merge,
-    normalise_question,
-    stratified_split,
-)
 from amsrag.errors import InputError
+from amsrag.ingest.datasets import LabelledQuestion, load_silver2, load_silver3, normalise_question
+from amsrag.learn.classifier.data import build_labelled_data, data_hash, merge, stratified_split
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 

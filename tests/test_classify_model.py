@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from amsrag.calibration import TemperatureCalibrator
 from amsrag.classify import Classifier, ComplexityClassifier, ComplexityPrediction
-from amsrag.classify.calibration import TemperatureCalibrator
 from amsrag.classify.features import N_FEATURES, features_batch
 from amsrag.classify.model import ARTIFACT_JSON, ARTIFACT_NPZ, Head
-from amsrag.classify.train import fit_head
 from amsrag.errors import InputError
+from amsrag.learn.classifier.train import fit_head
 from amsrag.types import COMPLEXITIES
 
 QUESTIONS = [
@@ -178,8 +178,9 @@ def test_shared_vector_gives_the_same_prediction(shipped: ComplexityClassifier) 
 
 def _synthetic_prepared(seed: int = 0):
     """Train/cal rows with a hop signal in embedding dim 0 and a zero_hop signal in feature 2."""
-    from amsrag.classify.data import LabelledData, LabelledQuestion
-    from amsrag.classify.train import Prepared
+    from amsrag.ingest.datasets import LabelledQuestion
+    from amsrag.learn.classifier.data import LabelledData
+    from amsrag.learn.classifier.train import Prepared
 
     rng = np.random.default_rng(seed)
     rows, emb, feats = [], [], []
@@ -203,7 +204,7 @@ def _synthetic_prepared(seed: int = 0):
 @pytest.mark.slow
 @pytest.mark.parametrize("gate_rows", ["cal", "cal+oof"])
 def test_gate_maximises_silver_accuracy_on_its_rows(gate_rows: str) -> None:
-    from amsrag.classify.train import TrainConfig, train
+    from amsrag.learn.classifier.train import TrainConfig, train
 
     data, prep = _synthetic_prepared()
     config = TrainConfig(knowledge_c=1.0, gate_rows=gate_rows)  # type: ignore[arg-type]

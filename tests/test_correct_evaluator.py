@@ -8,10 +8,10 @@ import shutil
 import numpy as np
 import pytest
 
-from amsrag.correct.data import DataConfig, load_pools, split_of
 from amsrag.correct.evaluator import ARTIFACT_JSON, ARTIFACT_NPZ, RetrievalEvaluator, shipped_artifact_dir
 from amsrag.correct.features import FEATURE_NAMES, bm25_in_list
 from amsrag.errors import InputError
+from amsrag.learn.evaluator.data import DataConfig, load_pools, split_of
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +110,7 @@ def test_splits_are_stable_and_disjoint(shared_data):
 @pytest.mark.slow
 def test_training_is_reproducible(shared_data, tmp_path, built_index):
     """`train` twice on the same small data gives byte-identical artifacts, and sensible held-out AUC."""
-    from amsrag.correct.train import EvaluatorTrainConfig, prepare, train
+    from amsrag.learn.evaluator.train import EvaluatorTrainConfig, prepare, train
 
     config = EvaluatorTrainConfig(per_dataset=15)
     prep = prepare(shared_data, config, built_index.encoder, cache_dir=tmp_path / "cache")

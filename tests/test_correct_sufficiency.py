@@ -47,7 +47,7 @@ def test_single_hop_needs_coverage_only():
 
 @pytest.mark.slow
 def test_gold_evidence_passes_more_often_than_distractors(shared_data):
-    from amsrag.correct.data import DataConfig, load_pools
+    from amsrag.learn.evaluator.data import DataConfig, load_pools
 
     pools = [q for q in load_pools(shared_data, DataConfig(per_dataset=60)) if q.dataset != "nq"][:80]
     gold_ok = neg_ok = 0

@@ -8,11 +8,11 @@ import sys
 
 import pytest
 
-from amsrag.classify.data import load_silver3
 from amsrag.config import GeneratorConfig
 from amsrag.generate import Generation
 from amsrag.generate.extractive import ExtractiveGenerator
-from amsrag.generate.label import LabelSettings, label_question, write_labels
+from amsrag.ingest.datasets import load_silver3
+from amsrag.learn.label import LabelSettings, label_question, write_labels
 from amsrag.pipeline import Engine
 
 
@@ -112,7 +112,7 @@ def test_silver_rows_of_other_data_sets_need_their_hop(tmp_path) -> None:
 
 
 def test_train_reads_a_generators_own_silver_labels(tmp_path, shared_data) -> None:
-    from amsrag.classify.data import build_labelled_data
+    from amsrag.learn.classifier.data import build_labelled_data
 
     mine = tmp_path / "mine.jsonl"
     mine.write_text("".join(json.dumps({"question": f"Which team won the {y} company cup?", "answer": "AB"[y % 2],

@@ -2,7 +2,7 @@
 
     OMP_NUM_THREADS=1 taskset -c 1 $TORCH_VENV/bin/python evaluate.py   (after prep_data.py and finetune.py runs)
 
-Gate (as amsrag.classify.train.fit_gate with gate_rows="cal+oof"): knowledge head temperature-scaled on the cal
+Gate (as amsrag.learn.classifier.train.fit_gate with gate_rows="cal+oof"): knowledge head temperature-scaled on the cal
 silver rows; tau in 0.50..0.99 (or never) maximising silver three-way accuracy on cal silver rows + out-of-fold
 silver train rows, ties -> higher tau, subject to confident-downward on cal multi_hop rows <= 5%.
 Writes bench-cache/classifier-finetune/results.json.
@@ -16,7 +16,7 @@ import pathlib
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
-from amsrag.classify.calibration import ece, fit_temperature
+from amsrag.calibration import ece, fit_temperature
 
 HERE = pathlib.Path(__file__).resolve().parent
 OUT = HERE.parents[1] / "bench-cache" / "classifier-finetune"  # git-ignored

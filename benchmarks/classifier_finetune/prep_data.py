@@ -12,10 +12,10 @@ from pathlib import Path
 
 import numpy as np
 
-from amsrag.classify.data import build_labelled_data
 from amsrag.classify.model import ComplexityClassifier, shipped_artifact_dir
-from amsrag.classify.train import Prepared, TrainConfig, knowledge_oof, prepare
 from amsrag.embed.encoder import MiniLMEncoder
+from amsrag.learn.classifier.data import build_labelled_data
+from amsrag.learn.classifier.train import Prepared, TrainConfig, knowledge_oof, prepare
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE.parents[1] / "bench-cache" / "classifier-finetune"  # git-ignored

@@ -3,6 +3,9 @@
 `ComplexityClassifier.load()` loads the artifact shipped in the package; `predict(question,
 query_vector=None)` gives a `ComplexityPrediction(label, probs, alpha)`. Pass the shared query
 embedding as `query_vector` to skip embedding the question a second time.
+
+Inference only: the model and its artifact (`model`), the question features (`features`). Training data,
+training, evaluation and baselines live in `amsrag.learn.classifier`.
 """
 
 from __future__ import annotations

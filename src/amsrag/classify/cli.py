@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import typer
 from rich.console import Console
@@ -38,13 +38,15 @@ def _emit(obj: dict[str, Any]) -> None:
 def _prepared(data_dir: Path | None, cap: int | None, seed: int, cache: Path | None,
               silver: list[Path] | None = None):
     """Labelled data and its (cached) embeddings, with progress on stderr."""
-    from amsrag.classify.data import build_labelled_data, default_data_dir
-    from amsrag.classify.train import prepare
-    from amsrag.embed.encoder import MiniLMEncoder
+    from amsrag.embed.encoder import Encoder, MiniLMEncoder
+    from amsrag.ingest.datasets import default_data_dir
+    from amsrag.learn.classifier.data import build_labelled_data
+    from amsrag.learn.classifier.train import prepare
     from amsrag.progress import RichProgress
 
     data = build_labelled_data(data_dir or default_data_dir(), cap=cap, seed=seed, silver=silver)
-    encoder = MiniLMEncoder()
+    # cast: MiniLMEncoder.model_id is a read-only property, embed's Encoder Protocol declares an attribute
+    encoder = cast(Encoder, MiniLMEncoder())
     with RichProgress(console=err) as progress, progress.task("embedding questions", len(data.rows)) as advance:
         prep = prepare(data, encoder, cache_dir=cache, progress=advance)
     return data, prep, encoder
@@ -75,8 +77,8 @@ def train_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Train both heads on the labelled data, calibrate them on the calibration split, write the artifact."""
-    from amsrag.classify.evaluate import evaluate_classifier, summary
-    from amsrag.classify.train import TrainConfig, train
+    from amsrag.learn.classifier.evaluate import evaluate_classifier, summary
+    from amsrag.learn.classifier.train import TrainConfig, train
 
     config = TrainConfig(seed=seed, cap=cap or None, calibration=_method(method))
     labelled, prep, encoder = _prepared(data, config.cap, seed, cache, silver)
@@ -93,7 +95,7 @@ def train_cmd(
 
 
 def _method(name: str):
-    from amsrag.classify.calibration import CALIBRATION_METHODS
+    from amsrag.calibration import CALIBRATION_METHODS
 
     if name not in CALIBRATION_METHODS:
         raise InputError(f"unknown calibration method {name!r}; use one of: {', '.join(CALIBRATION_METHODS)}")
@@ -112,9 +114,9 @@ def calibrate_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Refit the calibration (and the zero-hop gate) of an artifact on the calibration split."""
-    from amsrag.classify.evaluate import evaluate_classifier, summary
     from amsrag.classify.model import ComplexityClassifier
-    from amsrag.classify.train import TrainConfig, calibrate
+    from amsrag.learn.classifier.evaluate import evaluate_classifier, summary
+    from amsrag.learn.classifier.train import TrainConfig, calibrate
 
     clf = ComplexityClassifier.load(model)
     tc = clf.meta.get("train_config", {})
@@ -145,9 +147,9 @@ def evaluate_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Accuracy, macro-F1, ECE before/after and RAA of an artifact on a split of its training data."""
-    from amsrag.classify.evaluate import evaluate_classifier, summary
     from amsrag.classify.model import ComplexityClassifier
-    from amsrag.classify.train import TrainConfig
+    from amsrag.learn.classifier.evaluate import evaluate_classifier, summary
+    from amsrag.learn.classifier.train import TrainConfig
 
     if split not in ("train", "cal", "test"):
         raise InputError(f"unknown split {split!r}; use train, cal or test")
@@ -229,8 +231,8 @@ def label_cmd(
     from collections import Counter
 
     from amsrag.generate import make_generator
-    from amsrag.generate.label import LabelSettings, label_question, write_labels
     from amsrag.ingest import load_qa
+    from amsrag.learn.label import LabelSettings, label_question, write_labels
     from amsrag.pipeline import Engine
     from amsrag.progress import RichProgress
     from amsrag.store import EmbeddedIndex

@@ -1,4 +1,4 @@
-"""The two-head complexity classifier, its prediction type and its artifact (npz + JSON, no pickle).
+"""The two-head complexity classifier, its prediction type and its artifact (npz + JSON card, `amsrag.artifacts`).
 
 - hop head: p_h = p(multi_hop | needs retrieval), logistic regression on [MiniLM embedding, features];
 - knowledge head: p_k = p(zero_hop), logistic regression on the cheap features only (the 384-d embedding
@@ -14,19 +14,16 @@
 
 from __future__ import annotations
 
-import hashlib
-import io
-import json
-import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
-from amsrag.classify.calibration import Calibrator, IdentityCalibrator, calibrator_from_params
+from amsrag.artifacts import SHA256_KEY, ArtifactFormat, check_features, load_artifact, save_artifact
+from amsrag.calibration import Calibrator, IdentityCalibrator, calibrator_from_params
 from amsrag.classify.features import FEATURE_NAMES, FEATURE_VERSION, features_batch
 from amsrag.config import ClassifierConfig
 from amsrag.embed.encoder import DIMENSION, Encoder
@@ -38,17 +35,8 @@ READABLE_VERSIONS = (1, 2)  # version 1: every head reads the embedding
 ARTIFACT_JSON = "classifier.json"
 ARTIFACT_NPZ = "classifier.npz"
 HEADS = ("hop", "knowledge")
-
-
-def write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    """A byte-reproducible .npz (np.savez stamps the current time into the zip entries)."""
-    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        for key in sorted(arrays):
-            buf = io.BytesIO()
-            np.lib.format.write_array(buf, np.ascontiguousarray(arrays[key], dtype=np.float64), allow_pickle=False)
-            info = zipfile.ZipInfo(f"{key}.npy", date_time=(1980, 1, 1, 0, 0, 0))
-            info.compress_type = zipfile.ZIP_DEFLATED
-            zf.writestr(info, buf.getvalue())
+FORMAT = ArtifactFormat(kind="classifier", article="a", card=ARTIFACT_JSON, arrays=ARTIFACT_NPZ,
+                        version=ARTIFACT_VERSION, readable=READABLE_VERSIONS, train_command="amsrag classifier train")
 
 
 def shipped_artifact_dir() -> Path:
@@ -138,7 +126,8 @@ class ComplexityClassifier:
         if self._encoder is None:
             from amsrag.embed.encoder import MiniLMEncoder
 
-            self._encoder = MiniLMEncoder()
+            # cast: MiniLMEncoder.model_id is a read-only property, embed's Encoder Protocol declares an attribute
+            self._encoder = cast(Encoder, MiniLMEncoder())
         return self._encoder
 
     def raw_logits(self, embeddings: np.ndarray, features: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -176,7 +165,7 @@ class ComplexityClassifier:
         label, probs = self.probabilities(self._vectors(qs, query_vectors), features_batch(qs))
         out = []
         for i in range(len(qs)):
-            p = {c: float(probs[i, j]) for j, c in enumerate(COMPLEXITIES)}
+            p: dict[str, float] = {c: float(probs[i, j]) for j, c in enumerate(COMPLEXITIES)}
             c = COMPLEXITIES[int(label[i])]
             out.append(ComplexityPrediction(label=c, probs=p, alpha=p[c]))
         return out
@@ -188,8 +177,6 @@ class ComplexityClassifier:
 
     def save(self, directory: Path | str) -> Path:
         """Write `classifier.npz` (arrays) and `classifier.json` (everything else, with the npz's sha256)."""
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
         arrays: dict[str, np.ndarray] = {}
         heads: dict[str, Any] = {}
         for name in HEADS:
@@ -203,19 +190,15 @@ class ComplexityClassifier:
             heads[name] = {"use_features": head.use_features, "use_embedding": head.use_embedding,
                            "calibration": head.calibrator.method,
                            "calibration_params": sorted(head.calibrator.params())}
-        npz_path = directory / ARTIFACT_NPZ
-        write_npz(npz_path, arrays)
-        spec = {
+        card = {
             "artifact_version": ARTIFACT_VERSION,
             "labels": list(COMPLEXITIES),
             "heads": heads,
             "zero_logit": self.zero_logit,
             "features": {"version": FEATURE_VERSION, "names": list(FEATURE_NAMES)},
-            "npz_sha256": hashlib.sha256(npz_path.read_bytes()).hexdigest(),
             **{k: v for k, v in self.meta.items() if k not in ("artifact_version", "labels", "heads", "features")},
         }
-        (directory / ARTIFACT_JSON).write_text(json.dumps(spec, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        return directory
+        return save_artifact(directory, FORMAT, arrays, card)
 
     @classmethod
     def from_config(cls, config: ClassifierConfig, encoder: Encoder | None = None) -> ComplexityClassifier:
@@ -224,37 +207,21 @@ class ComplexityClassifier:
     @classmethod
     def load(cls, path: Path | str | None = None, encoder: Encoder | None = None) -> ComplexityClassifier:
         """Load an artifact directory (None: the one shipped in the package)."""
-        directory = Path(path) if path is not None else shipped_artifact_dir()
-        json_path, npz_path = directory / ARTIFACT_JSON, directory / ARTIFACT_NPZ
-        if not json_path.is_file() or not npz_path.is_file():
-            raise InputError(f"{directory}: not a classifier artifact (needs {ARTIFACT_JSON} and {ARTIFACT_NPZ})")
-        try:
-            spec = json.loads(json_path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{json_path}: not valid JSON ({exc})") from None
-        if spec.get("artifact_version") not in READABLE_VERSIONS:
-            raise InputError(f"{json_path}: artifact version {spec.get('artifact_version')!r}, "
-                             f"this amsrag reads version {ARTIFACT_VERSION}; retrain with `amsrag classifier train`")
-        features = spec.get("features", {})
-        if features.get("version") != FEATURE_VERSION or features.get("names") != list(FEATURE_NAMES):
-            raise InputError(f"{json_path}: feature spec differs from this amsrag's (version {FEATURE_VERSION}); "
-                             "retrain with `amsrag classifier train`")
+        artifact = load_artifact(Path(path) if path is not None else shipped_artifact_dir(), FORMAT)
+        check_features(artifact, FORMAT, FEATURE_VERSION, FEATURE_NAMES)
+        spec = artifact.card
         if spec.get("labels") != list(COMPLEXITIES):
-            raise InputError(f"{json_path}: label map {spec.get('labels')} differs from {list(COMPLEXITIES)}")
-        blob = npz_path.read_bytes()
-        if hashlib.sha256(blob).hexdigest() != spec.get("npz_sha256"):
-            raise InputError(f"{npz_path}: sha256 does not match {json_path}; the artifact is corrupt")
-        with np.load(npz_path, allow_pickle=False) as npz:
-            arrays = {k: npz[k] for k in npz.files}
+            raise InputError(f"{artifact.card_path}: label map {spec.get('labels')} differs from {list(COMPLEXITIES)}")
+        array = artifact.array
         heads = {}
         for name in HEADS:
             h = spec["heads"][name]
-            params = {k: arrays[f"{name}_cal_{k}"] for k in h["calibration_params"]}
+            params = {k: array(f"{name}_cal_{k}") for k in h["calibration_params"]}
             heads[name] = Head(
-                coef=arrays[f"{name}_coef"], intercept=float(arrays[f"{name}_intercept"][0]),
-                mean=arrays[f"{name}_mean"], scale=arrays[f"{name}_scale"], use_features=bool(h["use_features"]),
+                coef=array(f"{name}_coef"), intercept=float(array(f"{name}_intercept")[0]),
+                mean=array(f"{name}_mean"), scale=array(f"{name}_scale"), use_features=bool(h["use_features"]),
                 calibrator=calibrator_from_params(h["calibration"], params),
                 use_embedding=bool(h.get("use_embedding", True)),
             )
-        meta = {k: v for k, v in spec.items() if k not in ("heads", "zero_logit", "npz_sha256")}
+        meta = {k: v for k, v in spec.items() if k not in ("heads", "zero_logit", SHA256_KEY)}
         return cls(heads["hop"], heads["knowledge"], float(spec["zero_logit"]), meta=meta, encoder=encoder)

@@ -7,6 +7,8 @@
   ambiguous).
 - `refine_strips`, `rewrite_query`: the two actions on their own.
 - `sufficiency.check(query, passages, multi_hop)` -> `Sufficiency(ok, covered, missing, bridge)`.
+
+Run time only; the evaluator's training pools and training live in `amsrag.learn.evaluator`.
 """
 
 from amsrag.correct.actions import (

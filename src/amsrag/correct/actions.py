@@ -207,7 +207,7 @@ class CorrectiveStep:
 
     def __init__(self, config: CorrectiveConfig | None = None, evaluator: RetrievalEvaluator | None = None,
                  encoder: Any = None, llm: Callable[[str], str] | None = None) -> None:
-        self.config = config or CorrectiveConfig()
+        self.config = config or CorrectiveConfig.model_validate({})
         self.evaluator = evaluator or RetrievalEvaluator.load(self.config.evaluator or None, encoder=encoder)
         self.llm = llm
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import typer
 from rich.console import Console
@@ -33,13 +33,14 @@ def _emit(obj: dict[str, Any]) -> None:
 
 
 def _prepared(data_dir: Path | None, config, cache: Path | None, corpus_vectors: Path | None):
-    from amsrag.classify.data import default_data_dir
-    from amsrag.classify.embedding import default_cache_dir
-    from amsrag.correct.train import prepare
-    from amsrag.embed.encoder import MiniLMEncoder
+    from amsrag.embed.encoder import Encoder, MiniLMEncoder
+    from amsrag.ingest.datasets import default_data_dir
+    from amsrag.learn.common import default_cache_dir
+    from amsrag.learn.evaluator.train import prepare
     from amsrag.progress import RichProgress
 
-    encoder = MiniLMEncoder()
+    # cast: MiniLMEncoder.model_id is a read-only property, embed's Encoder Protocol declares an attribute
+    encoder = cast(Encoder, MiniLMEncoder())
     if corpus_vectors is None:
         default = default_cache_dir().parent / "corpus-vectors.npz"
         corpus_vectors = default if default.is_file() else None
@@ -80,7 +81,7 @@ def train_cmd(
 ) -> None:
     """Train on gold vs distractor paragraphs, calibrate on the cal split, tune the tri-state thresholds."""
     from amsrag.correct.evaluator import EVAL_CALIBRATIONS
-    from amsrag.correct.train import EvaluatorTrainConfig, train
+    from amsrag.learn.evaluator.train import EvaluatorTrainConfig, train
 
     if calibration not in EVAL_CALIBRATIONS:
         raise InputError(f"unknown calibration method {calibration!r}; use one of: {', '.join(EVAL_CALIBRATIONS)}")
@@ -88,7 +89,7 @@ def train_cmd(
         raise InputError(f"--per-dataset must be at least 20, got {per_dataset}")
     if model not in ("gbdt", "logistic"):
         raise InputError(f"unknown model {model!r}; use gbdt or logistic")
-    config = EvaluatorTrainConfig(seed=seed, per_dataset=per_dataset, calibration=calibration,  # type: ignore[arg-type]
+    config = EvaluatorTrainConfig(seed=seed, per_dataset=per_dataset, calibration=calibration,
                                   model=model)
     prep, encoder = _prepared(data, config, cache, corpus_vectors)
     evaluator, report = train(prep, config, encoder.model_id)
@@ -114,7 +115,7 @@ def evaluate_cmd(
 ) -> None:
     """ROC-AUC, ECE and tri-state rates of an artifact on the held-out test split of its training data."""
     from amsrag.correct.evaluator import RetrievalEvaluator
-    from amsrag.correct.train import EvaluatorTrainConfig, evaluate
+    from amsrag.learn.evaluator.train import EvaluatorTrainConfig, evaluate
 
     ev = RetrievalEvaluator.load(model)
     tc = ev.meta.get("train_config", {})
@@ -152,7 +153,7 @@ def score_cmd(
         if not isinstance(rec, dict) or not isinstance(rec.get("text"), str) or not rec["text"].strip():
             raise InputError(f"{input_file}:{n}: expected an object with a non-empty string `text`")
         passages.append({"id": str(rec.get("id", n)), "title": str(rec.get("title", "")), "text": rec["text"]})
-    step = CorrectiveStep(CorrectiveConfig(), RetrievalEvaluator.load(model))
+    step = CorrectiveStep(CorrectiveConfig.model_validate({}), RetrievalEvaluator.load(model))
     a = step.assess(query, None, passages)
     if as_json:
         _emit({"query": query, **a.to_dict()})

@@ -5,26 +5,25 @@ No cross-encoder runs offline here (../shared/MODELS.md), so relevance comes fro
 (`correct.features`: dense and best-sentence cosine, BM25 within the candidate list, term / entity /
 title overlap, answer-type presence), trained on gold vs distractor paragraphs of HotpotQA, MuSiQue
 and NQ and calibrated on a held-out split (Platt by default).
-The artifact is `evaluator.json` + `evaluator.npz` (no pickle), as the classifier's.
+The artifact is `evaluator.json` + `evaluator.npz` (no pickle), saved and loaded by `amsrag.artifacts` as the
+classifier's.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, cast, runtime_checkable
 
 import numpy as np
 
-from amsrag.classify.calibration import sigmoid
-from amsrag.classify.model import write_npz
-from amsrag.correct.embedding import sentence_text_for_embedding
+from amsrag.artifacts import SHA256_KEY, ArtifactFormat, check_features, load_artifact, save_artifact
+from amsrag.calibration import sigmoid
 from amsrag.correct.features import FEATURE_NAMES, FEATURE_VERSION, N_FEATURES, PassageView, list_features
-from amsrag.correct.text import analyse_query, passage_labels
+from amsrag.correct.text import analyse_query, passage_labels, sentence_text_for_embedding
 from amsrag.embed.cache import BatchLRU, CachedEncoder, shared_cache
 from amsrag.embed.encoder import DIMENSION, Encoder, passage_text_for_embedding
 from amsrag.errors import InputError
@@ -35,6 +34,8 @@ ARTIFACT_JSON = "evaluator.json"
 ARTIFACT_NPZ = "evaluator.npz"
 EvalCalibration = Literal["platt", "isotonic", "temperature", "none"]
 EVAL_CALIBRATIONS: tuple[EvalCalibration, ...] = ("platt", "isotonic", "temperature", "none")
+FORMAT = ArtifactFormat(kind="evaluator", article="an", card=ARTIFACT_JSON, arrays=ARTIFACT_NPZ,
+                        version=ARTIFACT_VERSION, readable=(ARTIFACT_VERSION,), train_command="amsrag evaluator train")
 
 
 class PassageLike(Protocol):
@@ -89,7 +90,7 @@ class ScoreCalibrator:
             lr = LogisticRegression(C=1e4, max_iter=1000).fit(z[:, None], y.astype(int))
             return cls("platt", {"a": np.array([float(lr.coef_[0, 0])]), "b": np.array([float(lr.intercept_[0])])})
         if method == "temperature":
-            from amsrag.classify.calibration import fit_temperature
+            from amsrag.calibration import fit_temperature
 
             return cls("temperature", {"temperature": np.array([fit_temperature(z, y)])})
         if method == "isotonic":
@@ -172,9 +173,9 @@ class TreeEnsemble:
     @classmethod
     def from_sklearn(cls, model: Any) -> TreeEnsemble:
         """Export a fitted binary HistGradientBoostingClassifier (numeric features, no categorical ones)."""
+        predictors, baseline = sklearn_hist_gbdt_internals(model)
         parts, roots, at = [], [], 0
-        for (predictor,) in model._predictors:
-            nodes = predictor.nodes
+        for nodes in predictors:
             if nodes["is_categorical"].any():
                 raise ValueError("categorical splits are not supported")
             parts.append((nodes, at))
@@ -182,7 +183,7 @@ class TreeEnsemble:
             at += len(nodes)
         cat = np.concatenate
         return cls(
-            float(np.asarray(model._baseline_prediction).ravel()[0]),
+            baseline,
             cat([n["feature_idx"].astype(np.int64) for n, _ in parts]),
             cat([n["num_threshold"].astype(np.float64) for n, _ in parts]),
             cat([n["left"].astype(np.int64) + o for n, o in parts]),
@@ -193,7 +194,22 @@ class TreeEnsemble:
         )
 
 
-MODEL_KINDS = {"logistic": RelevanceModel, "gbdt": TreeEnsemble}
+def sklearn_hist_gbdt_internals(model: Any) -> tuple[list[np.ndarray], float]:
+    """(node array of each tree, baseline raw score) of a fitted binary HistGradientBoostingClassifier.
+
+    The one place that reads scikit-learn private attributes: the estimator has no public accessor for
+    its trees (`_predictors`: per boosting iteration a list of one TreePredictor for a binary problem,
+    whose `.nodes` is a structured array) nor for its initial raw prediction (`_baseline_prediction`).
+    `fit_gbdt` checks the export against `decision_function`, so a scikit-learn change that breaks this
+    fails at training time, never silently at inference (the artifact holds plain arrays).
+    """
+    predictors = [predictor.nodes for (predictor,) in model._predictors]
+    baseline = float(np.asarray(model._baseline_prediction).ravel()[0])
+    return predictors, baseline
+
+
+MODEL_KINDS: dict[str, type[RelevanceModel] | type[TreeEnsemble]] = {"logistic": RelevanceModel,
+                                                                     "gbdt": TreeEnsemble}
 
 
 def _key(*parts: str) -> str:
@@ -230,15 +246,16 @@ class RetrievalEvaluator:
         if self._encoder is None:
             from amsrag.embed.encoder import MiniLMEncoder
 
-            self._encoder = MiniLMEncoder()
+            # cast: MiniLMEncoder.model_id is a read-only property, embed's Encoder Protocol declares an attribute
+            self._encoder = cast(Encoder, MiniLMEncoder())
         if self._private:
             if not isinstance(self._encoder, CachedEncoder):
-                self._encoder = CachedEncoder(self._encoder)
+                self._encoder = cast(Encoder, CachedEncoder(self._encoder))
             return self._encoder
-        return shared_cache(self._encoder)
+        return cast(Encoder, shared_cache(self._encoder))
 
     @property
-    def thresholds(self) -> dict[str, float]:
+    def thresholds(self) -> dict[str, Any]:
         """The tri-state thresholds tuned with this artifact ({"upper", "lower", "aggregate"}), if any."""
         return dict(self.meta.get("thresholds", {}))
 
@@ -305,55 +322,30 @@ class RetrievalEvaluator:
 
     # ------------------------------------------------------------ artifact
     def save(self, directory: Path | str) -> Path:
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
         arrays = {**{f"model_{k}": v for k, v in self.model.arrays().items()},
                   **{f"cal_{k}": v for k, v in self.calibrator.params.items()}}
-        npz = directory / ARTIFACT_NPZ
-        write_npz(npz, arrays)
-        spec = {
-            **{k: v for k, v in self.meta.items()},
+        card = {
+            **self.meta,
             "artifact_version": ARTIFACT_VERSION,
             "features": {"version": FEATURE_VERSION, "names": list(FEATURE_NAMES)},
             "calibration": {"method": self.calibrator.method, "params": sorted(self.calibrator.params)},
             "model": {"kind": self.model.kind, "arrays": sorted(self.model.arrays())},
-            "npz_sha256": hashlib.sha256(npz.read_bytes()).hexdigest(),
         }
-        (directory / ARTIFACT_JSON).write_text(json.dumps(spec, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        return directory
+        return save_artifact(directory, FORMAT, arrays, card)
 
     @classmethod
     def load(cls, path: Path | str | None = None, encoder: Encoder | None = None) -> RetrievalEvaluator:
         """Load an artifact directory (None or "": the one shipped in the package)."""
-        directory = Path(path) if path else shipped_artifact_dir()
-        jp, npz = directory / ARTIFACT_JSON, directory / ARTIFACT_NPZ
-        if not jp.is_file() or not npz.is_file():
-            raise InputError(f"{directory}: not an evaluator artifact (needs {ARTIFACT_JSON} and {ARTIFACT_NPZ}); "
-                             "train one with `amsrag evaluator train`")
-        try:
-            spec = json.loads(jp.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{jp}: not valid JSON ({exc})") from None
-        if spec.get("artifact_version") != ARTIFACT_VERSION:
-            raise InputError(f"{jp}: artifact version {spec.get('artifact_version')!r}, this amsrag reads "
-                             f"{ARTIFACT_VERSION}; retrain with `amsrag evaluator train`")
-        feats = spec.get("features", {})
-        if feats.get("version") != FEATURE_VERSION or feats.get("names") != list(FEATURE_NAMES):
-            raise InputError(f"{jp}: feature spec differs from this amsrag's (version {FEATURE_VERSION}); "
-                             "retrain with `amsrag evaluator train`")
-        blob = npz.read_bytes()
-        if hashlib.sha256(blob).hexdigest() != spec.get("npz_sha256"):
-            raise InputError(f"{npz}: sha256 does not match {jp}; the artifact is corrupt")
-        with np.load(npz, allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
+        artifact = load_artifact(Path(path) if path else shipped_artifact_dir(), FORMAT)
+        check_features(artifact, FORMAT, FEATURE_VERSION, FEATURE_NAMES)
+        spec = artifact.card
         cal = spec["calibration"]
         spec_model = spec.get("model", {})
-        if spec_model.get("kind") not in MODEL_KINDS:
-            raise InputError(f"{jp}: unknown model kind {spec_model.get('kind')!r}")
-        try:
-            model = MODEL_KINDS[spec_model["kind"]].from_arrays({k: arrays[f"model_{k}"] for k in spec_model["arrays"]})
-        except KeyError as exc:
-            raise InputError(f"{npz}: missing array {exc}; the artifact is corrupt") from None
-        calibrator = ScoreCalibrator(cal["method"], {k: arrays[f"cal_{k}"] for k in cal["params"]})
-        meta = {k: v for k, v in spec.items() if k not in ("calibration", "npz_sha256", "model")}
+        kind = spec_model.get("kind")
+        model_type = MODEL_KINDS.get(kind) if isinstance(kind, str) else None
+        if model_type is None:
+            raise InputError(f"{artifact.card_path}: unknown model kind {kind!r}")
+        model = model_type.from_arrays({k: artifact.array(f"model_{k}") for k in spec_model["arrays"]})
+        calibrator = ScoreCalibrator(cal["method"], {k: artifact.array(f"cal_{k}") for k in cal["params"]})
+        meta = {k: v for k, v in spec.items() if k not in ("calibration", SHA256_KEY, "model")}
         return cls(model, calibrator, meta=meta, encoder=encoder)

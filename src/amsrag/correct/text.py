@@ -47,7 +47,7 @@ ENTITY_LABELS = frozenset({"PERSON", "ORG", "GPE", "LOC", "NORP", "FAC", "EVENT"
 
 @functools.cache
 def tokenizer() -> BM25Tokenizer:
-    return BM25Tokenizer(BM25Config())
+    return BM25Tokenizer(BM25Config.model_validate({}))
 
 
 _QUESTION_STEMS = frozenset({"what", "who", "whom", "whose", "which", "when", "where", "why", "how", "mani", "much",
@@ -79,6 +79,11 @@ def answer_type(question: str) -> str:
             if noun.rstrip("s") in nouns or noun in nouns:
                 return kind
     return "other"
+
+
+def sentence_text_for_embedding(title: str, sentence: str) -> str:
+    """A sentence is embedded with its passage title, so "He was born in 1950." keeps its subject."""
+    return f"{title}. {sentence}" if title else sentence
 
 
 @dataclass(frozen=True, slots=True)

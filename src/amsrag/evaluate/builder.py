@@ -30,8 +30,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from amsrag.classify.data import SILVER3_FILE, hop_of_dataset, load_silver3, normalise_question
 from amsrag.errors import InputError
+from amsrag.ingest.datasets import SILVER3_FILE, default_data_dir, hop_of_dataset, load_silver3, normalise_question
 from amsrag.types import Passage, QAExample
 
 BENCH_FORMAT = 1
@@ -53,11 +53,6 @@ ANSWER_FILES = ("question_lists/honesty_hq_dev.jsonl", "question_lists/honesty_2
                 "question_lists/honesty_musique_dev.jsonl", "question_lists/honesty_squad_dev.jsonl",
                 "question_lists/honesty_nq_test.jsonl", "nq/flashrag_nq_test_sub1000.jsonl",
                 "triviaqa/flashrag_triviaqa_test_sub1000.jsonl", "nq/migres_odqa_nq200_trivia200.jsonl")
-
-
-def default_data_dir() -> Path:
-    env = os.environ.get("AMSRAG_DATA")
-    return Path(env) if env else Path("..") / "shared" / "data"
 
 
 def default_cache_dir() -> Path:

@@ -87,11 +87,12 @@ def run_eval(opts: EvalOptions, progress: Progress | None = None, log=print) -> 
     """The whole evaluation; returns report.json's content (also written under `opts.out`)."""
     from amsrag.evaluate import plots
     from amsrag.evaluate.answering import make_answerer
-    from amsrag.evaluate.builder import BenchmarkSpec, default_cache_dir, default_data_dir, load_or_build, parse_sizes
+    from amsrag.evaluate.builder import BenchmarkSpec, default_cache_dir, load_or_build, parse_sizes
     from amsrag.evaluate.corpus_index import open_or_build_index
     from amsrag.evaluate.report import build_report, markdown
     from amsrag.evaluate.runner import run, tune_on_calibration
     from amsrag.evaluate.systems import parse_systems
+    from amsrag.ingest.datasets import default_data_dir
     from amsrag.pipeline import Engine
     from amsrag.store import EmbeddedIndex
 

@@ -69,7 +69,7 @@ def latency_breakdown(report: dict[str, Any], path: Path) -> Path:
 
 def reliability(run_predictions: dict[str, Any], truth: list[str | None], path: Path) -> Path | None:
     """Reliability diagram of the classifier's three-way confidence on queries with a known class."""
-    from amsrag.classify.calibration import reliability_bins
+    from amsrag.calibration import reliability_bins
 
     known = np.array([t in COMPLEXITIES for t in truth])
     if not known.any():

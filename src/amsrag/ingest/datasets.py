@@ -1,19 +1,28 @@
-"""Loaders of the public QA data sets (the layouts of ../shared/data) and of amsrag's own QA JSONL.
+"""The public QA data sets (../shared/data): what library code knows about them, and their loaders.
 
-Every loader fills a `QASet`: passages deduplicated by content (first occurrence wins, id
-`passage_id_for(title, text)`, so the same paragraph gets the same id in every file) and
-questions whose `gold_passage_ids` name passages of the set.
+- Facts: where the data folder is (`default_data_dir`), which data sets are multi-hop / one-hop
+  (`MULTI_HOP_DATASETS`, `hop_of_dataset`), the shared-data files the trainers read (`SILVER3_FILE`, ...),
+  the question normalisation used to deduplicate across files (`normalise_question`).
+- The Adaptive-RAG silver complexity label files: `load_silver3` (A/B/C), `load_silver2` (B/C) ->
+  `LabelledQuestion` rows.
+- Loaders of the QA layouts and of amsrag's own QA JSONL. Every loader fills a `QASet`: passages
+  deduplicated by content (first occurrence wins, id `passage_id_for(title, text)`, so the same
+  paragraph gets the same id in every file) and questions whose `gold_passage_ids` name passages of the set.
 """
 
 from __future__ import annotations
 
 import ast
+import csv
+import io
 import json
+import os
 import re
+import unicodedata
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 
 from amsrag.errors import InputError
 from amsrag.ingest.readers import base_name, iter_records, split_flashrag_contents
@@ -47,8 +56,160 @@ def dataset_from_name(path: Path) -> str:
     return next((dataset for dataset, hit in hints if hit), "")
 
 
-def _complexity(dataset: str) -> Complexity | None:
+def hop_of_dataset(dataset: str) -> Complexity | None:
+    """multi_hop / one_hop for a data set of known hop count, else None."""
     return DATASET_COMPLEXITY.get(dataset)
+
+
+# ---------------------------------------------------------------- the shared data folder
+
+
+def default_data_dir() -> Path:
+    """`$AMSRAG_DATA`, else ``../shared/data`` relative to the working directory."""
+    env = os.environ.get("AMSRAG_DATA")
+    return Path(env) if env else Path("..") / "shared" / "data"
+
+
+# Files of the data folder that library code reads (paths relative to it).
+# Adaptive-RAG's FLAN-T5-XL silver complexity labels: three-way A/B/C, and binary single- vs multi-hop B/C.
+SILVER3_FILE = "complexity_labels/adaptiverag_flan_t5_xl_silver_train_reconstructed.jsonl"
+SILVER2_FILE = "complexity_labels/adaptiverag_flan_t5_xl_binary_silver_single_vs_multi_3268.csv"
+# Dataset-derived hop labels of the classifier: every QA file of these folders (corpora excluded). RetrievalQA
+# is left out: its questions come from mixed sources whose hop count is unknown.
+DATASET_DIRS: tuple[str, ...] = (
+    "hotpotqa", "musique", "2wikimultihopqa", "nq", "squad", "triviaqa", "popqa", "question_lists",
+)
+# The retrieval evaluator's candidate pools: HotpotQA distractor setting, MuSiQue, the NQ-open oracle, and
+# Wikipedia passages (the NQ pools' easy negatives).
+HOTPOT_FILES = ("hotpotqa/rpt_hotpot_distractor_validation_train.jsonl",
+                "hotpotqa/rpt_hotpot_distractor_validation_dev.jsonl",
+                "hotpotqa/ircot_hotpotqa_dev_subsampled.jsonl")
+MUSIQUE_FILES = ("musique/migres_musique_200.jsonl", "musique/hipporag_musique_train_100.json")
+NQ_FILE = "nq/lostinthemiddle_nq-open-oracle.jsonl.gz"
+WIKI_FILE = "flashrag/wiki_sample_corpus_1000.jsonl"
+
+_PUNCT = re.compile(r"[^\w\s]")
+
+
+def normalise_question(text: str) -> str:
+    """The dedup key: NFKC, lower case, punctuation dropped, white space collapsed."""
+    text = unicodedata.normalize("NFKC", text).lower()
+    return " ".join(_PUNCT.sub(" ", text).split())
+
+
+# ---------------------------------------------------------------- silver complexity label files
+
+Split = Literal["train", "cal", "test"]
+SPLITS: tuple[Split, ...] = ("train", "cal", "test")
+LabelSource = Literal["silver3", "silver2", "dataset"]
+SILVER_LETTERS: dict[str, Complexity] = {"A": "zero_hop", "B": "one_hop", "C": "multi_hop"}
+_SILVER_DATASETS = {"trivia": "triviaqa", "triviaqa": "triviaqa", "nq": "nq", "squad": "squad",
+                    "hotpotqa": "hotpotqa", "musique": "musique", "2wikimultihopqa": "2wikimultihopqa"}
+_HOP_ID = re.compile(r"^\d+hop")
+_HEX = re.compile(r"^[0-9a-f]+$")
+
+
+@dataclass(frozen=True, slots=True)
+class LabelledQuestion:
+    """A question with its complexity labels: the hop label (one_hop / multi_hop) always, the three-way
+    label for silver3 rows only; `split` is set by the classifier's training data (`amsrag.learn`)."""
+
+    key: str  # normalised question
+    question: str
+    dataset: str
+    source: LabelSource
+    hop: Complexity  # one_hop | multi_hop
+    three: Complexity | None = None  # silver3 rows only
+    split: Split = "train"
+
+    @property
+    def dataset_hop(self) -> Complexity | None:
+        return hop_of_dataset(self.dataset)
+
+
+def _bad(path: Path, line: int, message: str) -> InputError:
+    return InputError(f"{path}:{line}: {message}")
+
+
+def _read_label_file(path: Path) -> str:
+    if not path.is_file():
+        raise InputError(f"{path}: label file not found")
+    try:
+        return path.read_text(encoding="utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text ({exc})") from None
+
+
+def load_silver3(path: Path) -> list[LabelledQuestion]:
+    """The A/B/C silver JSONL: ``{question, answer: A|B|C, dataset_name, ...}`` per line."""
+    rows: list[LabelledQuestion] = []
+    for n, line in enumerate(_read_label_file(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise _bad(path, n, f"not valid JSON ({exc.msg})") from None
+        if not isinstance(rec, dict):
+            raise _bad(path, n, f"expected a JSON object, got {type(rec).__name__}")
+        question, letter = rec.get("question"), rec.get("answer")
+        if not isinstance(question, str) or not question.strip():
+            raise _bad(path, n, "`question` must be a non-empty string")
+        if letter not in SILVER_LETTERS:
+            raise _bad(path, n, f"`answer` must be one of A, B, C, got {letter!r}")
+        name = str(rec.get("dataset_name", "")).strip()
+        dataset = _SILVER_DATASETS.get(name.lower())
+        given_hop = rec.get("hop")  # `amsrag classifier label` writes it: other data sets need it
+        if given_hop is not None and given_hop not in ("one_hop", "multi_hop"):
+            raise _bad(path, n, f"`hop` must be one_hop or multi_hop, got {given_hop!r}")
+        if dataset is None:
+            if given_hop is None or not name:
+                raise _bad(path, n, f"unknown `dataset_name` {rec.get('dataset_name')!r} and no `hop` "
+                                    "(one_hop|multi_hop) to take the hop structure from")
+            dataset = name.lower()
+        three = SILVER_LETTERS[letter]
+        hop = three if three != "zero_hop" else (given_hop or hop_of_dataset(dataset))
+        assert hop is not None
+        rows.append(LabelledQuestion(normalise_question(question), question.strip(), dataset, "silver3", hop, three))
+    return rows
+
+
+def _binary_dataset(row_id: str) -> str:
+    if row_id.startswith("single_"):
+        return _SILVER_DATASETS.get(row_id.split("_")[1], "")
+    if _HOP_ID.match(row_id):
+        return "musique"
+    if _HEX.match(row_id):
+        return "hotpotqa" if len(row_id) == 24 else "2wikimultihopqa"
+    return ""
+
+
+def load_silver2(path: Path) -> list[LabelledQuestion]:
+    """The binary B/C silver CSV: columns include ``label`` and ``question`` (``id`` names the source)."""
+    text = _read_label_file(path)
+    reader = csv.DictReader(io.StringIO(text))
+    fields = set(reader.fieldnames or [])
+    if not {"label", "question"} <= fields:
+        raise _bad(path, 1, f"header must name `label` and `question` columns, got {sorted(fields)}")
+    rows: list[LabelledQuestion] = []
+    try:
+        for rec in reader:
+            n = reader.line_num
+            if None in rec or any(v is None for v in rec.values()):
+                raise _bad(path, n, f"expected {len(fields)} columns")
+            question, letter = rec["question"].strip(), rec["label"].strip()
+            if not question:
+                raise _bad(path, n, "empty `question`")
+            if letter not in ("B", "C"):
+                raise _bad(path, n, f"`label` must be B or C, got {letter!r}")
+            dataset = _binary_dataset(rec.get("id", "") or "")
+            hop = SILVER_LETTERS[letter]
+            rows.append(LabelledQuestion(normalise_question(question), question, dataset, "silver2", hop))
+    except csv.Error as exc:
+        raise _bad(path, reader.line_num, f"malformed CSV ({exc})") from None
+    return rows
+
+
 
 
 # ---------------------------------------------------------------- building a QASet
@@ -213,7 +374,7 @@ def _load_hotpot_layout(b: QABuilder, rec: _Record) -> None:
             answers=answers_of(data.get("answer")),
             gold_passage_ids=gold,
             dataset=dataset,
-            complexity=_complexity(dataset),
+            complexity=hop_of_dataset(dataset),
             qtype=data.get("type") or None,
             metadata=metadata,
         )
@@ -241,7 +402,7 @@ def _load_ircot(b: QABuilder, rec: _Record) -> None:
             answers=_ircot_answers(data.get("answers_objects")),
             gold_passage_ids=gold,
             dataset=dataset,
-            complexity=_complexity(dataset),
+            complexity=hop_of_dataset(dataset),
             qtype=_hops(qid) if dataset == "musique" else None,
         )
     )
@@ -341,7 +502,7 @@ def _load_nq(b: QABuilder, rec: _Record) -> None:
             ),
             gold_passage_ids=gold,
             dataset=dataset,
-            complexity=_complexity(dataset),
+            complexity=hop_of_dataset(dataset),
             metadata=_popqa_metadata(data) if dataset == "popqa" else {},
         )
     )
@@ -405,7 +566,7 @@ def _load_questions(b: QABuilder, rec: _Record) -> None:
                 data.get("answer"), data.get("answers"), data.get("golden_answers"), data.get("ground_truth")
             ),
             dataset=dataset,
-            complexity=_complexity(dataset),
+            complexity=hop_of_dataset(dataset),
         )
     )
 
@@ -459,7 +620,7 @@ def _qa_complexity(value: Any, place: str) -> Complexity | None:
     if value is None:
         return None
     _require(value in COMPLEXITIES, place, f"`complexity` must be one of {', '.join(COMPLEXITIES)}, got {value!r}")
-    return value  # type: ignore[no-any-return]
+    return cast(Complexity, value)
 
 
 def _qa_gold_ids(value: Any, place: str) -> list[str]:
@@ -487,7 +648,7 @@ def _load_qa_jsonl(b: QABuilder, rec: _Record) -> None:
     b.question(
         QAExample(
             id=rec.id("id"),
-            question=question,
+            question=cast(str, question),  # checked by _require above
             answers=answers_of(data.get("answers")),
             gold_passage_ids=gold + _qa_gold_ids(data.get("gold_passage_ids"), rec.place),
             dataset=dataset,

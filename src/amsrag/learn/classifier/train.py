@@ -9,12 +9,13 @@ from typing import Any, Literal
 
 import numpy as np
 
-from amsrag.classify.calibration import CalibrationMethod, fit_calibrator
-from amsrag.classify.data import LabelledData, LabelledQuestion, Split
-from amsrag.classify.embedding import embed_questions
+from amsrag.calibration import CalibrationMethod, fit_calibrator
 from amsrag.classify.features import features_batch
 from amsrag.classify.model import ComplexityClassifier, Head, decide, head_inputs
 from amsrag.embed.encoder import Encoder
+from amsrag.ingest.datasets import LabelledQuestion, Split
+from amsrag.learn.classifier.data import LabelledData
+from amsrag.learn.common import embed_questions, standardise
 from amsrag.types import COMPLEXITIES
 
 ZERO, ONE, MULTI = 0, 1, 2
@@ -83,9 +84,7 @@ def fit_head(
     from sklearn.linear_model import LogisticRegression
 
     x = head_inputs(embeddings, features, use_embedding, use_features)
-    mean = x.mean(axis=0)
-    scale = x.std(axis=0)
-    scale[scale < 1e-9] = 1.0
+    mean, scale = standardise(x)
     lr = LogisticRegression(C=c, class_weight="balanced", max_iter=5000, random_state=seed)
     lr.fit((x - mean) / scale, y)
     return Head(coef=lr.coef_[0].astype(np.float64), intercept=float(lr.intercept_[0]), mean=mean, scale=scale,

@@ -4,6 +4,9 @@ Every calibrator here maps a head's raw logit z to p(class 1) *without moving th
 p >= 0.5 exactly when z >= 0. Temperature scaling (p = sigmoid(z / T), T fitted by minimising NLL on
 the calibration split) is the default; Platt and isotonic are top-label variants: they map |z|
 to the confidence of the predicted class, clipped to [0.5, 1], fitted to its correctness.
+
+A ground-floor module (numpy only; scikit-learn imported lazily by the fits): the classifier and the
+retrieval evaluator use it at run time, `amsrag.learn` and `amsrag.evaluate` for fitting and metrics.
 """
 
 from __future__ import annotations
@@ -116,7 +119,10 @@ def fit_temperature(logits: np.ndarray, labels: np.ndarray, bounds: tuple[float,
 
 
 class Calibrator(Protocol):
-    method: CalibrationMethod
+    @property
+    def method(self) -> CalibrationMethod:
+        """The calibration method (a read-only property: the calibrators are frozen dataclasses)."""
+        ...
 
     def prob1(self, logits: np.ndarray) -> np.ndarray:
         """p(class 1) for raw logits; >= 0.5 exactly where the logit is >= 0."""

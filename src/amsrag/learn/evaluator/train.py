@@ -10,16 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from amsrag.classify.calibration import ece, reliability_bins
+from amsrag.calibration import ece, reliability_bins
 from amsrag.correct.actions import aggregate_scores
-from amsrag.correct.data import DataConfig, PoolQuestion, load_pools, pools_sha256
-from amsrag.correct.embedding import (
-    cached_labels,
-    embed_cached,
-    open_cache,
-    seed_from_corpus_vectors,
-    sentence_text_for_embedding,
-)
 from amsrag.correct.evaluator import (
     EvalCalibration,
     RelevanceModel,
@@ -28,9 +20,12 @@ from amsrag.correct.evaluator import (
     TreeEnsemble,
 )
 from amsrag.correct.features import FEATURE_NAMES, PassageView, list_features
-from amsrag.correct.text import analyse_query, ner_version, passage_labels
+from amsrag.correct.text import analyse_query, ner_version, passage_labels, sentence_text_for_embedding
 from amsrag.embed.encoder import Encoder, passage_text_for_embedding
 from amsrag.ingest.chunking import split_sentences
+from amsrag.learn.common import standardise
+from amsrag.learn.evaluator.data import DataConfig, PoolQuestion, load_pools, pools_sha256
+from amsrag.learn.evaluator.embedding import cached_labels, embed_cached, open_cache, seed_from_corpus_vectors
 from amsrag.progress import NullProgress, Progress
 
 LIST_K = 5  # candidate-list size used for the tri-state threshold tuning (the pipeline's default k)
@@ -145,9 +140,7 @@ def fit_gbdt(x: np.ndarray, y: np.ndarray, config: EvaluatorTrainConfig) -> Tree
 def fit_model(x: np.ndarray, y: np.ndarray, c: float, seed: int) -> RelevanceModel:
     from sklearn.linear_model import LogisticRegression
 
-    mean = x.mean(axis=0)
-    scale = x.std(axis=0)
-    scale[scale < 1e-9] = 1.0
+    mean, scale = standardise(x)
     lr = LogisticRegression(C=c, max_iter=5000, random_state=seed).fit((x - mean) / scale, y)
     return RelevanceModel(lr.coef_[0].astype(np.float64), float(lr.intercept_[0]), mean, scale)
 

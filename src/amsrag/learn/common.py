@@ -1,7 +1,11 @@
-"""Question embeddings for training, cached on disk by (model id, sha256 of the question text).
+"""What the classifier's and the evaluator's trainers share.
 
-The cache lives outside the package: `<repo>/bench-cache/classifier-embeddings` in a source
-checkout (git-ignored), else `$AMSRAG_HOME/cache/classifier-embeddings` (default ~/.cache/amsrag).
+- Embeddings of training texts, cached on disk by (model id, sha256 of the text): `EmbeddingCache`,
+  `embed_questions`. The cache lives outside the package: `<repo>/bench-cache/classifier-embeddings`
+  in a source checkout (git-ignored), else `$AMSRAG_HOME/cache/classifier-embeddings` (default
+  ~/.cache/amsrag); the evaluator's sits next to it (`learn.evaluator.embedding`).
+- `seeded_rank`: the seeded hash order both trainers sample and split by.
+- `standardise`: the mean / scale of a design matrix, as both logistic regressions use it.
 """
 
 from __future__ import annotations
@@ -28,6 +32,19 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def seeded_rank(seed: int, key: str) -> str:
+    """A stable pseudo-random order key of `key` for `seed` (sort by it to sample or split reproducibly)."""
+    return hashlib.sha256(f"{seed}\x1f{key}".encode()).hexdigest()
+
+
+def standardise(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(mean, scale) per column; constant columns get scale 1 so (x - mean) / scale stays finite."""
+    mean = x.mean(axis=0)
+    scale = x.std(axis=0)
+    scale[scale < 1e-9] = 1.0
+    return mean, scale
+
+
 class EmbeddingCache:
     """One `.npz` per model id: `keys` (sha256 hex of each text) and `vectors` (float32, n x 384)."""
 
@@ -45,6 +62,9 @@ class EmbeddingCache:
 
     def get(self, key: str) -> np.ndarray | None:
         return self._vectors.get(key)
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        return self._vectors[key]
 
     def put_many(self, keys: Sequence[str], vectors: np.ndarray) -> None:
         for k, v in zip(keys, vectors, strict=True):
@@ -77,4 +97,4 @@ def embed_questions(
         vectors = encoder.encode([q for _, q in chunk], progress=progress)
         cache.put_many([k for k, _ in chunk], vectors)
         cache.save()
-    return np.stack([cache.get(k) for k in keys]).astype(np.float32) if keys else np.zeros((0, DIMENSION), np.float32)
+    return np.stack([cache[k] for k in keys]).astype(np.float32) if keys else np.zeros((0, DIMENSION), np.float32)

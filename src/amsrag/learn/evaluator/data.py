@@ -18,22 +18,13 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from amsrag.classify.data import normalise_question
 from amsrag.errors import InputError
+from amsrag.ingest.datasets import HOTPOT_FILES, MUSIQUE_FILES, NQ_FILE, WIKI_FILE, Split, normalise_question
 from amsrag.ingest.readers import iter_records, split_flashrag_contents
+from amsrag.learn.common import seeded_rank
 from amsrag.types import content_hash
-
-Split = Literal["train", "cal", "test"]
-SPLITS: tuple[Split, ...] = ("train", "cal", "test")
-
-HOTPOT_FILES = ("hotpotqa/rpt_hotpot_distractor_validation_train.jsonl",
-                "hotpotqa/rpt_hotpot_distractor_validation_dev.jsonl",
-                "hotpotqa/ircot_hotpotqa_dev_subsampled.jsonl")
-MUSIQUE_FILES = ("musique/migres_musique_200.jsonl", "musique/hipporag_musique_train_100.json")
-NQ_FILE = "nq/lostinthemiddle_nq-open-oracle.jsonl.gz"
-WIKI_FILE = "flashrag/wiki_sample_corpus_1000.jsonl"
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,13 +61,9 @@ class DataConfig:
     test_fraction: float = 0.15
 
 
-def _rank(seed: int, key: str) -> str:
-    return hashlib.sha256(f"{seed}\x1f{key}".encode()).hexdigest()
-
-
 def split_of(question: str, seed: int = 13, cal_fraction: float = 0.15, test_fraction: float = 0.15) -> Split:
     """The evaluator split of a question (a seeded hash of its normalised text: stable across runs)."""
-    u = int(_rank(seed, "split\x1f" + normalise_question(question))[:12], 16) / float(16**12)
+    u = int(seeded_rank(seed, "split\x1f" + normalise_question(question))[:12], 16) / float(16**12)
     return "cal" if u < cal_fraction else "test" if u < cal_fraction + test_fraction else "train"
 
 
@@ -146,7 +133,7 @@ def _contains_answer(text: str, answers: list[str]) -> bool:
 
 def _subsample(q: PoolQuestion, n_neg: int, seed: int) -> PoolQuestion:
     gold = [p for p in q.paragraphs if p.gold]
-    neg = sorted((p for p in q.paragraphs if not p.gold), key=lambda p: _rank(seed, q.key + p.key))
+    neg = sorted((p for p in q.paragraphs if not p.gold), key=lambda p: seeded_rank(seed, q.key + p.key))
     q.paragraphs = gold + neg[:n_neg]
     return q
 
@@ -159,7 +146,7 @@ def _nq_negatives(questions: list[PoolQuestion], pool: list[Paragraph], wiki: li
     from amsrag.config import BM25Config
     from amsrag.retrieve.bm25 import BM25Tokenizer
 
-    tok = BM25Tokenizer(BM25Config())
+    tok = BM25Tokenizer(BM25Config.model_validate({}))
     vocab: dict[str, int] = {}
 
     def ids(text: str) -> list[int]:
@@ -189,7 +176,7 @@ def _nq_negatives(questions: list[PoolQuestion], pool: list[Paragraph], wiki: li
 
 
 def _capped(questions: list[PoolQuestion], n: int, seed: int) -> list[PoolQuestion]:
-    ranked = sorted(questions, key=lambda q: _rank(seed, q.key))
+    ranked = sorted(questions, key=lambda q: seeded_rank(seed, q.key))
     return ranked[:n]
 
 

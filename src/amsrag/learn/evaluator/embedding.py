@@ -1,6 +1,6 @@
 """Cached embeddings of the evaluator's training texts (questions, paragraphs, sentences).
 
-Same cache format as the classifier's (`classify.embedding.EmbeddingCache`: one npz per model id, keyed
+Same cache format as the classifier's (`learn.common.EmbeddingCache`: one npz per model id, keyed
 by the sha256 of the embedded text), in `<repo>/bench-cache/evaluator-embeddings` (git-ignored) or
 `$AMSRAG_HOME/cache/evaluator-embeddings`. Paragraph vectors already computed for the benchmark
 corpus (`bench-cache/corpus-vectors.npz`, keyed by content hash) are reused when the model matches.
@@ -14,18 +14,13 @@ from pathlib import Path
 
 import numpy as np
 
-from amsrag.classify.embedding import EmbeddingCache, default_cache_dir, embed_questions, text_hash
 from amsrag.embed.encoder import Encoder, passage_text_for_embedding
+from amsrag.learn.common import EmbeddingCache, default_cache_dir, embed_questions, text_hash
 from amsrag.types import content_hash
 
 
 def evaluator_cache_dir() -> Path:
     return default_cache_dir().parent / "evaluator-embeddings"
-
-
-def sentence_text_for_embedding(title: str, sentence: str) -> str:
-    """A sentence is embedded with its passage title, so "He was born in 1950." keeps its subject."""
-    return f"{title}. {sentence}" if title else sentence
 
 
 def seed_from_corpus_vectors(cache: EmbeddingCache, path: Path, pairs: Sequence[tuple[str, str]]) -> int:

@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from amsrag.classify.calibration import ece, raa
+from amsrag.calibration import ece, raa
 from amsrag.classify.model import ComplexityClassifier
-from amsrag.classify.train import CONFIDENT, MULTI, Prepared, confident_downward
+from amsrag.learn.classifier.train import CONFIDENT, MULTI, Prepared, confident_downward
 from amsrag.types import COMPLEXITIES
 
 HOP_LABELS = ("one_hop", "multi_hop")

@@ -4,7 +4,7 @@ Each question is answered three ways: no retrieval (closed book), one step (one 
 `one_step_system`, k passages) and multi step (`multi_step_system`, more passages). The label is the
 cheapest strategy that answers correctly: zero_hop (A) / one_hop (B) / multi_hop (C); when none does,
 the data set's hop count decides (multi-hop data sets C, others B). Rows are written in the layout of
-the Adaptive-RAG silver file that `amsrag.classify.data.load_silver3` reads.
+the Adaptive-RAG silver file that `amsrag.ingest.datasets.load_silver3` reads.
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from typing import Any
 
 from amsrag.generate.base import Generation, Generator
 from amsrag.generate.metrics import exact_match, token_f1
+from amsrag.ingest.datasets import MULTI_HOP_DATASETS, hop_of_dataset
 from amsrag.types import Complexity, QAExample
 
 LETTERS: dict[Complexity, str] = {"zero_hop": "A", "one_hop": "B", "multi_hop": "C"}
 STRATEGY_NAMES = {"zero_hop": "zero", "one_hop": "one", "multi_hop": "multiple"}  # total_answer, as Adaptive-RAG
-MULTI_HOP_DATASETS = frozenset({"hotpotqa", "musique", "2wikimultihopqa"})
 # load_silver3 knows these `dataset_name` values; other data sets are read with the row's own `hop`
 SILVER_NAMES = {"triviaqa": "trivia"}
 
@@ -55,8 +55,6 @@ class SilverLabel:
 
 def hop_of_question(q: QAExample) -> str:
     """The question's hop structure for the hop head: its data set's hop count, else its own complexity."""
-    from amsrag.classify.data import hop_of_dataset
-
     hop = hop_of_dataset(q.dataset)
     if hop is None:
         hop = "multi_hop" if q.complexity == "multi_hop" or len(q.gold_passage_ids) > 1 else "one_hop"
