@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any, cast
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -38,15 +38,14 @@ def _emit(obj: dict[str, Any]) -> None:
 def _prepared(data_dir: Path | None, cap: int | None, seed: int, cache: Path | None,
               silver: list[Path] | None = None):
     """Labelled data and its (cached) embeddings, with progress on stderr."""
-    from amsrag.embed.encoder import Encoder, MiniLMEncoder
+    from amsrag.embed.encoder import MiniLMEncoder
     from amsrag.ingest.datasets import default_data_dir
     from amsrag.learn.classifier.data import build_labelled_data
     from amsrag.learn.classifier.train import prepare
     from amsrag.progress import RichProgress
 
     data = build_labelled_data(data_dir or default_data_dir(), cap=cap, seed=seed, silver=silver)
-    # cast: MiniLMEncoder.model_id is a read-only property, embed's Encoder Protocol declares an attribute
-    encoder = cast(Encoder, MiniLMEncoder())
+    encoder = MiniLMEncoder()
     with RichProgress(console=err) as progress, progress.task("embedding questions", len(data.rows)) as advance:
         prep = prepare(data, encoder, cache_dir=cache, progress=advance)
     return data, prep, encoder

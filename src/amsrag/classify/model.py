@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
@@ -126,8 +126,7 @@ class ComplexityClassifier:
         if self._encoder is None:
             from amsrag.embed.encoder import MiniLMEncoder
 
-            # cast: MiniLMEncoder.model_id is a read-only property, embed's Encoder Protocol declares an attribute
-            self._encoder = cast(Encoder, MiniLMEncoder())
+            self._encoder = MiniLMEncoder()
         return self._encoder
 
     def raw_logits(self, embeddings: np.ndarray, features: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

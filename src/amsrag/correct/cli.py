@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any, cast
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -33,14 +33,13 @@ def _emit(obj: dict[str, Any]) -> None:
 
 
 def _prepared(data_dir: Path | None, config, cache: Path | None, corpus_vectors: Path | None):
-    from amsrag.embed.encoder import Encoder, MiniLMEncoder
+    from amsrag.embed.encoder import MiniLMEncoder
     from amsrag.ingest.datasets import default_data_dir
     from amsrag.learn.common import default_cache_dir
     from amsrag.learn.evaluator.train import prepare
     from amsrag.progress import RichProgress
 
-    # cast: MiniLMEncoder.model_id is a read-only property, embed's Encoder Protocol declares an attribute
-    encoder = cast(Encoder, MiniLMEncoder())
+    encoder = MiniLMEncoder()
     if corpus_vectors is None:
         default = default_cache_dir().parent / "corpus-vectors.npz"
         corpus_vectors = default if default.is_file() else None

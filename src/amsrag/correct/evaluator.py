@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal, Protocol, cast, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -246,13 +246,12 @@ class RetrievalEvaluator:
         if self._encoder is None:
             from amsrag.embed.encoder import MiniLMEncoder
 
-            # cast: MiniLMEncoder.model_id is a read-only property, embed's Encoder Protocol declares an attribute
-            self._encoder = cast(Encoder, MiniLMEncoder())
+            self._encoder = MiniLMEncoder()
         if self._private:
             if not isinstance(self._encoder, CachedEncoder):
-                self._encoder = cast(Encoder, CachedEncoder(self._encoder))
+                self._encoder = CachedEncoder(self._encoder)
             return self._encoder
-        return cast(Encoder, shared_cache(self._encoder))
+        return shared_cache(self._encoder)
 
     @property
     def thresholds(self) -> dict[str, Any]:
