@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -18,6 +19,8 @@ err = Console(stderr=True)
 
 IndexOpt = Annotated[str, typer.Option("--index", help="index directory or postgresql:// URL")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="one JSON object per line on stdout")]
+DataOpt = Annotated[Path | None,
+                    typer.Option("--data", help="public data folder (default: $AMSRAG_DATA or ../shared/data)")]
 FormatOpt = Annotated[str, typer.Option("--format", help="auto or one of: " + ", ".join(FORMATS))]
 
 

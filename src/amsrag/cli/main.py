@@ -10,12 +10,12 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from amsrag.classify.cli import classifier_app
+from amsrag.cli.classifier import classifier_app
 from amsrag.cli.common import IndexOpt, JsonOpt, SystemOpt, emit, err, generator_config, out, print_trace
 from amsrag.cli.eval import eval_command
+from amsrag.cli.evaluator import evaluator_app
 from amsrag.cli.index import index_app
 from amsrag.cli.route import route_app
-from amsrag.correct.cli import evaluator_app
 from amsrag.errors import AmsragError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,

@@ -3,33 +3,21 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from amsrag.cli.common import DataOpt, JsonOpt, emit, err, out
 from amsrag.errors import InputError
 
 evaluator_app = typer.Typer(no_args_is_help=True, help="Train and evaluate the retrieval evaluator (corrective step).")
 
-out = Console()
-err = Console(stderr=True)
-
-DataOpt = Annotated[Path | None,
-                    typer.Option("--data", help="public data folder (default: $AMSRAG_DATA or ../shared/data)")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="one JSON object per line on stdout")]
 CacheOpt = Annotated[Path | None, typer.Option("--cache", help="embedding cache directory")]
 VectorsOpt = Annotated[Path | None, typer.Option(
     "--corpus-vectors", help="reuse paragraph vectors from this npz (hashes, vectors, meta); "
     "default: bench-cache/corpus-vectors.npz when present")]
-
-
-def _emit(obj: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
-    sys.stdout.flush()
 
 
 def _prepared(data_dir: Path | None, config, cache: Path | None, corpus_vectors: Path | None):
@@ -96,7 +84,7 @@ def train_cmd(
     if report_file is not None:
         report_file.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     if as_json:
-        _emit({"out": str(out_dir), "data_sha256": prep.sha256, **{k: report[k] for k in (
+        emit({"out": str(out_dir), "data_sha256": prep.sha256, **{k: report[k] for k in (
             "questions", "rows", "thresholds", "tri_state_test")}, "test": {
             k: v for k, v in report["test"].items() if k != "reliability"}})
         return
@@ -123,7 +111,7 @@ def evaluate_cmd(
     report = evaluate(ev, prep, config)
     same = prep.sha256 == ev.meta.get("training_data", {}).get("sha256")
     if as_json:
-        _emit({"same_data_as_training": same, "thresholds": report["thresholds"],
+        emit({"same_data_as_training": same, "thresholds": report["thresholds"],
                "test": {k: v for k, v in report["test"].items() if k != "reliability"},
                "test_by_dataset": report["test_by_dataset"], "tri_state_test": report["tri_state_test"]})
         return
@@ -155,7 +143,7 @@ def score_cmd(
     step = CorrectiveStep(CorrectiveConfig.model_validate({}), RetrievalEvaluator.load(model))
     a = step.assess(query, None, passages)
     if as_json:
-        _emit({"query": query, **a.to_dict()})
+        emit({"query": query, **a.to_dict()})
         return
     t = Table(title=f"{a.action} (S = {a.score:.3f})")
     for col in ("id", "title", "relevance"):

@@ -2,37 +2,24 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from amsrag.cli.common import DataOpt, JsonOpt, emit, err, generator_config, out
 from amsrag.errors import InputError
 from amsrag.types import COMPLEXITIES
 
 classifier_app = typer.Typer(no_args_is_help=True, help="Train, calibrate, evaluate and run the complexity classifier.")
 
-out = Console()
-err = Console(stderr=True)
-
-DataOpt = Annotated[Path | None,
-                    typer.Option("--data", help="public data folder (default: $AMSRAG_DATA or ../shared/data)")]
 ModelOpt = Annotated[Path | None,
                      typer.Option("--model", help="classifier artifact directory (default: the shipped one)")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="one JSON object per line on stdout")]
 CacheOpt = Annotated[Path | None, typer.Option("--cache", help="embedding cache directory")]
 SilverOpt = Annotated[list[Path] | None, typer.Option(
     "--silver", help="three-way silver labels of your generator (`classifier label`) instead of the shipped "
     "FLAN-T5-XL ones; repeatable")]
-
-
-def _emit(obj: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
-    sys.stdout.flush()
 
 
 def _prepared(data_dir: Path | None, cap: int | None, seed: int, cache: Path | None,
@@ -87,7 +74,7 @@ def train_cmd(
     result = {"out": str(out_dir), "data_sha256": labelled.sha256, "rows": len(labelled.rows),
               "calibration": clf.meta["calibration"], "cal_split": s}
     if as_json:
-        _emit(result)
+        emit(result)
         return
     out.print(f"[green]wrote[/] {out_dir} (training data sha256 {labelled.sha256[:16]}…, {len(labelled.rows)} rows)")
     _print_summary(s, "calibration split")
@@ -130,7 +117,7 @@ def calibrate_cmd(
     clf.save(out_dir)
     s = summary(evaluate_classifier(clf, prep, "cal"))
     if as_json:
-        _emit({"out": str(out_dir), "calibration": info, "cal_split": s})
+        emit({"out": str(out_dir), "calibration": info, "cal_split": s})
         return
     out.print(f"[green]wrote[/] {out_dir}: {method} calibration, zero-hop gate tau = {info['tau']}")
     _print_summary(s, "calibration split")
@@ -160,7 +147,7 @@ def evaluate_cmd(
     s["data_sha256"] = labelled.sha256
     s["same_data_as_training"] = labelled.sha256 == clf.meta.get("training_data", {}).get("sha256")
     if as_json:
-        _emit(s)
+        emit(s)
         return
     _print_summary(s, f"{split} split")
     if not s["same_data_as_training"]:
@@ -198,7 +185,7 @@ def predict_cmd(
     predictions = clf.predict_batch(questions)
     if as_json:
         for q, p in zip(questions, predictions, strict=True):
-            _emit({"question": q, **p.to_dict()})
+            emit({"question": q, **p.to_dict()})
         return
     table = Table()
     for col in ("question", "label", "alpha", "zero_hop", "one_hop", "multi_hop"):
@@ -253,14 +240,9 @@ def label_cmd(
         else:
             idx = EmbeddedIndex.open(index)
         with Engine(idx) as engine:
-            cfg = engine.config.generator
-            name = generator or cfg.name
-            update: dict[str, Any] = {"name": name}
-            if model is not None:
-                update["model_path" if name == "llamacpp" else "model"] = model
-            if base_url is not None:
-                update["base_url"] = base_url
-            gen = make_generator(cfg.model_copy(update=update), encoder=engine.index.encoder)
+            gen_config = generator_config(engine.config.generator, generator, model, base_url)
+            name = gen_config.name
+            gen = make_generator(gen_config, encoder=engine.index.encoder)
 
             def retrieve(question: str, system: str, k: int) -> list:
                 return engine.retrieve(question, system=system, k=k).passages
@@ -277,7 +259,7 @@ def label_cmd(
                "by_dataset_fallback": sum(lab.by_dataset for lab in labels),
                "correct": {s: sum(lab.correct[s] for lab in labels) for s in COMPLEXITIES}}
     if as_json:
-        _emit(summary)
+        emit(summary)
         return
     out.print(f"[green]wrote[/] {n} silver labels to {out_file} with generator {name}: {summary['labels']} "
               f"({summary['by_dataset_fallback']} by the data set's hop count; right answers per strategy "
