@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -14,6 +15,21 @@ from amsrag.types import COMPLEXITIES, RETRIEVERS, Complexity
 
 Strategy = Literal["A", "B", "C"]
 STRATEGIES: tuple[Strategy, ...] = ("A", "B", "C")
+
+
+def amsrag_home() -> Path:
+    """`$AMSRAG_HOME`, else ~/.cache/amsrag: where the demo index and the rebuildable caches live."""
+    return Path(os.environ.get("AMSRAG_HOME") or Path.home() / ".cache" / "amsrag")
+
+
+def cache_root() -> Path:
+    """Caches that can always be rebuilt (benchmark indexes, embeddings, corpus vectors): `$AMSRAG_HOME/cache`
+    when that is set, else `./bench-cache` when the current directory holds one (a checkout whose benchmarks
+    ran; git-ignored), else ~/.cache/amsrag/cache."""
+    if os.environ.get("AMSRAG_HOME"):
+        return amsrag_home() / "cache"
+    local = Path("bench-cache")
+    return local if local.is_dir() else amsrag_home() / "cache"
 
 
 class _Section(BaseModel):
@@ -79,7 +95,7 @@ class ChunkConfig(_Section):
 class ClassifierConfig(_Section):
     artifact: str = Field("", description="classifier artifact directory; empty = the one shipped in amsrag")
     embedding_cache: str = Field(
-        "", description="training-embedding cache directory; empty = <repo>/bench-cache or $AMSRAG_HOME/cache"
+        "", description="training-embedding cache directory; empty = classifier-embeddings under the cache root"
     )
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from importlib import resources
 from pathlib import Path
@@ -11,6 +10,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from amsrag.config import amsrag_home
 from amsrag.errors import AmsragError
 from amsrag.progress import RichProgress
 from amsrag.types import RETRIEVERS, QAExample
@@ -21,8 +21,7 @@ def demo_data_dir() -> Path:
 
 
 def default_demo_index() -> Path:
-    home = os.environ.get("AMSRAG_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "amsrag")
-    return Path(home) / "demo-index"
+    return amsrag_home() / "demo-index"
 
 
 def load_demo_questions() -> list[QAExample]:

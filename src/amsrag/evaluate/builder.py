@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import random
 import shutil
 from collections import Counter, defaultdict
@@ -30,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from amsrag.config import cache_root
 from amsrag.errors import InputError
 from amsrag.ingest.datasets import SILVER3_FILE, default_data_dir, hop_of_dataset, load_silver3, normalise_question
 from amsrag.types import Passage, QAExample
@@ -56,13 +56,8 @@ ANSWER_FILES = ("question_lists/honesty_hq_dev.jsonl", "question_lists/honesty_2
 
 
 def default_cache_dir() -> Path:
-    """`$AMSRAG_HOME/cache/eval`, else `<repo>/bench-cache/eval` in a source checkout, else ~/.cache/amsrag."""
-    if os.environ.get("AMSRAG_HOME"):
-        return Path(os.environ["AMSRAG_HOME"]) / "cache" / "eval"
-    repo = Path(__file__).resolve().parents[3]
-    if (repo / "pyproject.toml").is_file() and (repo / ".gitignore").is_file():
-        return repo / "bench-cache" / "eval"
-    return Path.home() / ".cache" / "amsrag" / "cache" / "eval"
+    """`eval` under `amsrag.config.cache_root()`."""
+    return cache_root() / "eval"
 
 
 def parse_sizes(text: str) -> dict[str, int]:

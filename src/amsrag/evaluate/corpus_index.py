@@ -2,8 +2,8 @@
 
 Vector caches are `.npz` files in the layout of `benchmarks/embed_corpus.py`: `hashes` (content hash
 per passage), `vectors` (float32) and `meta` (JSON with `model_id`). The eval cache's own file is
-read and extended; `<repo>/bench-cache/corpus-vectors.npz`, when present, is read too, so the
-benchmark corpus is never embedded again.
+read and extended; `corpus-vectors.npz` beside the eval cache folder (`bench-cache/` in a checkout), when
+present, is read too, so the benchmark corpus is never embedded again.
 """
 
 from __future__ import annotations
@@ -23,10 +23,7 @@ from amsrag.store.manifest import MANIFEST
 from amsrag.types import Passage
 
 VECTOR_FILE = "passage-vectors.npz"
-
-
-def _bench_cache_vectors() -> Path:
-    return Path(__file__).resolve().parents[3] / "bench-cache" / "corpus-vectors.npz"
+CORPUS_VECTORS = "corpus-vectors.npz"  # `benchmarks/embed_corpus.py`'s file, beside the eval cache folder
 
 
 class VectorCache:
@@ -76,7 +73,7 @@ def open_or_build_index(passages: Sequence[Passage], directory: Path, cache_dir:
             return index
         index.close()
     config = config or AmsragConfig()
-    cache = VectorCache([_bench_cache_vectors()], cache_dir / VECTOR_FILE, model_id_for(config.embedding))
+    cache = VectorCache([cache_dir.parent / CORPUS_VECTORS], cache_dir / VECTOR_FILE, model_id_for(config.embedding))
     todo = cache.missing(passages)
     if todo:
         from amsrag.embed import MiniLMEncoder

@@ -1,9 +1,8 @@
 """What the classifier's and the evaluator's trainers share.
 
 - Embeddings of training texts, cached on disk by (model id, sha256 of the text): `EmbeddingCache`,
-  `embed_questions`. The cache lives outside the package: `<repo>/bench-cache/classifier-embeddings`
-  in a source checkout (git-ignored), else `$AMSRAG_HOME/cache/classifier-embeddings` (default
-  ~/.cache/amsrag); the evaluator's sits next to it (`learn.evaluator.embedding`).
+  `embed_questions`. The cache lives outside the package, in `classifier-embeddings` under
+  `amsrag.config.cache_root()`; the evaluator's sits next to it (`learn.evaluator.embedding`).
 - `seeded_rank`: the seeded hash order both trainers sample and split by.
 - `standardise`: the mean / scale of a design matrix, as both logistic regressions use it.
 """
@@ -11,21 +10,18 @@
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 
+from amsrag.config import cache_root
 from amsrag.embed.encoder import DIMENSION, Encoder
 
 
 def default_cache_dir() -> Path:
-    repo = Path(__file__).resolve().parents[3]
-    if (repo / "pyproject.toml").is_file() and (repo / ".gitignore").is_file():
-        return repo / "bench-cache" / "classifier-embeddings"
-    home = Path(os.environ.get("AMSRAG_HOME", Path.home() / ".cache" / "amsrag"))
-    return home / "cache" / "classifier-embeddings"
+    """`classifier-embeddings` under `amsrag.config.cache_root()`."""
+    return cache_root() / "classifier-embeddings"
 
 
 def text_hash(text: str) -> str:

@@ -1,9 +1,9 @@
 """Cached embeddings of the evaluator's training texts (questions, paragraphs, sentences).
 
 Same cache format as the classifier's (`learn.common.EmbeddingCache`: one npz per model id, keyed
-by the sha256 of the embedded text), in `<repo>/bench-cache/evaluator-embeddings` (git-ignored) or
-`$AMSRAG_HOME/cache/evaluator-embeddings`. Paragraph vectors already computed for the benchmark
-corpus (`bench-cache/corpus-vectors.npz`, keyed by content hash) are reused when the model matches.
+by the sha256 of the embedded text), in `evaluator-embeddings` under `amsrag.config.cache_root()`.
+Paragraph vectors already computed for the benchmark corpus (`corpus-vectors.npz` there, keyed by
+content hash) are reused when the model matches.
 """
 
 from __future__ import annotations
