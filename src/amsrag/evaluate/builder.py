@@ -31,28 +31,21 @@ from typing import Any
 
 from amsrag.config import cache_root
 from amsrag.errors import InputError
-from amsrag.ingest.datasets import SILVER3_FILE, default_data_dir, hop_of_dataset, load_silver3, normalise_question
+from amsrag.ingest.datasets import (
+    ANSWER_FILES,
+    EVAL_FILES,
+    SILVER3_FILE,
+    WIKI_FILE,
+    default_data_dir,
+    hop_of_dataset,
+    load_silver3,
+    normalise_question,
+)
 from amsrag.types import Passage, QAExample
 
 BENCH_FORMAT = 1
-NOISE_FILE = "flashrag/wiki_sample_corpus_1000.jsonl"
-# The default mix: per group, its source files (relative to the data folder) and its number of questions.
-DEFAULT_FILES: dict[str, tuple[str, ...]] = {
-    "nq": ("nq/lostinthemiddle_nq-open-oracle.jsonl.gz",),
-    "squad": ("squad/squad_v1.1_subset_20articles.json", "squad/routerlens_squad_dev_4330.json"),
-    "hotpotqa": ("hotpotqa/rpt_hotpot_distractor_validation_dev.jsonl",
-                 "hotpotqa/rpt_hotpot_distractor_validation_train.jsonl",
-                 "hotpotqa/ircot_hotpotqa_dev_subsampled.jsonl", "hotpotqa/migres_hotpot_200.jsonl",
-                 "hotpotqa/hipporag_hotpotqa_train_100.json"),
-    "musique": ("musique/migres_musique_200.jsonl", "musique/hipporag_musique_train_100.json"),
-}
 DEFAULT_SIZES: dict[str, int] = {"nq": 250, "squad": 150, "hotpotqa": 250, "musique": 200, "zero_hop": 150}
 CALIBRATION_PER_GROUP = 100  # questions per group kept apart (disjoint from the eval queries) for `route tune`
-# Where zero-hop (silver A) questions find their answers.
-ANSWER_FILES = ("question_lists/honesty_hq_dev.jsonl", "question_lists/honesty_2wikimultihopqa_dev.jsonl",
-                "question_lists/honesty_musique_dev.jsonl", "question_lists/honesty_squad_dev.jsonl",
-                "question_lists/honesty_nq_test.jsonl", "nq/flashrag_nq_test_sub1000.jsonl",
-                "triviaqa/flashrag_triviaqa_test_sub1000.jsonl", "nq/migres_odqa_nq200_trivia200.jsonl")
 
 
 def default_cache_dir() -> Path:
@@ -118,11 +111,11 @@ class BenchmarkSpec:
 
     def input_files(self) -> list[Path]:
         """Every file the benchmark reads (optional label and answer files only when present)."""
-        files = list(self.qa) if self.qa else [self.data_dir / f for fs in DEFAULT_FILES.values() for f in fs]
+        files = list(self.qa) if self.qa else [self.data_dir / f for fs in EVAL_FILES.values() for f in fs]
         optional = [self.data_dir / SILVER3_FILE] + ([] if self.qa else [self.data_dir / f for f in ANSWER_FILES])
         files += [f for f in optional if f.is_file()]
         if self.noise and self.corpus is None and self.corpus_passages is None:
-            files.append(self.data_dir / NOISE_FILE)
+            files.append(self.data_dir / WIKI_FILE)
         if self.corpus is not None:
             files.append(self.corpus)
         return files
@@ -266,7 +259,7 @@ def _noise(spec: BenchmarkSpec) -> list[Passage]:
         return []
     from amsrag.ingest import load_qa
 
-    path = spec.data_dir / NOISE_FILE
+    path = spec.data_dir / WIKI_FILE
     if not path.is_file():
         raise InputError(f"{path}: the noise corpus is missing (use --noise 0 or set AMSRAG_DATA)")
     passages = load_qa(path).passages
@@ -311,7 +304,7 @@ def build(spec: BenchmarkSpec) -> Benchmark:
         unknown = set(sizes) - set(DEFAULT_SIZES)
         if unknown:
             raise InputError(f"--sizes names {sorted(unknown)}; the default mix has {sorted(DEFAULT_SIZES)}")
-        for group, rels in DEFAULT_FILES.items():
+        for group, rels in EVAL_FILES.items():
             for rel in rels:
                 path = spec.data_dir / rel
                 keys = pool.add_file(path, "auto")

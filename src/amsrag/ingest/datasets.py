@@ -87,6 +87,21 @@ HOTPOT_FILES = ("hotpotqa/rpt_hotpot_distractor_validation_train.jsonl",
 MUSIQUE_FILES = ("musique/migres_musique_200.jsonl", "musique/hipporag_musique_train_100.json")
 NQ_FILE = "nq/lostinthemiddle_nq-open-oracle.jsonl.gz"
 WIKI_FILE = "flashrag/wiki_sample_corpus_1000.jsonl"
+# The evaluation benchmark's default mix: per group, its source files.
+EVAL_FILES: dict[str, tuple[str, ...]] = {
+    "nq": (NQ_FILE,),
+    "squad": ("squad/squad_v1.1_subset_20articles.json", "squad/routerlens_squad_dev_4330.json"),
+    "hotpotqa": ("hotpotqa/rpt_hotpot_distractor_validation_dev.jsonl",
+                 "hotpotqa/rpt_hotpot_distractor_validation_train.jsonl",
+                 "hotpotqa/ircot_hotpotqa_dev_subsampled.jsonl", "hotpotqa/migres_hotpot_200.jsonl",
+                 "hotpotqa/hipporag_hotpotqa_train_100.json"),
+    "musique": MUSIQUE_FILES,
+}
+# Where zero-hop (silver A) questions find their answers.
+ANSWER_FILES = ("question_lists/honesty_hq_dev.jsonl", "question_lists/honesty_2wikimultihopqa_dev.jsonl",
+                "question_lists/honesty_musique_dev.jsonl", "question_lists/honesty_squad_dev.jsonl",
+                "question_lists/honesty_nq_test.jsonl", "nq/flashrag_nq_test_sub1000.jsonl",
+                "triviaqa/flashrag_triviaqa_test_sub1000.jsonl", "nq/migres_odqa_nq200_trivia200.jsonl")
 
 _PUNCT = re.compile(r"[^\w\s]")
 
