@@ -14,7 +14,7 @@ from typing import Any
 
 from amsrag.config import GeneratorConfig
 from amsrag.generate.base import EvidencePassage, Generation, GeneratorError, check_passages
-from amsrag.generate.confidence import logprob_confidence, mean_entropy
+from amsrag.generate.confidence import logprob_confidence, mean_entropy, token_logprobs
 from amsrag.generate.prompt import Prompt, build_prompt, closed_book_messages, parse_answer
 
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -152,14 +152,9 @@ class LlamaCppGenerator:
         except ValueError as exc:  # e.g. the prompt exceeds the context window
             raise GeneratorError(f"llama.cpp: {exc}") from None
         choice = out["choices"][0]
-        lps, tops = _chat_logprobs(choice.get("logprobs"))
+        lps, tops = token_logprobs(choice.get("logprobs"))
         usage = out.get("usage") or {}
         return {"text": choice["message"].get("content") or "", "prompt_tokens": int(usage.get("prompt_tokens", 0)),
                 "output_tokens": int(usage.get("completion_tokens", 0)), "confidence": logprob_confidence(lps),
                 "entropy": mean_entropy(tops)}
 
-
-def _chat_logprobs(block: Any) -> tuple[list[float], list[list[float]]]:
-    from amsrag.generate.openai_compat import _logprobs
-
-    return _logprobs(block)

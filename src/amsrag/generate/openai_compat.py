@@ -13,7 +13,7 @@ from typing import Any
 
 from amsrag.config import GeneratorConfig
 from amsrag.generate.base import EvidencePassage, Generation, GeneratorError, check_passages
-from amsrag.generate.confidence import logprob_confidence, mean_entropy
+from amsrag.generate.confidence import logprob_confidence, mean_entropy, token_logprobs
 from amsrag.generate.prompt import (
     build_prompt,
     char_estimate,
@@ -109,7 +109,7 @@ class OpenAIGenerator:
         except (KeyError, IndexError, TypeError, AttributeError) as exc:
             raise GeneratorError(f"{self.base_url}: unexpected response (no choices[0].message): {exc!r}") from None
         usage = data.get("usage") or {}
-        lps, tops = _logprobs(choice.get("logprobs"))
+        lps, tops = token_logprobs(choice.get("logprobs"))
         return {"text": text, "model": data.get("model", ""), "prompt_tokens": int(usage.get("prompt_tokens", 0)),
                 "output_tokens": int(usage.get("completion_tokens", len(lps))), "confidence": logprob_confidence(lps),
                 "entropy": mean_entropy(tops), "retries": retries}
@@ -129,7 +129,7 @@ class OpenAIGenerator:
                 if content:
                     parts.append(content)
                     chunks += 1
-                a, b = _logprobs(choice.get("logprobs"))
+                a, b = token_logprobs(choice.get("logprobs"))
                 lps += a
                 tops += b
         return {"text": "".join(parts), "model": model, "prompt_tokens": int(usage.get("prompt_tokens", 0)),
@@ -211,20 +211,3 @@ class OpenAIGenerator:
 
 class _Rejected(GeneratorError):
     """The server rejected the request's logprobs fields."""
-
-
-def _logprobs(block: Any) -> tuple[list[float], list[list[float]]]:
-    """Token logprobs and top-k logprobs of an OpenAI `logprobs` block (chat format, or completion format)."""
-    if not isinstance(block, dict):
-        return [], []
-    content = block.get("content")
-    if isinstance(content, list):
-        lps = [float(t["logprob"]) for t in content if isinstance(t, dict) and t.get("logprob") is not None]
-        tops = [[float(x["logprob"]) for x in t.get("top_logprobs") or [] if x.get("logprob") is not None]
-                for t in content if isinstance(t, dict)]
-        return lps, [t for t in tops if t]
-    token_lps = block.get("token_logprobs")
-    if isinstance(token_lps, list):
-        tops = [list(d.values()) for d in block.get("top_logprobs") or [] if isinstance(d, dict)]
-        return [float(x) for x in token_lps if x is not None], tops
-    return [], []
