@@ -165,7 +165,7 @@ def write_report(res: dict[str, Any]) -> None:
         "the 4 other NQ gold paragraphs BM25 ranks highest for the question, none containing an answer, + 1 "
         "random Wikipedia passage). Each question gives two candidate lists: its whole pool and the pool without "
         "its gold paragraphs (a miss, as after misrouting). Questions are split by a seeded hash of their "
-        "normalised text (`amsrag.correct.data.split_of`): train / cal / test = 70 / 15 / 15 %.", "",
+        "normalised text (`amsrag.learn.evaluator.data.split_of`): train / cal / test = 70 / 15 / 15 %.", "",
         f"Questions: {res['questions']}; rows (question, paragraph, list): {res['rows']}.", "",
         "## Held-out test split", "",
         "| rows | n | relevant | ROC-AUC | avg. precision | ECE | Brier |", "|---|---|---|---|---|---|---|",
@@ -225,7 +225,7 @@ def write_report(res: dict[str, Any]) -> None:
               "- MuSiQue's supporting paragraphs include bridge paragraphs that barely overlap the question; they "
               "are the hardest positives (lowest AUC).",
               "- Questions of the evaluator's train split should be excluded from evaluations of the corrective "
-              "step: `amsrag.correct.data.split_of(question) == \"train\"` names them.", ""]
+              "step: `amsrag.learn.evaluator.data.split_of(question) == \"train\"` names them.", ""]
     (OUT / "evaluator.md").write_text("\n".join(lines), encoding="utf-8")
 
 
