@@ -19,7 +19,7 @@ from amsrag.config import AmsragConfig
 from amsrag.embed.encoder import model_id_for, passage_text_for_embedding
 from amsrag.progress import NullProgress, Progress
 from amsrag.store import EmbeddedIndex
-from amsrag.store.manifest import MANIFEST
+from amsrag.store.embedded.manifest import MANIFEST
 from amsrag.types import Passage
 
 VECTOR_FILE = "passage-vectors.npz"

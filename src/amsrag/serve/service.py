@@ -19,8 +19,7 @@ from amsrag.pipeline.systems import SYSTEMS
 from amsrag.serve.jobs import Job, Writer
 from amsrag.serve.limits import ReadWriteLock
 from amsrag.serve.metrics import Metrics
-from amsrag.store.embedded import RETRIEVERS
-from amsrag.types import Passage
+from amsrag.types import RETRIEVERS, Passage
 
 log = logging.getLogger("amsrag.serve")
 WARM_QUERY = "Who was the first person to walk on the Moon?"

@@ -3,6 +3,5 @@
 
 from amsrag.store.embedded.index import COMPONENTS, EmbeddedIndex
 from amsrag.store.writes import DeleteReport, IngestReport, expected_params
-from amsrag.types import RETRIEVERS
 
-__all__ = ["COMPONENTS", "RETRIEVERS", "DeleteReport", "EmbeddedIndex", "IngestReport", "expected_params"]
+__all__ = ["COMPONENTS", "DeleteReport", "EmbeddedIndex", "IngestReport", "expected_params"]
