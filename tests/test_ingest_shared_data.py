@@ -28,6 +28,9 @@ QA_FILES: dict[str, tuple[str, int, int, bool]] = {
     "popqa/flashrag_popqa_test_sub1000.jsonl": ("nq", 950, 0, False),
     "squad/squad_v1.1_subset_20articles.json": ("squad", 4500, 900, True),
     "squad/routerlens_squad_dev_4330.json": ("squad", 4300, 3800, True),
+    # CMRC 2018 (Chinese) is in the SQuAD v1.1 layout; it loads as `squad` until Chinese support names it
+    "cmrc2018/cmrc2018_train.json": ("squad", 10000, 2400, True),
+    "cmrc2018/cmrc2018_dev_even.json": ("squad", 1600, 420, True),
     "retrievalqa/retrievalqa_gpt4_250.jsonl": ("retrievalqa", 250, 3000, False),
     "question_lists/honesty_hq_dev.jsonl": ("questions", 6900, 0, False),
     "question_lists/honesty_2wikimultihopqa_dev.jsonl": ("questions", 12000, 0, False),
@@ -42,6 +45,11 @@ CORPUS_FILES = {
     "musique/hipporag_musique_train_100_corpus.json": ("corpus", 1890),
 }
 LABEL_DIR = "complexity_labels"
+# Files no loader reads yet, and why.
+NOT_READ = {
+    "wikitablequestions/training.tsv": "table QA: questions over CSV tables (no table source yet)",
+    "wikitablequestions/tables.tar.gz": "the tables of wikitablequestions/training.tsv",
+}
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +66,7 @@ def test_every_data_file_is_covered(data_dir: Path) -> None:
         for p in data_dir.rglob("*")
         if p.is_file() and p.suffix != ".md" and not p.relative_to(data_dir).as_posix().startswith(LABEL_DIR)
     }
-    assert files == set(QA_FILES) | set(CORPUS_FILES)
+    assert files == set(QA_FILES) | set(CORPUS_FILES) | set(NOT_READ)
 
 
 @pytest.mark.slow
