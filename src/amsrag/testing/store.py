@@ -12,6 +12,7 @@ This module imports pytest; nothing else in amsrag imports it.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -71,24 +72,24 @@ def assert_same_results(got: Results, want: Results) -> None:
         assert_same_ranking(want[key], got[key], str(key))
 
 
-class PassageIndexConformance:
+class PassageIndexConformance(ABC):
     """The backend-independent store tests; a subclass per backend supplies the hooks below."""
 
     backend: ClassVar[str] = ""
 
     # ---- hooks -------------------------------------------------------------------------
+    @abstractmethod
     def create_index(self, request: pytest.FixtureRequest, directory: Path,
                      config: AmsragConfig | None) -> PassageIndex:
         """A new empty index of the backend; `directory` is a fresh path it may use."""
-        raise NotImplementedError
 
+    @abstractmethod
     def tamper_model_id(self, index: Any, model_id: str) -> None:
         """Record `model_id` as the embedding model in the closed `index`'s stored parameters."""
-        raise NotImplementedError
 
+    @abstractmethod
     def reopen(self, index: Any) -> PassageIndex:
         """Open the closed `index` again from where it is stored."""
-        raise NotImplementedError
 
     @pytest.fixture
     def make_index(self, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[IndexFactory]:

@@ -226,9 +226,6 @@ class PostgresIndex:
     @property
     def encoder(self) -> Encoder:
         if self._encoder is None:
-            # cast: amsrag.embed.encoder.Encoder declares `model_id` a settable attribute where
-            # MiniLMEncoder has a read-only property; mypy flags this cast as redundant once the
-            # Protocol declares it a property
             self._encoder = MiniLMEncoder(self.config.embedding)
         return self._encoder
 
