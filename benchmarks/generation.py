@@ -29,7 +29,7 @@ from tqdm import tqdm
 
 from amsrag.config import GeneratorConfig
 from amsrag.generate import exact_match, token_f1
-from amsrag.generate.base import Passage
+from amsrag.types import Passage
 from common import CACHE, ROOT, SHARED_DATA, load_benchmark, percentiles
 
 OUT = ROOT / "docs" / "benchmarks"
@@ -49,7 +49,7 @@ def questions_and_passages(index=None) -> tuple[dict[str, list], dict[str, Passa
 
     passages, questions = load_benchmark()
     squad = load_qa(SHARED_DATA / SQUAD_FILE)
-    by_id = {p.id: Passage(p.id, p.title, p.text) for p in [*passages, *squad.passages]}
+    by_id = {p.id: Passage(id=p.id, title=p.title, text=p.text) for p in [*passages, *squad.passages]}
     by_ds: dict[str, list] = defaultdict(list)
     for q in [*questions, *squad.questions]:
         usable = q.dataset in DATASETS and q.gold_passage_ids and all(g in by_id for g in q.gold_passage_ids)
