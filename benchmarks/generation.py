@@ -83,13 +83,13 @@ def calibrate_abstention(confidences: list[float], right: list[bool], keep: floa
 
 
 def run_extractive(args) -> dict:
-    from amsrag.generate.extractive import ExtractiveGenerator
+    from amsrag.generate.heuristic import HeuristicGenerator
     from amsrag.pipeline import Engine
     from amsrag.store import EmbeddedIndex
 
     engine = Engine(EmbeddedIndex.open(CACHE / "corpus-index"))
     by_ds, by_id = questions_and_passages(engine.index)
-    reader = ExtractiveGenerator(engine.index.encoder, GeneratorConfig(abstain_threshold=0.0))
+    reader = HeuristicGenerator(engine.index.encoder, GeneratorConfig(abstain_threshold=0.0))
     records = []
     for ds in DATASETS:
         qs = by_ds.get(ds, [])

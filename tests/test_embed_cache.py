@@ -8,7 +8,7 @@ import pytest
 from amsrag.config import GeneratorConfig
 from amsrag.correct.evaluator import RetrievalEvaluator
 from amsrag.embed.cache import CachedEncoder, shared_cache
-from amsrag.generate.extractive import ExtractiveGenerator
+from amsrag.generate.heuristic import HeuristicGenerator
 from amsrag.ingest.chunking import split_sentences
 
 TEXTS = ["Paris. Paris is the capital of France.", "Oak Island. The island lies in Mahone Bay.",
@@ -62,7 +62,7 @@ def test_evaluator_and_reader_share_one_cache(built_index, slice_questions, slic
     cache = shared_cache(encoder)
     assert shared_cache(encoder) is cache and shared_cache(cache) is cache
     evaluator = RetrievalEvaluator.load(encoder=encoder)
-    reader = ExtractiveGenerator(encoder, GeneratorConfig(abstain_threshold=0.0))
+    reader = HeuristicGenerator(encoder, GeneratorConfig(abstain_threshold=0.0))
     assert evaluator.encoder is cache and reader.encoder is cache
 
     by_id = {p.id: p for p in slice_passages}
@@ -81,7 +81,7 @@ def test_reader_embeds_only_its_sentence_budget(built_index, slice_questions, sl
                                                           if p.id not in q.gold_passage_ids]
     n_sentences = sum(len(split_sentences(p.text)) for p in passages)
     assert n_sentences > 5
-    reader = ExtractiveGenerator(CachedEncoder(built_index.encoder),
+    reader = HeuristicGenerator(CachedEncoder(built_index.encoder),
                                  GeneratorConfig(abstain_threshold=0.0, embed_sentences=5))
     reader.generate(q.question, passages)
     assert reader.encoder.misses == 5

@@ -10,7 +10,7 @@ import pytest
 
 from amsrag.config import GeneratorConfig
 from amsrag.generate import Generation
-from amsrag.generate.extractive import ExtractiveGenerator
+from amsrag.generate.heuristic import HeuristicGenerator
 from amsrag.ingest.datasets import load_silver3
 from amsrag.learn.label import LabelSettings, label_question, write_labels
 from amsrag.pipeline import Engine
@@ -61,7 +61,7 @@ def test_cheapest_correct_strategy_is_the_label(built_index, slice_questions) ->
 
 def test_labels_file_is_read_by_the_classifier_loader(tmp_path, built_index, slice_questions) -> None:
     engine = Engine(built_index)
-    gen = ExtractiveGenerator(built_index.encoder, GeneratorConfig(abstain_threshold=0.0))
+    gen = HeuristicGenerator(built_index.encoder, GeneratorConfig(abstain_threshold=0.0))
     labels = [label_question(q, gen, lambda q, s, k: engine.retrieve(q, system=s, k=k).passages, LabelSettings())
               for q in slice_questions[:4] + slice_questions[6:8]]
     assert all(not lab.correct["zero_hop"] for lab in labels)  # an extractive reader knows nothing closed book

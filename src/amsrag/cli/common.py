@@ -63,7 +63,8 @@ def print_trace(trace: Mapping[str, Any]) -> None:
         head += "\nsecond hop via " + ", ".join(f"{b['entity']} (+{len(b['rows'])})" for b in rnd["bridges"])
     corr = trace.get("corrective") or {}
     if corr.get("action") not in (None, "skipped"):
-        head += f"\ncorrective: {corr['action']} (S = {corr['score']:.3f})"
+        why = f"S = {corr['score']:.3f}" if corr.get("score") is not None else corr.get("reason", "")
+        head += f"\ncorrective: {corr['action']} ({why})"
     for e in trace.get("escalations", []):
         head += f"\n  escalated {e['from']} → {e['to']}: {e['reason']}"
     t = trace["timings_ms"]

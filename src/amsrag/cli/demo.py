@@ -108,24 +108,54 @@ def _recall_summary(out: Console, index, questions: list[QAExample], retrievers:
 
 
 def _routes(out: Console, index, questions: list[QAExample]) -> None:
-    """The adaptive pipeline on the showcase questions: the route each took, against the fixed pipeline."""
+    """The adaptive pipeline on the showcase questions: the route each took against the fixed pipeline,
+    and the answer `amsrag ask` gives with its citation; then the answers over every demo question."""
+    from amsrag.generate.metrics import exact_match, token_f1
     from amsrag.pipeline import Engine
 
     engine = Engine(index)
-    table = Table(title="The adaptive pipeline (system full) against the fixed pipeline (all retrievers + RRF)")
-    for col in ("question", "class (alpha)", "strategy", "retrievers", "gold in top 5: full / fixed"):
+    table = Table(title="The adaptive pipeline (system full) against the fixed pipeline (all retrievers + RRF), "
+                  "and its answer")
+    for col in ("question", "class (alpha)", "strategy", "retrievers", "gold in top 5: full / fixed", "answer",
+                "cited"):
         table.add_column(col)
     for q in _showcase(questions):
         vec = index.encoder.encode_query(q.question)
         full = engine.retrieve(q.question, system="full", query_vector=vec)
         fixed = engine.retrieve(q.question, system="fixed", query_vector=vec)
+        answer = engine.ask(q.question, system="full")
         cx = full.trace["complexity"]
         gold = set(q.gold_passage_ids)
+        right = exact_match(answer.answer, q.answers) or token_f1(answer.answer, q.answers) >= 0.5
+        mark = "" if answer.abstained else (" [green]✓[/]" if right else " [red]✗[/]")
+        cited = [index.get(c) for c in answer.citations]
         table.add_row(q.question[:60] + ("…" if len(q.question) > 60 else ""), _class_cell(cx),
                       full.trace["strategy"], ", ".join(r["name"] for r in full.trace["retrievers"]),
                       f"{len(gold & {p.id for p in full.passages})}/{len(gold)} · "
-                      f"{len(gold & {p.id for p in fixed.passages})}/{len(gold)}")
+                      f"{len(gold & {p.id for p in fixed.passages})}/{len(gold)}",
+                      answer.answer + mark,
+                      ", ".join((p.title or p.id) + (" [green]✓[/]" if p.id in gold else "") for p in cited if p))
     out.print(table)
+    _answers(out, engine, questions)
+
+
+def _answers(out: Console, engine, questions: list[QAExample]) -> None:
+    from amsrag.generate.metrics import exact_match, token_f1
+
+    em = f1 = answered = cites_gold = 0.0
+    ms: list[float] = []
+    for q in questions:
+        a = engine.ask(q.question, system="full")
+        em += exact_match(a.answer, q.answers)
+        f1 += token_f1(a.answer, q.answers)
+        answered += not a.abstained
+        cites_gold += bool(set(a.citations) & set(q.gold_passage_ids))
+        ms.append(float(a.trace["timings_ms"]["total"]))
+    n = len(questions)
+    ms.sort()
+    out.print(f"[bold]amsrag ask[/] on all {n} demo questions ({engine.config.generator.name} reader): "
+              f"EM {em / n:.2f}, F1 {f1 / n:.2f}, answered {answered:.0f}/{n}, cited a gold passage "
+              f"{cites_gold:.0f}/{n}, median {ms[n // 2]:.0f} ms per question")
 
 
 def _class_cell(cx: dict) -> str:

@@ -15,6 +15,7 @@ from amsrag.cli.common import IndexOpt, JsonOpt, SystemOpt, emit, err, generator
 from amsrag.cli.eval import eval_command
 from amsrag.cli.evaluator import evaluator_app
 from amsrag.cli.index import index_app
+from amsrag.cli.reader import reader_app
 from amsrag.cli.route import route_app
 from amsrag.errors import AmsragError
 
@@ -24,6 +25,7 @@ app.add_typer(index_app, name="index")
 app.add_typer(classifier_app, name="classifier")
 app.add_typer(evaluator_app, name="evaluator")
 app.add_typer(route_app, name="route")
+app.add_typer(reader_app, name="reader")
 app.command("eval")(eval_command)
 
 
@@ -102,6 +104,7 @@ def ask(
         gen = make_generator(generator_config(engine.config.generator, generator, model, base_url),
                              encoder=engine.index.encoder)
         result = engine.ask(query, system=system, generator=gen)
+        answer_passages = [p for p in (engine.index.get(c) for c in result.citations) if p is not None]
     if as_json:
         emit(result.to_dict())
         return
@@ -116,6 +119,13 @@ def ask(
                   "the answer is the extractive one (retrieval only)", highlight=False, soft_wrap=True)
     out.print(f"\n[bold]{result.answer}[/]  [dim]{' '.join('[' + c + ']' for c in result.citations)}[/]",
               highlight=False)
+    if result.abstained and g.get("candidate") and g["candidate"] != result.answer:
+        out.print(f"[dim]best candidate, below the confidence threshold {g.get('threshold')}: {g['candidate']}[/]",
+                  highlight=False)
+    for cid in result.citations:
+        p = next((p for p in answer_passages if p.id == cid), None)
+        if p is not None:
+            out.print(f"[dim][{cid}] {p.title}: {p.text[:160]}{'…' if len(p.text) > 160 else ''}[/]", highlight=False)
 
 
 @app.command("demo")

@@ -31,6 +31,12 @@ class Answer:
     text: str
     abstained: bool
     ms: float
+    candidate: str = ""  # what it would have answered had it not abstained
+
+
+def candidate_of(g: Any) -> str:
+    """The generator's best answer even when it abstained (the span reader keeps it in its details)."""
+    return str(g.details.get("candidate") or g.answer) if g.abstained else str(g.answer)
 
 
 class Answerer:
@@ -58,7 +64,8 @@ class Answerer:
         if hit is None:
             t = time.perf_counter()
             g = generate_answer(self.generator, question, passages, vector)
-            hit = self._cache[key] = Answer(g.answer, bool(g.abstained), (time.perf_counter() - t) * 1000)
+            hit = self._cache[key] = Answer(g.answer, bool(g.abstained), (time.perf_counter() - t) * 1000,
+                                            candidate_of(g))
         return hit
 
 
@@ -95,6 +102,7 @@ class RowAnswer:
     abstained: bool
     ms: float
     corrective: tuple[float, float, str] | None = None  # (retrieve ms, retriever calls, action) when it ran
+    candidate: str = ""
 
 
 class AnswerContext:
@@ -112,16 +120,17 @@ class AnswerContext:
         for name, ids in job.rows:
             passages: Sequence[Any] = [Passage(id=pid, title=title, text=text)
                                        for pid, (title, text) in ((i, job.passages[i]) for i in ids)]
-            corrective = None
             system = self.corrective_rows.get(name)
-            if system is not None:  # `Engine.ask` checks the evidence (corrective step) before generating
-                checked = self.engines[name].retrieve(job.question, system=system, k=self.k,
-                                                      query_vector=job.vector, corrective=True)
-                passages = checked.passages
-                corrective = (float(checked.trace["timings_ms"]["total"]), float(checked.trace["retriever_calls"]),
-                              str((checked.trace.get("corrective") or {}).get("action")))
+            if system is not None:  # as `Engine.ask`: the corrective step (or a confident reader) before the answer
+                answered = self.engines[name].answer(job.question, system, self.answerer.generator, job.vector,
+                                                     k=self.k)
+                trace, g = answered.retrieval.trace, answered.generation
+                corrective = (float(trace["timings_ms"]["total"]), float(trace["retriever_calls"]),
+                              str((trace.get("corrective") or {}).get("action")))
+                out[name] = RowAnswer(g.answer, bool(g.abstained), answered.generate_ms, corrective, candidate_of(g))
+                continue
             a = self.answerer.answer(job.question, job.vector, passages)
-            out[name] = RowAnswer(a.text, a.abstained, a.ms, corrective)
+            out[name] = RowAnswer(a.text, a.abstained, a.ms, candidate=a.candidate)
         return out
 
 

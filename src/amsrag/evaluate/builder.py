@@ -438,3 +438,16 @@ def load_or_build(spec: BenchmarkSpec, cache_dir: Path | None = None) -> tuple[B
     bench = build(spec)
     bench.save(directory)
     return bench, directory
+
+
+def held_out_questions(data_dir: Path) -> set[str]:
+    """Questions no trained model may see: the default benchmark's (evaluated and calibration) and the
+    demo's."""
+    from importlib import resources
+
+    bench = build(BenchmarkSpec(data_dir=data_dir))
+    out = {q.question for q in [*bench.queries, *bench.calibration]}
+    demo = Path(str(resources.files("amsrag") / "data" / "demo" / "questions.jsonl"))
+    if demo.is_file():
+        out |= {json.loads(line)["question"] for line in demo.read_text(encoding="utf-8").splitlines() if line}
+    return out

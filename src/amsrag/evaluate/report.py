@@ -43,6 +43,20 @@ def _group(s: SystemResult, mask: np.ndarray) -> dict[str, Any]:
     out[CALLS] = _mean(s.calls[mask])
     out["latency_ms_mean"] = _mean(s.latency_ms[mask])
     out["route_mix"] = dict(sorted(Counter(st for st, m in zip(s.strategies, mask, strict=True) if m).items()))
+    out.update(_abstention(s, mask))
+    return out
+
+
+def _abstention(s: SystemResult, mask: np.ndarray) -> dict[str, Any]:
+    """How often it abstained, how often an answer it gave was right (F1 >= 0.5), and the F1 it would
+    have had answering every question with its best candidate."""
+    abst = s.abstained[mask]
+    out: dict[str, Any] = {"abstain_rate": _mean(abst)}
+    f1 = s.values["f1"][mask]
+    answered = (abst == 0.0) & ~np.isnan(f1)
+    out["precision_answered"] = _r(float(np.mean(f1[answered] >= 0.5))) if answered.any() else None
+    if s.candidate_f1 is not None:
+        out["f1_never_abstaining"] = _mean(s.candidate_f1[mask])
     return out
 
 
@@ -67,7 +81,7 @@ def summarise_system(s: SystemResult, run: RunResult, boot: Bootstrap,
     else:
         out["p_vs_A0"] = {}
     out["n_scored"] = {m: int(np.sum(~np.isnan(s.values[m]))) for m in METRICS}
-    out["abstain_rate"] = _mean(s.abstained)
+    out.update(_abstention(s, np.ones(len(queries), dtype=bool)))
     out["generate_ms_mean"] = _mean(s.generate_ms)
     if s.answer_path:
         out["answer_path"] = s.answer_path
@@ -208,6 +222,7 @@ def markdown(report: dict[str, Any], command: str, notes: Sequence[str] = ()) ->
         lines.append("")
     lines += _table_groups(systems, "by_class", "By complexity class (true label)")
     lines += _table_groups(systems, "by_dataset", "By data set")
+    lines += _table_abstention(systems)
     lines += _table_latency(systems)
     if notes:
         lines += ["## Notes", "", *[f"- {n}" for n in notes], ""]
@@ -246,6 +261,26 @@ def _table_groups(systems: dict[str, Any], key: str, title: str) -> list[str]:
             d = s[key].get(g)
             cells.append("–" if d is None else f"{_f(d['ndcg@5'])} / {_f(d['f1'])} / {_f(d[CALLS], 2)}")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines.append("")
+    return lines
+
+
+def _table_abstention(systems: dict[str, Any]) -> list[str]:
+    if not any(s.get("abstain_rate") is not None for s in systems.values()):
+        return []
+    groups = sorted({g for s in systems.values() for g in s["by_dataset"]})
+    lines = ["## Abstention", "",
+             "Abstained (\"insufficient evidence\", scored 0) / precision of the answers given (F1 ≥ 0.5) / F1 had it "
+             "answered every question with its best candidate.", "",
+             "| system | all | " + " | ".join(groups) + " |", "|---|---|" + "---|" * len(groups)]
+
+    def cell(d: dict[str, Any] | None) -> str:
+        if d is None or d.get("abstain_rate") is None:
+            return "–"
+        return f"{_f(d['abstain_rate'], 2)} / {_f(d.get('precision_answered'), 2)} / {_f(d.get('f1_never_abstaining'))}"
+
+    for name, s in systems.items():
+        lines.append(f"| {name} | {cell(s)} | " + " | ".join(cell(s['by_dataset'].get(g)) for g in groups) + " |")
     lines.append("")
     return lines
 

@@ -72,6 +72,7 @@ class SystemResult:
     generate_ms: np.ndarray
     answers: list[str] = field(default_factory=list)  # "" where not answered
     answer_path: dict[str, Any] = field(default_factory=dict)  # the corrective retrieval answers read (if any)
+    candidate_f1: np.ndarray | None = None  # F1 of the answer it would give without abstaining (NaN: not answered)
 
 
 @dataclass(slots=True)
@@ -139,6 +140,7 @@ def run(engine: Engine, queries: Sequence[EvalQuery], rows: Sequence[SystemRow],
     per: dict[str, dict[str, Any]] = {
         row.name: {"values": {m: np.full(n, np.nan) for m in METRICS}, "lat": np.zeros(n), "stages": [],
                    "calls": np.zeros(n), "strategies": [], "abst": np.full(n, np.nan), "gen": np.full(n, np.nan),
+                   "cand_f1": np.full(n, np.nan),
                    "answers": [""] * n, "ans_ms": [], "ans_calls": [], "ans_actions": []} for row in rows}
     takes_corrective = "corrective" in inspect.signature(engine.retrieve).parameters
     corrective_rows = {row.name: row.system for row in rows
@@ -202,6 +204,7 @@ def run(engine: Engine, queries: Sequence[EvalQuery], rows: Sequence[SystemRow],
                 m = query_metrics(a.text, q.answers, [], (), False)
                 acc["values"]["em"][i], acc["values"]["f1"][i] = m["em"], m["f1"]
                 acc["abst"][i], acc["gen"][i], acc["answers"][i] = float(a.abstained), a.ms, a.text
+                acc["cand_f1"][i] = query_metrics(a.candidate or a.text, q.answers, [], (), False)["f1"]
                 if a.corrective is not None:
                     acc["ans_ms"].append(a.corrective[0])
                     acc["ans_calls"].append(a.corrective[1])
@@ -221,7 +224,8 @@ def run(engine: Engine, queries: Sequence[EvalQuery], rows: Sequence[SystemRow],
                            "retriever_calls_per_query": round(float(np.mean(acc["ans_calls"])), 4),
                            "corrective_actions": dict(Counter(acc["ans_actions"]))}
         systems[row.name] = SystemResult(row, acc["values"], acc["lat"], breakdown, acc["calls"],
-                                         acc["strategies"], acc["abst"], acc["gen"], acc["answers"], answer_path)
+                                         acc["strategies"], acc["abst"], acc["gen"], acc["answers"], answer_path,
+                                         acc["cand_f1"])
     return RunResult(list(queries), systems, embed_ms, predictions,
                      answerer.mode if answerer else "none", answerer.name if answerer else "",
                      time.perf_counter() - t_start)

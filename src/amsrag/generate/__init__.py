@@ -1,11 +1,13 @@
 """Answer generation (DESIGN §2): a = f(q, D*) with citations.
 
-`extractive` (default, no LLM), `llamacpp` (a local GGUF), `openai` (any OpenAI-compatible server);
+`extractive` (default, no LLM: the trained span reader), `heuristic` (the earlier sentence reader),
+`llamacpp` (a local GGUF), `openai` (any OpenAI-compatible server);
 `TargGate` decides when a generator with its own knowledge may skip retrieval.
 """
 
 from amsrag.generate.base import (
     ABSTAIN,
+    CalibratedReader,
     EvidencePassage,
     Generation,
     Generator,
@@ -21,6 +23,7 @@ from amsrag.generate.metrics import exact_match, normalize_answer, token_f1
 __all__ = [
     "ABSTAIN",
     "GENERATORS",
+    "CalibratedReader",
     "EvidencePassage",
     "Generation",
     "Generator",

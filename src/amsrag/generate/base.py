@@ -81,6 +81,15 @@ class ReadsQueryVector(Protocol):
                              query_vector: np.ndarray | None) -> Generation: ...
 
 
+@runtime_checkable
+class CalibratedReader(Protocol):
+    """A generator that reads the evidence in well under a second and whose `Generation.confidence` is a
+    calibrated probability that the answer is right: the engine lets it read the first pass and skips
+    the corrective check when it is confident (`corrective.reader_gate`)."""
+
+    calibrated_confidence: bool
+
+
 def generate_answer(generator: Generator, question: str, passages: Sequence[EvidencePassage],
                     query_vector: np.ndarray | None = None) -> Generation:
     """`generator`'s answer over `passages`, handing it the query embedding when it can use one."""

@@ -7,13 +7,13 @@ from amsrag.embed.encoder import Encoder
 from amsrag.errors import InputError
 from amsrag.generate.base import Generator
 
-GENERATORS = ("extractive", "llamacpp", "openai")
+GENERATORS = ("extractive", "heuristic", "llamacpp", "openai")
 
 
 def make_generator(config: GeneratorConfig | AmsragConfig | None = None, encoder: Encoder | None = None,
                    name: str | None = None) -> Generator:
-    """The generator `config.name` (or `name`) names. `encoder`: the shared query encoder (extractive only;
-    pass `index.encoder` so one model serves the whole process)."""
+    """The generator `config.name` (or `name`) names. `encoder`: the shared query encoder (the heuristic
+    reader only; pass `index.encoder` so one model serves the whole process)."""
     if isinstance(config, AmsragConfig):
         config = config.generator
     config = config or GeneratorConfig()
@@ -23,13 +23,17 @@ def make_generator(config: GeneratorConfig | AmsragConfig | None = None, encoder
     if name != config.name:
         config = config.model_copy(update={"name": name})
     if name == "extractive":
-        from amsrag.generate.extractive import ExtractiveGenerator
+        from amsrag.generate.span_reader import SpanReaderGenerator
+
+        return SpanReaderGenerator.from_config(config)
+    if name == "heuristic":
+        from amsrag.generate.heuristic import HeuristicGenerator
 
         if encoder is None:
             from amsrag.embed.encoder import MiniLMEncoder
 
-            return ExtractiveGenerator(MiniLMEncoder(), config)
-        return ExtractiveGenerator(encoder, config)
+            return HeuristicGenerator(MiniLMEncoder(), config)
+        return HeuristicGenerator(encoder, config)
     if name == "llamacpp":
         from amsrag.generate.llamacpp import LlamaCppGenerator
 

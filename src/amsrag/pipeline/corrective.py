@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from amsrag.config import CorrectiveConfig, ExternalConfig
-from amsrag.correct import CorrectiveStep, Strip, check
+from amsrag.correct import CorrectiveStep, Strip, check, rewrite_query
 from amsrag.fuse import merge_lists
 from amsrag.pipeline.passes import Pass, RetrievalPass, ScoredPassage, ms_since
 from amsrag.pipeline.systems import SystemSpec
@@ -61,6 +61,25 @@ class CorrectiveLoop:
     def close(self) -> None:
         if self._external is not None:
             self._external.close()
+
+    def widen(self, spec: SystemSpec, complexity: ComplexityTrace | None, query: str, vector: np.ndarray,
+              k: int | None, first: Pass, timings: Timings, reason: str) -> CorrectiveOutcome | None:
+        """The first pass widened once because the reader could not answer from it (no evaluator runs: the
+        reader's confidence is the assessment): the next wider route searched with a keyword rewrite,
+        merged behind the first pass's passages. None when the route is already the widest."""
+        plan = first.plan
+        wider = self.router.wider(plan) if self.config.max_escalations > 0 else None
+        if wider is None:
+            return None
+        t = time.perf_counter()
+        q2 = rewrite_query(query, first.passages, self.config.rewrite_max_terms) if self.config.rewrite_escalation \
+            else query
+        qv = vector if q2 == query else self.index.encoder.encode_query(q2)
+        second = self.passes.run(spec, wider, complexity, q2, qv, k, timings, prefix="escalated_")
+        final = merged([first.passages, second.passages], k or wider.k)
+        timings["corrective"] = ms_since(t)
+        escalation = Escalation(plan.strategy, wider.strategy, wider.evidence_path, q2, f"reader: {reason}")
+        return CorrectiveOutcome(final, CorrectiveTrace(reader=f"escalated: {reason}"), (escalation,), (second,))
 
     def run(self, spec: SystemSpec, complexity: ComplexityTrace | None, query: str, vector: np.ndarray,
             k: int | None, first: Pass, timings: Timings) -> CorrectiveOutcome:

@@ -19,13 +19,20 @@ from amsrag.classify import ComplexityClassifier
 from amsrag.config import AmsragConfig
 from amsrag.correct import Strip
 from amsrag.errors import InputError
-from amsrag.generate import Generation, Generator, GeneratorError, generate_answer, make_generator
+from amsrag.generate import (
+    CalibratedReader,
+    Generation,
+    Generator,
+    GeneratorError,
+    generate_answer,
+    make_generator,
+)
 from amsrag.generate.targ import TargGate
-from amsrag.pipeline.corrective import CorrectiveLoop
+from amsrag.pipeline.corrective import CorrectiveLoop, CorrectiveOutcome
 from amsrag.pipeline.execute import RetrieverExecutor
 from amsrag.pipeline.passes import Pass, RetrievalPass, ScoredPassage, ms_since
 from amsrag.pipeline.systems import SystemSpec, system_spec
-from amsrag.pipeline.trace import ComplexityTrace, CorrectiveTrace, Escalation, TargTrace, Timings, Trace
+from amsrag.pipeline.trace import ComplexityTrace, CorrectiveTrace, TargTrace, Timings, Trace
 from amsrag.retrieve.base import check_query
 from amsrag.retrieve.external import ExternalSources
 from amsrag.route import RoutePlan, Router
@@ -57,6 +64,96 @@ class AnswerResult:
     def to_dict(self) -> dict[str, Any]:
         return {"query": self.query, "answer": self.answer, "citations": self.citations,
                 "abstained": self.abstained, "trace": self.trace.to_dict()}
+
+
+@dataclass(frozen=True, slots=True)
+class _FirstPass:
+    """One query's first retrieval pass, before the corrective step, with what the step needs."""
+
+    query: str
+    spec: SystemSpec
+    k: int | None
+    vector: np.ndarray
+    complexity: ComplexityTrace | None
+    plan: RoutePlan
+    first: Pass
+    timings: Timings
+    t0: float
+
+    def result(self, outcome: CorrectiveOutcome | None = None, timings: Timings | None = None,
+               reader: str | None = None) -> RetrievalResult:
+        """The retrieval result: the first pass alone, or after the corrective step's `outcome`."""
+        first = self.first
+        checked = outcome.trace if outcome is not None else CorrectiveTrace(reader=reader)
+        every: tuple[Pass, ...] = (first, *(outcome.passes if outcome is not None else ()))
+        trace = Trace(system=self.spec.name, complexity=self.complexity, strategy=self.plan.strategy,
+                      reason=self.plan.reason, runs=tuple(run for p in every for run in p.runs.values()),
+                      searches=sum(p.searches for p in every), fusion=first.fused, second_hop=first.second_hop,
+                      adaptive_k=first.adaptive, mmr=first.mmr, corrective=checked,
+                      escalations=outcome.escalations if outcome is not None else (),
+                      timings=timings if timings is not None else dict(self.timings))
+        if outcome is None:
+            return RetrievalResult(self.query, first.passages, trace)
+        return RetrievalResult(self.query, outcome.passages, trace, outcome.strips)
+
+
+@dataclass(frozen=True, slots=True)
+class Answered:
+    """`Engine.answer`'s outcome: the evidence, the answer, the time spent generating, and the fallback's
+    error when the requested generator failed."""
+
+    retrieval: RetrievalResult
+    generation: Generation
+    generate_ms: float
+    requested: str
+    error: str | None = None
+
+    def trace_entry(self) -> dict[str, Any]:
+        entry = self.generation.trace()
+        if self.error is not None:
+            entry.update({"requested": self.requested, "error": self.error, "fallback": "extractive"})
+        return entry
+
+
+def reading_evidence(result: RetrievalResult, strips: bool = False) -> list[ScoredPassage]:
+    """What a generator reads: the passages, or with `strips` each passage's corrective-step strip where
+    the step made one (the passage itself otherwise)."""
+    if not strips or not result.strips:
+        return list(result.passages)
+    by_id = {s.passage_id: s for s in result.strips}
+    return [ScoredPassage(p.id, p.title, by_id[p.id].text, p.score, p.row) if p.id in by_id else p
+            for p in result.passages]
+
+
+class _Reading:
+    """One query's generator calls inside `Engine.answer`: timed, with the extractive fallback."""
+
+    def __init__(self, engine: Engine, generator: Generator, query: str, vector: np.ndarray, knows: bool) -> None:
+        self.engine, self.generator, self.query, self.vector, self.knows = engine, generator, query, vector, knows
+        self.strips = engine.config.generator.read_strips
+        self.ms = 0.0
+        self.error: str | None = None
+
+    def evidence_ids(self, result: RetrievalResult) -> list[tuple[str, str]]:
+        return [(p.id, p.text) for p in reading_evidence(result, self.strips)]
+
+    def read(self, result: RetrievalResult) -> Generation:
+        t = time.perf_counter()
+        try:
+            if not result.passages and self.knows and result.trace.strategy == "none":
+                g = self.generator.closed_book(self.query)  # a confident zero_hop: the model's own knowledge
+            else:
+                g = generate_answer(self.generator, self.query, reading_evidence(result, self.strips), self.vector)
+        except GeneratorError as exc:
+            self.error = str(exc)
+            engine = self.engine
+            fallback = make_generator(engine.config.generator, engine.index.encoder, name="extractive")
+            g = generate_answer(fallback, self.query, reading_evidence(result, self.strips), self.vector)
+        self.ms += ms_since(t)
+        return g
+
+    def done(self, result: RetrievalResult, g: Generation) -> Answered:
+        return Answered(result, g, self.ms, self.generator.name, self.error)
 
 
 class Engine:
@@ -119,6 +216,14 @@ class Engine:
         """Passages for `query` and the trace of how they were found. `corrective`: run the corrective
         step (systems that include it only); default: `corrective.on_retrieve` of the configuration.
         `generator_knows`: this call's generator answers from its own knowledge (default: the engine's)."""
+        first = self._first_pass(query, system, k, query_vector, generator_knows)
+        cfg = self.config.corrective
+        if first.spec.corrective and cfg.enabled and (cfg.on_retrieve if corrective is None else corrective):
+            return self._checked(first)
+        return first.result()
+
+    def _first_pass(self, query: str, system: str, k: int | None, query_vector: np.ndarray | None,
+                    generator_knows: bool | None) -> _FirstPass:
         query = check_query(query)
         knows = self.generator_knows if generator_knows is None else generator_knows
         spec = system_spec(system)
@@ -132,24 +237,16 @@ class Engine:
         complexity = self._classify(spec, query, query_vector, knows, timings) if spec.classifies else None
         plan = self._plan(spec, complexity, knows)
         first = self.passes.run(spec, plan, complexity, query, query_vector, k, timings)
-        passages = first.passages
-        checked = CorrectiveTrace()
-        escalations: tuple[Escalation, ...] = ()
-        wider: tuple[Pass, ...] = ()
-        strips: tuple[Strip, ...] = ()
-        cfg = self.config.corrective
-        if spec.corrective and cfg.enabled and (cfg.on_retrieve if corrective is None else corrective):
-            outcome = self.corrective.run(spec, complexity, query, query_vector, k, first, timings)
-            passages, checked, escalations = outcome.passages, outcome.trace, outcome.escalations
-            wider, strips = outcome.passes, outcome.strips
         timings["total"] = ms_since(t0)
-        every: tuple[Pass, ...] = (first, *wider)
-        trace = Trace(system=spec.name, complexity=complexity, strategy=plan.strategy, reason=plan.reason,
-                      runs=tuple(run for p in every for run in p.runs.values()),
-                      searches=sum(p.searches for p in every), fusion=first.fused, second_hop=first.second_hop,
-                      adaptive_k=first.adaptive, mmr=first.mmr, corrective=checked, escalations=escalations,
-                      timings=timings)
-        return RetrievalResult(query, passages, trace, strips)
+        return _FirstPass(query, spec, k, query_vector, complexity, plan, first, timings, t0)
+
+    def _checked(self, first: _FirstPass) -> RetrievalResult:
+        """The first pass after the corrective step (which may escalate to wider passes)."""
+        timings = dict(first.timings)
+        outcome = self.corrective.run(first.spec, first.complexity, first.query, first.vector, first.k, first.first,
+                                      timings)
+        timings["total"] = ms_since(first.t0)
+        return first.result(outcome, timings)
 
     def _classify(self, spec: SystemSpec, query: str, vector: np.ndarray, knows: bool,
                   timings: Timings) -> ComplexityTrace:
@@ -187,12 +284,13 @@ class Engine:
 
         A generator that answers from its own knowledge may skip retrieval twice over: the TARG gate
         (a closed-book answer whose confidence clears `generator.targ_threshold`) and a confident
-        zero_hop route. A generator that fails (dead server, missing model) degrades to the extractive
-        answer over the same passages, flagged in trace["generator"]["error"]."""
+        zero_hop route. A reader with calibrated confidence reads the first pass before the corrective
+        step and skips it when confident (`corrective.reader_gate`). A generator that fails (dead server,
+        missing model) degrades to the extractive answer over the same passages, flagged in
+        trace["generator"]["error"]."""
         t0 = time.perf_counter()
         query = check_query(query)
         generator = generator or self.generator
-        knows = bool(generator.knows)
         gate = TargGate(generator, self.config.generator.targ_threshold)
         targ = None
         if system_spec(system).adaptive and gate.active:
@@ -203,28 +301,50 @@ class Engine:
                 return self._closed_book_answer(query, system, closed, targ, t0)
         qv = self.index.encoder.encode_query(query)
         embed_ms = ms_since(t0)
-        result = self.retrieve(query, system, query_vector=qv, corrective=True,  # evidence checked first
-                               generator_knows=knows or self.generator_knows)
-        t = time.perf_counter()
-        error = None
-        try:
-            if not result.passages and knows and result.trace.strategy == "none":
-                g = generator.closed_book(query)  # a confident zero_hop: answer from the model's own knowledge
-            else:
-                g = generate_answer(generator, query, result.passages, qv)
-        except GeneratorError as exc:
-            error = str(exc)
-            fallback = make_generator(self.config.generator, self.index.encoder, name="extractive")
-            g = generate_answer(fallback, query, result.passages, qv)
-        entry = g.trace()
-        if error is not None:
-            entry.update({"requested": generator.name, "error": error, "fallback": "extractive"})
+        answered = self.answer(query, system, generator, qv)
+        result, g = answered.retrieval, answered.generation
         timings = dict(result.trace.timings)
         timings["embed"] = embed_ms
-        timings["generate"] = ms_since(t)
+        timings["generate"] = answered.generate_ms
         timings["total"] = ms_since(t0)
         return AnswerResult(result.query, g.answer, list(g.citations), g.abstained,
-                            result.trace.answered(entry, timings, targ))
+                            result.trace.answered(answered.trace_entry(), timings, targ))
+
+    def answer(self, query: str, system: str, generator: Generator, query_vector: np.ndarray,
+               k: int | None = None) -> Answered:
+        """The evidence for `query` (corrective step included, or skipped by a confident reader) and
+        `generator`'s answer over it; what `ask` runs after the TARG gate (the eval harness runs it too)."""
+        knows = bool(generator.knows)
+        first = self._first_pass(query, system, k, query_vector, knows or self.generator_knows)
+        cfg = self.config.corrective
+        reading = _Reading(self, generator, query, query_vector, knows)
+        if not (first.spec.corrective and cfg.enabled):
+            result = first.result()
+            return reading.done(result, reading.read(result))
+        gated = isinstance(generator, CalibratedReader) and generator.calibrated_confidence and cfg.reader_gate < 1
+        if gated:
+            early = first.result()
+            g = reading.read(early)
+            conf = g.confidence if g.confidence is not None else 0.0
+            if conf >= cfg.reader_gate:
+                return reading.done(first.result(reader=f"accepted: confidence {conf:.3f} >= {cfg.reader_gate}"), g)
+            if cfg.below_gate == "escalate":
+                timings = dict(first.timings)
+                outcome = self.corrective.widen(first.spec, first.complexity, first.query, first.vector, first.k,
+                                                first.first, timings, f"confidence {conf:.3f} < {cfg.reader_gate}")
+                if outcome is None:  # already the widest route: the first read stands
+                    return reading.done(first.result(reader=f"kept: confidence {conf:.3f} < {cfg.reader_gate}, "
+                                                            "no wider route"), g)
+                timings["total"] = ms_since(first.t0)
+                widened = first.result(outcome, timings)
+                g2 = reading.read(widened)
+                return reading.done(widened, g2)
+            checked = self._checked(first)
+            if reading.evidence_ids(checked) == reading.evidence_ids(early):
+                return reading.done(checked, g)  # the step kept the evidence: the first read stands
+            return reading.done(checked, reading.read(checked))
+        checked = self._checked(first)
+        return reading.done(checked, reading.read(checked))
 
     def _closed_book_answer(self, query: str, system: str, g: Generation, targ: TargTrace,
                             t0: float) -> AnswerResult:

@@ -68,14 +68,20 @@ class CorrectiveTrace:
     external: dict[str, Any] | None = None
     insufficient_evidence: bool = False
     sufficiency: Sufficiency | None = None
+    reader: str | None = None  # the reader assessed the evidence instead of the evaluator: what it decided, why
 
     @property
     def action(self) -> str:
+        if self.reader is not None:
+            return "reader-" + self.reader.split(":", 1)[0]
         return "skipped" if self.correction is None else self.correction.assessment.action
 
     def to_dict(self) -> dict[str, Any]:
         if self.correction is None:
-            return {"score": None, "action": "skipped"}
+            out: dict[str, Any] = {"score": None, "action": self.action}
+            if self.reader is not None:
+                out["assessed_by"], out["reason"] = "reader", self.reader.split(": ", 1)[-1]
+            return out
         out = self.correction.to_dict()
         if self.external is not None:
             out["external"] = self.external

@@ -151,7 +151,8 @@ function renderEscalations(trace) {
   const esc = trace.escalations || [];
   $("escalations").replaceChildren(
     el("p", {}, "corrective: ", el("strong", {}, corr.action || "–"),
-      corr.score !== null && corr.score !== undefined ? " (score " + fmt(corr.score) + ")" : ""),
+      corr.score !== null && corr.score !== undefined ? " (score " + fmt(corr.score) + ")"
+        : (corr.reason ? " (" + corr.reason + ")" : "")),
     esc.length ? el("ol", { id: "escalation-list" }, ...esc.map((e) => el("li", {},
       typeof e === "string" ? e : JSON.stringify(e)))) : el("p", { class: "muted", id: "escalation-list" }, "no escalations"));
 }

@@ -1,4 +1,4 @@
-"""The default generator: no LLM, the answer span picked from the evidence.
+"""The heuristic reader (the default before the trained span reader; kept as its measured baseline): no LLM.
 
 Sentences of the given passages are scored against the question by question-word overlap and, for the
 best few (`generator.embed_sentences`), the shared MiniLM embedding, through the process's sentence cache
@@ -80,8 +80,8 @@ class _Candidate:
     kind: str  # "typed", "fallback", "chunk"
 
 
-class ExtractiveGenerator:
-    name = "extractive"
+class HeuristicGenerator:
+    name = "heuristic"
     knows = False
     logprobs = False
     streaming = False

@@ -10,14 +10,14 @@ import pytest
 
 from amsrag.config import GeneratorConfig
 from amsrag.generate import ABSTAIN, make_generator, token_f1
-from amsrag.generate.extractive import ExtractiveGenerator
+from amsrag.generate.heuristic import HeuristicGenerator
 from amsrag.pipeline import Engine
 from amsrag.types import Passage
 
 
 @pytest.fixture(scope="module")
-def reader(built_index) -> ExtractiveGenerator:
-    return ExtractiveGenerator(built_index.encoder, GeneratorConfig(abstain_threshold=0.0))
+def reader(built_index) -> HeuristicGenerator:
+    return HeuristicGenerator(built_index.encoder, GeneratorConfig(abstain_threshold=0.0))
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +47,7 @@ def test_answer_types_dates_and_choices() -> None:
                         "Group in the USA. The magazine was started in 1989.")]
     from amsrag.embed.encoder import MiniLMEncoder
 
-    g = ExtractiveGenerator(MiniLMEncoder(), GeneratorConfig(abstain_threshold=0.0))
+    g = HeuristicGenerator(MiniLMEncoder(), GeneratorConfig(abstain_threshold=0.0))
     first = g.generate("Which magazine was started first, Arthur's Magazine or First for Women?", passages)
     assert first.answer == "Arthur's Magazine" and set(first.citations) == {"a", "b"}
     assert g.generate("When was First for Women started?", passages).answer == "1989"
@@ -57,7 +57,7 @@ def test_answer_types_dates_and_choices() -> None:
 
 
 def test_abstains_without_evidence(built_index, by_id, slice_questions) -> None:
-    gen = ExtractiveGenerator(built_index.encoder, GeneratorConfig(abstain_threshold=0.3))
+    gen = HeuristicGenerator(built_index.encoder, GeneratorConfig(abstain_threshold=0.3))
     q = next(q for q in slice_questions if "nobel prize in physics" in q.question)
     relevant = gen.generate(q.question, [by_id[i] for i in q.gold_passage_ids])
     unrelated = [p for p in by_id.values() if p.id not in q.gold_passage_ids and "Oak Island" in p.text][:2]
@@ -70,8 +70,11 @@ def test_abstains_without_evidence(built_index, by_id, slice_questions) -> None:
 
 
 def test_factory_builds_the_configured_generator(built_index) -> None:
-    gen = make_generator(built_index.config, encoder=built_index.encoder)
-    assert isinstance(gen, ExtractiveGenerator) and gen.encoder.inner is built_index.encoder
+    from amsrag.generate.span_reader import SpanReaderGenerator
+
+    assert isinstance(make_generator(built_index.config, encoder=built_index.encoder), SpanReaderGenerator)
+    gen = make_generator(built_index.config, encoder=built_index.encoder, name="heuristic")
+    assert isinstance(gen, HeuristicGenerator) and gen.encoder.inner is built_index.encoder
 
 
 def test_engine_ask_uses_the_generator_and_fills_the_trace(built_index, slice_questions) -> None:

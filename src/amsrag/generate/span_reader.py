@@ -1,0 +1,469 @@
+"""The trained span reader: a fine-tuned MiniLM span/answer-type model on int8 ONNX, run without torch.
+
+Every window of every given passage is read in one batch; each window's best span (max start+end logit)
+is scored against the window's no-answer score ([CLS] start+end), so scores are comparable across passages
+and across windows of one passage. When all passages fit in `joint_tokens` together they are also read as
+one context (a bridge passage and the answer passage side by side). A 3-way head on [CLS] says span / yes /
+no; "A or B?" questions are answered with one of the two options. The confidence is a probability that the
+answer is right, calibrated on held-out data (card `calibration`); below the card's threshold the reader
+abstains ("insufficient evidence"). The artifact is `reader.onnx` with its card `reader.json`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from amsrag.config import GeneratorConfig
+from amsrag.errors import AmsragError
+from amsrag.generate.base import ABSTAIN, EvidencePassage, Generation, check_passages
+from amsrag.generate.metrics import normalize_answer
+
+MODEL_FILE = "reader.onnx"
+CARD_FILE = "reader.json"
+TYPE_LABELS = ("span", "yes", "no")
+JOINT_SEP = " || "
+_YESNO_START = re.compile(
+    r"^\s*(is|are|was|were|do|does|did|can|could|has|have|had|will|would|should|shall|may|might|must)\b", re.I)
+_WH_START = re.compile(r"^\s*(which|who|whom|whose|what|where|when|in which|of which|between)\b", re.I)
+_OPTIONS = re.compile(r"[,:]\s*(?:the\s+)?([^,:?]+?)\s*,?\s+or\s+(?:the\s+)?([^,?]+?)\s*\??\s*$", re.I)
+_OPTIONS_LOOSE = re.compile(r"\b(?:between\s+)?([A-Z][^,?]*?)\s+(?:or|and)\s+([A-Z][^,?]*?)\s*\??\s*$")
+
+InferFn = Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
+
+
+class ReaderArtifactError(AmsragError):
+    """The reader's model or card is missing or unreadable (the message names the file)."""
+
+
+def default_directory() -> Path:
+    return Path(str(resources.files("amsrag") / "data" / "reader"))
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """One model input: [CLS] question [SEP] context-piece [SEP]; `offsets` map context tokens to chars."""
+
+    passage: int  # index into the passages read (-1 - j: the j-th joint context)
+    ids: list[int]
+    type_ids: list[int]
+    ctx_start: int  # first context token position in `ids`
+    offsets: list[tuple[int, int]]  # char offsets (in the context string) of ids[ctx_start:ctx_start+len]
+
+
+def context_of(title: str, text: str) -> str:
+    """The string a passage is read as (the title can hold the answer: HotpotQA's bridge entities)."""
+    title = title.strip()
+    return f"{title}: {text}" if title else text
+
+
+class WindowMaker:
+    """Question + context → overlapping windows of at most `max_len` tokens (`stride` tokens overlap)."""
+
+    def __init__(self, tokenizer: Any, max_len: int = 256, stride: int = 96, max_question: int = 64) -> None:
+        self.tok = tokenizer
+        self.max_len = max_len
+        self.stride = stride
+        self.max_question = max_question
+        self.cls = int(tokenizer.token_to_id("[CLS]"))
+        self.sep = int(tokenizer.token_to_id("[SEP]"))
+
+    def question_ids(self, question: str) -> list[int]:
+        return list(self.tok.encode(question, add_special_tokens=False).ids[: self.max_question])
+
+    def encode_contexts(self, contexts: Sequence[str]) -> list[tuple[list[int], list[tuple[int, int]]]]:
+        encs = self.tok.encode_batch(list(contexts), add_special_tokens=False)
+        return [(list(e.ids), [tuple(o) for o in e.offsets]) for e in encs]
+
+    def windows(self, q_ids: list[int], ctx_ids: list[int], offsets: list[tuple[int, int]], passage: int,
+                max_len: int | None = None) -> list[Window]:
+        max_len = max_len or self.max_len
+        room = max(16, max_len - len(q_ids) - 3)
+        step = max(16, room - self.stride)
+        head = [self.cls, *q_ids, self.sep]
+        out = []
+        start = 0
+        while True:
+            piece = ctx_ids[start:start + room]
+            ids = [*head, *piece, self.sep]
+            types = [0] * len(head) + [1] * (len(piece) + 1)
+            out.append(Window(passage, ids, types, len(head), offsets[start:start + room]))
+            if start + room >= len(ctx_ids):
+                break
+            start += step
+        return out
+
+    def fits(self, q_ids: list[int], n_ctx_tokens: int, max_len: int) -> bool:
+        return len(q_ids) + n_ctx_tokens + 3 <= max_len
+
+
+def pad_batch(windows: Sequence[Window]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    n = max(len(w.ids) for w in windows)
+    ids = np.zeros((len(windows), n), dtype=np.int64)
+    types = np.zeros_like(ids)
+    mask = np.zeros_like(ids)
+    for i, w in enumerate(windows):
+        ids[i, :len(w.ids)] = w.ids
+        types[i, :len(w.ids)] = w.type_ids
+        mask[i, :len(w.ids)] = 1
+    return ids, types, mask
+
+
+@dataclass(frozen=True, slots=True)
+class SpanCandidate:
+    text: str
+    passage: int  # index into the passages (a span of a joint context is mapped to its passage)
+    score: float  # best start+end logit minus the window's no-answer score (+ retrieval feature)
+    prob: float  # softmax probability of the span within its window (no-answer included)
+    char_start: int = 0
+    char_end: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Alternative:
+    answer: str
+    passage_id: str
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class ReaderResult:
+    """What `SpanReader.read` returns. `answer` is the best answer even when `abstained` (then the
+    generator says "insufficient evidence"); `confidence` is the calibrated probability it is right."""
+
+    answer: str
+    kind: str  # span | yes | no | option
+    passage_id: str | None
+    confidence: float
+    abstained: bool
+    alternatives: tuple[Alternative, ...] = ()
+    ms: float = 0.0
+    features: dict[str, float] = field(default_factory=dict)
+
+
+def _sigmoid(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-max(-40.0, min(40.0, x))))
+
+
+def question_options(question: str) -> tuple[str, str] | None:
+    """The two options of an either-or question ("Which is older, A or B?"), else None."""
+    if _YESNO_START.match(question) and not _WH_START.match(question):
+        return None
+    m = _OPTIONS.search(question)
+    if m is None and _WH_START.match(question):
+        m = _OPTIONS_LOOSE.search(question)
+    if m is None:
+        return None
+    a, b = (s.strip(" \"'“”") for s in (m.group(1), m.group(2)))
+    if not a or not b or len(a) > 80 or len(b) > 80:
+        return None
+    return a, b
+
+
+def is_yesno_question(question: str) -> bool:
+    return bool(_YESNO_START.match(question)) and question_options(question) is None
+
+
+class SpanReader:
+    """Reads a question against passages jointly. Build with `load()` (the shipped artifact by default)."""
+
+    def __init__(self, infer: InferFn, tokenizer: Any, card: dict[str, Any]) -> None:
+        self.infer = infer
+        self.card = card
+        cfg = card.get("windows", {})
+        self.max_len = int(cfg.get("max_len", 256))
+        self.joint_tokens = int(cfg.get("joint_tokens", 384))
+        self.max_answer_tokens = int(cfg.get("max_answer_tokens", 30))
+        self.maker = WindowMaker(tokenizer, self.max_len, int(cfg.get("stride", 96)))
+        cal = card.get("calibration", {})
+        self.coef: dict[str, float] = {k: float(v) for k, v in cal.get("coef", {}).items()}
+        self.intercept = float(cal.get("intercept", 0.0))
+        self.threshold = float(cal.get("threshold", 0.0))
+        self.retrieval_weight = float(card.get("retrieval_weight", 0.0))
+        self.joint_pairs_of = int(cfg.get("joint_pairs_of", 0))  # 0: no pairs, only all-passages-joint
+        self.title_rule = bool(cfg.get("title_rule", True))
+
+    @classmethod
+    def load(cls, directory: Path | str | None = None, threads: int = 1) -> SpanReader:
+        d = Path(directory) if directory is not None else default_directory()
+        card_path, model_path = d / CARD_FILE, d / MODEL_FILE
+        try:
+            card = json.loads(card_path.read_text(encoding="utf-8"))
+            if not isinstance(card, dict):
+                raise ValueError("not a JSON object")
+        except FileNotFoundError as e:
+            raise ReaderArtifactError(f"{card_path}: reader card not found (train one: "
+                                      "amsrag reader train --out DIR)") from e
+        except (OSError, ValueError) as e:
+            raise ReaderArtifactError(f"{card_path}: reader card unreadable ({e})") from e
+        if not model_path.is_file():
+            raise ReaderArtifactError(f"{model_path}: reader model not found")
+        want = str((card.get("artifact") or {}).get("sha256", ""))
+        if want:
+            import hashlib
+
+            got = hashlib.sha256(model_path.read_bytes()).hexdigest()
+            if got != want:
+                raise ReaderArtifactError(f"{model_path}: sha256 {got[:12]}… does not match its card {card_path} "
+                                          f"({want[:12]}…): a different or damaged model")
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        from amsrag.embed.encoder import tokenizer_path
+
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = max(1, threads)
+        opts.inter_op_num_threads = 1
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        opts.add_session_config_entry("session.inter_op.allow_spinning", "0")
+        try:
+            session = ort.InferenceSession(str(model_path), opts, providers=["CPUExecutionProvider"])
+        except Exception as e:  # onnxruntime raises its own types for a corrupt file
+            raise ReaderArtifactError(f"{model_path}: reader model unreadable ({type(e).__name__}: {e})") from e
+        tok_file = tokenizer_path()
+        try:
+            tokenizer = Tokenizer.from_file(str(tok_file))
+        except Exception as e:
+            raise ReaderArtifactError(f"{tok_file}: tokenizer unreadable ({e})") from e
+        tokenizer.no_truncation()
+        tokenizer.no_padding()
+        names = [i.name for i in session.get_inputs()]
+
+        def infer(ids: np.ndarray, types: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+            s, e, t = session.run(None, {k: v for k, v in feed.items() if k in names})
+            return np.asarray(s, dtype=np.float32), np.asarray(e, dtype=np.float32), np.asarray(t, dtype=np.float32)
+
+        return cls(infer, tokenizer, card)
+
+    # -- reading ---------------------------------------------------------------------------------------
+    def _window_spans(self, s: np.ndarray, e: np.ndarray, w: Window, k: int = 3) -> list[tuple[float, float, int, int]]:
+        """The k best (score - null, prob, char_start, char_end) spans of one window's context."""
+        c0, n = w.ctx_start, len(w.offsets)
+        null = float(s[0] + e[0])
+        ss, ee = s[c0:c0 + n].astype(np.float64), e[c0:c0 + n].astype(np.float64)
+        m = ss[:, None] + ee[None, :]
+        band = np.triu(np.ones((n, n), dtype=bool)) & ~np.triu(np.ones((n, n), dtype=bool), self.max_answer_tokens)
+        m = np.where(band, m, -np.inf)
+        flat = m.ravel()
+        kk = min(k, flat.size)
+        part = np.argpartition(flat, -kk)[-kk:]
+        top = part[np.argsort(flat[part])[::-1]]
+        ls = np.concatenate([[s[0]], ss]) - max(float(s[0]), float(ss.max()))
+        le = np.concatenate([[e[0]], ee]) - max(float(e[0]), float(ee.max()))
+        log_zs, log_ze = math.log(float(np.exp(ls).sum())), math.log(float(np.exp(le).sum()))
+        out = []
+        for idx in top:
+            if not np.isfinite(flat[idx]):
+                break
+            i, j = divmod(int(idx), n)
+            prob = math.exp(float(ls[i + 1]) - log_zs + float(le[j + 1]) - log_ze)
+            out.append((float(flat[idx]) - null, prob, w.offsets[i][0], w.offsets[j][1]))
+        return out
+
+    def read(self, question: str, passages: Sequence[EvidencePassage],
+             retrieval_scores: Sequence[float] | None = None) -> ReaderResult:
+        t0 = time.perf_counter()
+        passages = check_passages(passages)
+        if not passages:
+            return ReaderResult(ABSTAIN, "span", None, 0.0, True, ms=(time.perf_counter() - t0) * 1000)
+        contexts = [context_of(p.title, p.text) for p in passages]
+        heads = [len(p.title.strip()) + 2 if p.title.strip() else 0 for p in passages]  # where the text starts
+        q_ids = self.maker.question_ids(question)
+        encoded = self.maker.encode_contexts(contexts)
+        windows: list[Window] = []
+        for i, (ids, offs) in enumerate(encoded):
+            windows += self.maker.windows(q_ids, ids, offs, i)
+        joints = self._joint_groups(q_ids, [len(ids) for ids, _ in encoded])
+        joint_texts = [JOINT_SEP.join(contexts[i] for i in members) for members in joints]
+        for j, (j_ids, j_offs) in enumerate(self.maker.encode_contexts(joint_texts) if joints else []):
+            windows += self.maker.windows(q_ids, j_ids, j_offs, -1 - j, self.joint_tokens)
+        s, e, t = self._run(windows)
+        ret = [float(x) for x in retrieval_scores] if retrieval_scores is not None else [0.0] * len(passages)
+        cands: list[SpanCandidate] = []
+        type_p = np.zeros(3)
+        best_yn = (-1.0, 0)
+        for k, w in enumerate(windows):
+            tl = t[k] - t[k].max()
+            p = np.exp(tl) / np.exp(tl).sum()
+            type_p += p
+            yn = float(p[1] + p[2])
+            for score, prob, a, b in self._window_spans(s[k], e[k], w):
+                ctx = contexts[w.passage] if w.passage >= 0 else joint_texts[-1 - w.passage]
+                pi, a2, b2 = self._locate(w.passage, a, b, contexts, joints)
+                bonus = self.retrieval_weight * ret[pi] if pi >= 0 else 0.0
+                text = ctx[a:b].strip(" \t\n,;:")
+                if not text or (w.passage < 0 and JOINT_SEP.strip() in text):  # no span across two passages
+                    continue
+                if self.title_rule and heads[pi] and a2 < heads[pi] - 2 and b2 > heads[pi]:
+                    continue  # a span running from the title into the text ("Uralic languages: The Uralic …")
+                cands.append(SpanCandidate(text, pi, score + bonus, prob, a2, b2))
+            if yn > best_yn[0]:
+                best_yn = (yn, w.passage if w.passage >= 0 else joints[-1 - w.passage][0])
+        type_p /= len(windows)
+        cands.sort(key=lambda c: -c.score)
+        best = cands[0] if cands else SpanCandidate("", 0, -30.0, 0.0)
+        second = next((c.score for c in cands if normalize_answer(c.text) != normalize_answer(best.text)), -30.0)
+        kind, answer, cited = "span", best.text, best.passage
+        options = question_options(question)
+        yn_q = 1.0 if is_yesno_question(question) else 0.0
+        p_yn = float(type_p[1] + type_p[2])
+        opt_margin = 0.0
+        if options is not None:
+            chosen, cited_o, opt_margin = self._choose_option(options, windows, s, e, contexts, joints, joint_texts,
+                                                              best)
+            if chosen is not None:
+                kind, answer, cited = "option", chosen, cited_o
+        elif p_yn > float(type_p[0]) and (yn_q or p_yn > 0.9):
+            kind = "yes" if type_p[1] >= type_p[2] else "no"
+            answer, cited = kind, best_yn[1]
+        feats = {"score": best.score, "margin": best.score - second, "prob": best.prob, "p_yesno": p_yn,
+                 "yn_question": yn_q, "yn_margin": abs(float(type_p[1] - type_p[2])) / max(p_yn, 1e-6),
+                 "is_yesno": 1.0 if kind in ("yes", "no") else 0.0, "is_option": 1.0 if kind == "option" else 0.0,
+                 "opt_margin": opt_margin, "retrieval": ret[cited] if 0 <= cited < len(ret) else 0.0,
+                 "windows": float(len(windows))}
+        conf = self.confidence(feats)
+        alts: list[Alternative] = []
+        seen = {normalize_answer(answer)}
+        for c in cands:
+            key = normalize_answer(c.text)
+            if key in seen or len(alts) >= 3:
+                continue
+            seen.add(key)
+            alts.append(Alternative(c.text, passages[max(c.passage, 0)].id, round(c.score, 3)))
+        pid = passages[max(cited, 0)].id if answer else None
+        return ReaderResult(answer or ABSTAIN, kind, pid, conf, conf < self.threshold or not answer, tuple(alts),
+                            (time.perf_counter() - t0) * 1000, feats)
+
+    def confidence(self, feats: dict[str, float]) -> float:
+        z = self.intercept + sum(w * feats.get(k, 0.0) for k, w in self.coef.items())
+        return _sigmoid(z)
+
+    def _run(self, windows: list[Window]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Batches of similar length (padding costs time); outputs in window order."""
+        order = sorted(range(len(windows)), key=lambda i: len(windows[i].ids))
+        n_max = max(len(w.ids) for w in windows)
+        s = np.full((len(windows), n_max), -1e4, dtype=np.float32)
+        e = np.full_like(s, -1e4)
+        t = np.zeros((len(windows), 3), dtype=np.float32)
+        for b in range(0, len(order), 8):
+            idx = order[b:b + 8]
+            ids, types, mask = pad_batch([windows[i] for i in idx])
+            bs, be, bt = self.infer(ids, types, mask)
+            for r, i in enumerate(idx):
+                n = len(windows[i].ids)
+                s[i, :n], e[i, :n], t[i] = bs[r, :n], be[r, :n], bt[r]
+        return s, e, t
+
+    def _joint_groups(self, q_ids: list[int], lengths: list[int]) -> list[tuple[int, ...]]:
+        """Passages read side by side as one context (a bridge passage beside the answer passage): all of
+        them when they fit in `joint_tokens`, else the pairs among the first `joint_pairs_of` that fit."""
+        n = len(lengths)
+        if n < 2:
+            return []
+        def fits(group: tuple[int, ...]) -> bool:
+            return self.maker.fits(q_ids, sum(lengths[i] for i in group) + 2 * (len(group) - 1), self.joint_tokens)
+        every = tuple(range(n))
+        if fits(every):
+            return [every]
+        top = min(n, self.joint_pairs_of)
+        return [(i, j) for i in range(top) for j in range(i + 1, top) if fits((i, j))]
+
+    @staticmethod
+    def _locate(passage: int, a: int, b: int, contexts: list[str],
+                joints: list[tuple[int, ...]]) -> tuple[int, int, int]:
+        """A span of a joint context → (passage index, start, end) within that passage's context."""
+        if passage >= 0:
+            return passage, a, b
+        members = joints[-1 - passage]
+        pos = 0
+        for i in members:
+            c = contexts[i]
+            if a < pos + len(c):
+                return i, a - pos, b - pos
+            pos += len(c) + len(JOINT_SEP)
+        return members[-1], 0, 0
+
+    def _choose_option(self, options: tuple[str, str], windows: list[Window], s: np.ndarray, e: np.ndarray,
+                       contexts: list[str], joints: list[tuple[int, ...]], joint_texts: list[str],
+                       best: SpanCandidate) -> tuple[str | None, int, float]:
+        """Score each option by its best occurrence (start+end logit minus no-answer) over every window."""
+        norm_best = set(normalize_answer(best.text).split())
+        scores: list[tuple[float, int]] = []
+        for opt in options:
+            pat = re.compile(re.escape(opt), re.I)
+            top, where = -math.inf, 0
+            for k, w in enumerate(windows):
+                ctx = contexts[w.passage] if w.passage >= 0 else joint_texts[-1 - w.passage]
+                null = float(s[k][0] + e[k][0])
+                starts = {o[0]: i for i, o in enumerate(w.offsets)}
+                ends = {o[1]: i for i, o in enumerate(w.offsets)}
+                for m in pat.finditer(ctx):
+                    i, j = starts.get(m.start()), ends.get(m.end())
+                    if i is None or j is None or j < i:
+                        continue
+                    sc = float(s[k][w.ctx_start + i] + e[k][w.ctx_start + j]) - null
+                    if sc > top:
+                        top, where = sc, self._locate(w.passage, m.start(), m.end(), contexts, joints)[0]
+            scores.append((top, where))
+        (sa, wa), (sb, wb) = scores
+        if math.isinf(sa) and math.isinf(sb):
+            # neither option is in the evidence: the one the best span overlaps most, if any
+            ov = [len(norm_best & set(normalize_answer(o).split())) for o in options]
+            if max(ov) == 0:
+                return None, 0, 0.0
+            k = int(ov[1] > ov[0])
+            return options[k], best.passage, 0.0
+        if sa >= sb:
+            return options[0], wa, (sa - sb) if not math.isinf(sb) else 10.0
+        return options[1], wb, (sb - sa) if not math.isinf(sa) else 10.0
+
+
+class SpanReaderGenerator:
+    """The span reader behind amsrag's `Generator` Protocol, the `extractive` default (open book only: it
+    knows nothing itself). Passages that carry a `score` (the engine's `ScoredPassage`) hand it on as the
+    retrieval feature."""
+
+    name = "extractive"
+    knows = False
+    logprobs = False
+    streaming = False
+    calibrated_confidence = True
+
+    def __init__(self, reader: SpanReader | None = None, directory: Path | str | None = None, threads: int = 1,
+                 threshold: float | None = None) -> None:
+        self.reader = reader if reader is not None else SpanReader.load(directory, threads)
+        self.threshold = self.reader.threshold if threshold is None else float(threshold)
+
+    @classmethod
+    def from_config(cls, config: GeneratorConfig) -> SpanReaderGenerator:
+        return cls(directory=config.reader or None, threads=config.reader_threads, threshold=config.reader_threshold)
+
+    def generate(self, question: str, passages: Sequence[EvidencePassage],
+                 retrieval_scores: Sequence[float] | None = None) -> Generation:
+        if retrieval_scores is None and passages and all(isinstance(getattr(p, "score", None), float | int)
+                                                         for p in passages):
+            retrieval_scores = [float(p.score) for p in passages]  # type: ignore[attr-defined]
+        r = self.reader.read(question, passages, retrieval_scores)
+        abstained = r.abstained or r.confidence < self.threshold
+        details: dict[str, Any] = {"answer_type": r.kind, "candidate": r.answer,
+                                   "alternatives": [a.answer for a in r.alternatives],
+                                   "threshold": self.threshold, "windows": int(r.features.get("windows", 0))}
+        if abstained:
+            return Generation(ABSTAIN, (), round(r.confidence, 4), True, ms=r.ms, generator=self.name,
+                              details=details)
+        cites = (r.passage_id,) if r.passage_id else ()
+        return Generation(r.answer, cites, round(r.confidence, 4), False, ms=r.ms, generator=self.name,
+                          details=details)
+
+    def closed_book(self, question: str) -> Generation:
+        return Generation(ABSTAIN, (), 0.0, True, generator=self.name, details={"reason": "no evidence"})
