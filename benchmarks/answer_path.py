@@ -76,14 +76,13 @@ def sweep(index: Any, queries: list[dict[str, Any]], log: Any) -> dict[str, Any]
     first = Engine(index, config=policy_config(base, "no check"))
     wide = Engine(index, config=policy_config(base, "reader gate", gate=1.0 - 1e-9))  # always widen
     check = Engine(index, config=policy_config(base, "evaluator"))
-    gen = first.generator
     recs = []
     for i, q in enumerate(queries):
         qv = index.encoder.encode_query(q["question"])
         rows = {}
         for name, engine in (("first", first), ("widened", wide), ("evaluator", check)):
             t = time.perf_counter()
-            a = engine.answer(q["question"], "full", gen, qv)
+            a = engine.answer(q["question"], "full", engine.generator, qv)  # a reader (and its cache) per engine
             ms = (time.perf_counter() - t) * 1000
             em, f1 = scored(a.generation.answer, q["answers"])
             rows[name] = {"em": em, "f1": f1, "ms": ms, "conf": a.generation.confidence or 0.0}

@@ -167,6 +167,8 @@ def main() -> int:
     ap.add_argument("--baseline-per-dataset", type=int, default=60)
     ap.add_argument("--items", type=Path, default=None, help="items.pkl of the training run (else rebuilt)")
     ap.add_argument("--notes", type=Path, default=None, help="a Markdown file for the misses section")
+    ap.add_argument("--fp32-model", type=Path, default=None,
+                    help="the un-quantised graph to compare with (default: MODEL/reader-fp32.onnx)")
     a = ap.parse_args()
     import hashlib
     import pickle
@@ -181,8 +183,9 @@ def main() -> int:
 
         items = load_all(a.data, 13, held_out_questions(a.data))[0]
     _ITEMS.update({it.id: it for it in items})
-    res = evaluate(a.model, a.data, 13, a.per_dataset, None, fp32=(a.model / "reader-fp32.onnx").is_file(),
-                   keep=True, all_items=items)
+    fp32_file = a.fp32_model or a.model / "reader-fp32.onnx"
+    res = evaluate(a.model, a.data, 13, a.per_dataset, None, fp32=fp32_file.is_file(), keep=True, all_items=items,
+                   fp32_model=fp32_file)
     for r in res["records"]:
         r["question"] = _ITEMS[r["id"]].question
     res["baseline"] = baseline(res["records"], a.baseline_per_dataset) if a.baseline_per_dataset else {}

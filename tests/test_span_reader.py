@@ -195,3 +195,15 @@ def test_cli_reader_evaluate_scores_the_shipped_reader(shared_data: Path, tmp_pa
     assert set(out["int8"]) >= {"gold", "mixed"} and out["int8"]["gold"]["all"]["n"] >= 6
     assert 0.0 <= out["int8"]["gold"]["all"]["f1"] <= 1.0 and out["load_seconds"] < 5
     assert json.loads(report.read_text())["records"]
+
+
+def test_the_same_question_over_the_same_evidence_is_read_once(reader: SpanReader, cases: dict[str, Any]) -> None:
+    gen = SpanReaderGenerator(reader, cache_size=2)
+    case = cases["squad"]
+    ps = _passages(case["passages"])
+    first = gen.generate(case["question"], ps)
+    assert gen.generate(case["question"], ps) is first
+    edited = [Passage(id=ps[0].id, title=ps[0].title, text=ps[0].text + " Nothing else."), *ps[1:]]
+    assert gen.generate(case["question"], edited) is not first  # same ids, other text: read again
+    gen.generate("Who?", ps)
+    assert gen.generate(case["question"], ps) is not first  # evicted (2 entries kept)

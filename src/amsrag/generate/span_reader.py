@@ -14,7 +14,9 @@ from __future__ import annotations
 import json
 import math
 import re
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -440,9 +442,13 @@ class SpanReaderGenerator:
     calibrated_confidence = True
 
     def __init__(self, reader: SpanReader | None = None, directory: Path | str | None = None, threads: int = 1,
-                 threshold: float | None = None) -> None:
+                 threshold: float | None = None, cache_size: int = 256) -> None:
         self.reader = reader if reader is not None else SpanReader.load(directory, threads)
         self.threshold = self.reader.threshold if threshold is None else float(threshold)
+        # the same question over the same evidence comes back (the eval's threshold rows, a retried request)
+        self._cache: OrderedDict[tuple[Any, ...], Generation] = OrderedDict()
+        self._cache_size = cache_size
+        self._lock = threading.Lock()
 
     @classmethod
     def from_config(cls, config: GeneratorConfig) -> SpanReaderGenerator:
@@ -453,6 +459,22 @@ class SpanReaderGenerator:
         if retrieval_scores is None and passages and all(isinstance(getattr(p, "score", None), float | int)
                                                          for p in passages):
             retrieval_scores = [float(p.score) for p in passages]  # type: ignore[attr-defined]
+        key = (question, tuple((p.id, p.title, p.text) for p in passages),
+               tuple(retrieval_scores) if retrieval_scores is not None else None)
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._cache.move_to_end(key)
+                return hit
+        g = self._generate(question, passages, retrieval_scores)
+        with self._lock:
+            self._cache[key] = g
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return g
+
+    def _generate(self, question: str, passages: Sequence[EvidencePassage],
+                  retrieval_scores: Sequence[float] | None) -> Generation:
         r = self.reader.read(question, passages, retrieval_scores)
         abstained = r.abstained or r.confidence < self.threshold
         details: dict[str, Any] = {"answer_type": r.kind, "candidate": r.answer,

@@ -44,7 +44,10 @@ def calibrate(model: Path, data: Path, seed: int, n: int, exclude: Collection[st
 
 
 def evaluate(model: Path, data: Path, seed: int, n: int, out: Path | None, fp32: bool = False,
-             keep: bool = False, all_items: list[Any] | None = None, exclude: Collection[str] = ()) -> dict[str, Any]:
+             keep: bool = False, all_items: list[Any] | None = None, exclude: Collection[str] = (),
+             fp32_model: Path | None = None) -> dict[str, Any]:
+    """The reader in `model` on the test split. `fp32`: also score the un-quantised graph (`fp32_model`, by
+    default `model/reader-fp32.onnx` of a training folder) with the same card."""
     import random
     import shutil
     import tempfile
@@ -64,10 +67,13 @@ def evaluate(model: Path, data: Path, seed: int, n: int, out: Path | None, fp32:
     recs = read_all(reader, chosen, seed + 2, keep=keep)
     res["int8"] = summarise(reader, recs)
     res["read_seconds"] = round(time.time() - t, 1)
-    if fp32 and (model / "reader-fp32.onnx").is_file():
+    fp32_file = fp32_model or model / "reader-fp32.onnx"
+    if fp32 and fp32_file.is_file():
         with tempfile.TemporaryDirectory() as d:
-            shutil.copy(model / "reader-fp32.onnx", Path(d) / MODEL_FILE)
-            shutil.copy(model / CARD_FILE, Path(d) / CARD_FILE)
+            shutil.copy(fp32_file, Path(d) / MODEL_FILE)
+            card = json.loads((model / CARD_FILE).read_text(encoding="utf-8"))
+            card.pop("artifact", None)  # its sha256 is the int8 model's
+            (Path(d) / CARD_FILE).write_text(json.dumps(card), encoding="utf-8")
             r32 = SpanReader.load(d)
             res["fp32_gold"] = summarise(r32, read_all(r32, chosen, seed + 2, settings=("gold",)))["gold"]
     res["latency_5_passages"] = latency(reader, items)
