@@ -3,7 +3,7 @@
 Held-out test split of the reader's training data (never trained on; SQuAD by article/paragraph):
 EM/F1 given the gold passage(s), gold + 3 distractors read jointly, 4 distractors only (abstention),
 precision of answered questions at the card's threshold, int8 vs fp32, latency for 5 passages (~600 words)
-on 1 thread, load time; the heuristic extractive reader on the same items and passages.
+on 1 thread, load time; the heuristic reader on the same items and passages.
 
     PYTHONPATH=src OMP_WAIT_POLICY=PASSIVE nice -n 19 /work/venv/bin/python benchmarks/reader.py \
         --model src/amsrag/data/reader --data ../shared/data
@@ -29,7 +29,7 @@ TARGETS = {"gold": {"nq": 0.55, "hotpotqa": 0.45, "squad": 0.72}, "mixed": {"hot
 
 
 def baseline(records: list[dict[str, Any]], per_dataset: int) -> dict[str, Any]:
-    """The heuristic extractive reader (amsrag.generate.extractive) on the first items of each dataset."""
+    """The heuristic reader (amsrag.generate.heuristic) on the first items of each dataset."""
     from amsrag.config import GeneratorConfig
     from amsrag.embed.encoder import MiniLMEncoder
     from amsrag.generate.heuristic import HeuristicGenerator
@@ -125,8 +125,8 @@ def markdown(res: dict[str, Any], card: dict[str, Any], command: str) -> str:
               f"p50 {lat['p50_ms']} ms, p95 {lat['p95_ms']} ms (targets 150 / 300 ms).",
               f"- Load (`SpanReader.load`, best of 3): {res['load_seconds']} s (target ≤ 1 s).", ""]
     if res.get("baseline"):
-        lines += ["## Against the heuristic extractive reader (same items, same passages)", "",
-                  "| setting | dataset | n | extractive EM / F1 | span reader EM / F1 | extractive p50 ms |",
+        lines += ["## Against the heuristic reader (same items, same passages)", "",
+                  "| setting | dataset | n | heuristic EM / F1 | span reader EM / F1 | heuristic p50 ms |",
                   "|---|---|---:|---|---|---:|"]
         for s, per in res["baseline"].items():
             for ds, r in per.items():
