@@ -91,7 +91,7 @@ def test_demo_runs_end_to_end(tmp_path) -> None:
     home = tmp_path / "home"
     proc = run("demo", env={"AMSRAG_HOME": str(home)})
     assert "Recall@5" in proc.stdout and "graph" in proc.stdout
-    assert "and its answer" in proc.stdout and "cited a gold passage" in proc.stdout  # answers beside routes
+    assert "answer:" in proc.stdout and "cited a gold passage" in proc.stdout  # answers beside the routes
     assert (home / "demo-index" / "manifest.json").is_file()
     again = run("demo", env={"AMSRAG_HOME": str(home)})  # reuses the index
     assert "building the demo index" not in again.stderr

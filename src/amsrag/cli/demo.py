@@ -8,6 +8,7 @@ from importlib import resources
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from amsrag.config import amsrag_home
@@ -114,11 +115,8 @@ def _routes(out: Console, index, questions: list[QAExample]) -> None:
     from amsrag.pipeline import Engine
 
     engine = Engine(index)
-    table = Table(title="The adaptive pipeline (system full) against the fixed pipeline (all retrievers + RRF), "
-                  "and its answer")
-    for col in ("question", "class (alpha)", "strategy", "retrievers", "gold in top 5: full / fixed", "answer",
-                "cited"):
-        table.add_column(col)
+    out.print("[bold]The adaptive pipeline (system full) against the fixed pipeline (all retrievers + RRF), "
+              "and the answer `amsrag ask` gives[/]")
     for q in _showcase(questions):
         vec = index.encoder.encode_query(q.question)
         full = engine.retrieve(q.question, system="full", query_vector=vec)
@@ -128,14 +126,19 @@ def _routes(out: Console, index, questions: list[QAExample]) -> None:
         gold = set(q.gold_passage_ids)
         right = exact_match(answer.answer, q.answers) or token_f1(answer.answer, q.answers) >= 0.5
         mark = "" if answer.abstained else (" [green]✓[/]" if right else " [red]✗[/]")
-        cited = [index.get(c) for c in answer.citations]
-        table.add_row(q.question[:60] + ("…" if len(q.question) > 60 else ""), _class_cell(cx),
-                      full.trace["strategy"], ", ".join(r["name"] for r in full.trace["retrievers"]),
-                      f"{len(gold & {p.id for p in full.passages})}/{len(gold)} · "
-                      f"{len(gold & {p.id for p in fixed.passages})}/{len(gold)}",
-                      answer.answer + mark,
-                      ", ".join((p.title or p.id) + (" [green]✓[/]" if p.id in gold else "") for p in cited if p))
-    out.print(table)
+        cited = [p for p in (index.get(c) for c in answer.citations) if p is not None]
+        out.print(f"\n[bold]{escape(q.question)}[/]", highlight=False)
+        out.print(f"  route: {_class_cell(cx)} · strategy {full.trace['strategy']} · "
+                  f"{', '.join(r['name'] for r in full.trace['retrievers'])} · gold in top 5: "
+                  f"full {len(gold & {p.id for p in full.passages})}/{len(gold)}, "
+                  f"fixed {len(gold & {p.id for p in fixed.passages})}/{len(gold)}", highlight=False)
+        out.print(f"  answer: [bold]{escape(answer.answer)}[/]{mark} (expected {escape(' / '.join(q.answers))}) · "
+                  f"confidence {answer.trace['generator'].get('confidence')} · evidence check "
+                  f"{answer.trace['corrective']['action']}", highlight=False)
+        for p in cited:
+            out.print(f"  cited: {escape(p.title or p.id)}" + (" [green](gold)[/]" if p.id in gold else ""),
+                      highlight=False)
+    out.print("")
     _answers(out, engine, questions)
 
 
