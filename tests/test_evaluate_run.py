@@ -149,7 +149,7 @@ def test_sentence_vectors_embedded_in_workers_reach_the_parent(built_index, tmp_
 
     report = run_eval(EvalOptions(
         out=tmp_path / "w2", index=built_index.path, qa=[SLICE / "questions.jsonl"], systems="bm25",
-        cache_dir=tmp_path / "cache", data_dir=tmp_path / "x", bootstrap=50, workers=2, generator="heuristic"))
+        cache_dir=tmp_path / "cache", data_dir=tmp_path / "x", bootstrap=100, workers=2, generator="heuristic"))
     assert report["config"]["answer_workers"] == 2 and report["config"]["generator"] == "heuristic"
     with np.load(tmp_path / "cache" / "sentence-vectors.npz") as z:
         assert len(z["texts"]) > 0
