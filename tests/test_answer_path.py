@@ -55,6 +55,7 @@ def test_confident_reader_accepts_the_first_pass_without_the_evaluator(built_ind
     a = engine.ask(q.question, generator=reader)
     c = a.trace["corrective"]
     assert c["action"] == "reader-accepted" and c["assessed_by"] == "reader" and "0.900 >= 0.5" in c["reason"]
+    assert (c["confidence"], c["gate"]) == (0.9, 0.5)
     assert len(reader.reads) == 1 and a.trace["escalations"] == []
     assert engine.corrective._step is None  # the evaluator model was never loaded
     first = engine.retrieve(q.question, corrective=False)

@@ -257,12 +257,12 @@ class GeneratorConfig(_Section):
         "(chosen for expected F1 on held-out reads, docs/benchmarks/reader.md)")
     read_strips: bool = Field(
         False, description="extractive: read the corrective step's sentence strips instead of the passages when "
-        "it made them (docs/benchmarks/eval)")
+        "it made them (off: the default check makes none, docs/benchmarks/answer-path.md)")
     # heuristic: the earlier sentence-and-entity reader, kept as the baseline the reader is measured against
     abstain_threshold: float = Field(
         0.229, ge=0, le=1,
         description="heuristic: abstain below this answer confidence; calibrated by "
-        "`python benchmarks/generation.py heuristic` (keeps 90% of right answers; docs/benchmarks/generation.md)",
+        "`python benchmarks/generation.py extractive` (keeps 90% of right answers; docs/benchmarks/generation.md)",
     )
     sentences: int = Field(8, ge=1, le=100, description="heuristic: top sentences searched for the answer span")
     embed_sentences: int = Field(6, ge=1, le=400, description="heuristic: sentences embedded per question, the "

@@ -14,7 +14,7 @@ from amsrag.correct import CorrectiveStep, Strip, check, rewrite_query
 from amsrag.fuse import merge_lists
 from amsrag.pipeline.passes import Pass, RetrievalPass, ScoredPassage, ms_since
 from amsrag.pipeline.systems import SystemSpec
-from amsrag.pipeline.trace import ComplexityTrace, CorrectiveTrace, Escalation, Timings
+from amsrag.pipeline.trace import ComplexityTrace, CorrectiveTrace, Escalation, ReaderCheck, Timings
 from amsrag.retrieve.external import ExternalSources
 from amsrag.route import Router
 from amsrag.store.base import PassageIndex
@@ -63,7 +63,7 @@ class CorrectiveLoop:
             self._external.close()
 
     def widen(self, spec: SystemSpec, complexity: ComplexityTrace | None, query: str, vector: np.ndarray,
-              k: int | None, first: Pass, timings: Timings, reason: str) -> CorrectiveOutcome | None:
+              k: int | None, first: Pass, timings: Timings, check: ReaderCheck) -> CorrectiveOutcome | None:
         """The first pass widened once because the reader could not answer from it (no evaluator runs: the
         reader's confidence is the assessment): the next wider route searched with a keyword rewrite,
         merged behind the first pass's passages. None when the route is already the widest."""
@@ -78,8 +78,8 @@ class CorrectiveLoop:
         second = self.passes.run(spec, wider, complexity, q2, qv, k, timings, prefix="escalated_")
         final = merged([first.passages, second.passages], k or wider.k)
         timings["corrective"] = ms_since(t)
-        escalation = Escalation(plan.strategy, wider.strategy, wider.evidence_path, q2, f"reader: {reason}")
-        return CorrectiveOutcome(final, CorrectiveTrace(reader=f"escalated: {reason}"), (escalation,), (second,))
+        escalation = Escalation(plan.strategy, wider.strategy, wider.evidence_path, q2, f"reader: {check.reason}")
+        return CorrectiveOutcome(final, CorrectiveTrace(reader=check), (escalation,), (second,))
 
     def run(self, spec: SystemSpec, complexity: ComplexityTrace | None, query: str, vector: np.ndarray,
             k: int | None, first: Pass, timings: Timings) -> CorrectiveOutcome:

@@ -32,7 +32,7 @@ from amsrag.pipeline.corrective import CorrectiveLoop, CorrectiveOutcome
 from amsrag.pipeline.execute import RetrieverExecutor
 from amsrag.pipeline.passes import Pass, RetrievalPass, ScoredPassage, ms_since
 from amsrag.pipeline.systems import SystemSpec, system_spec
-from amsrag.pipeline.trace import ComplexityTrace, CorrectiveTrace, TargTrace, Timings, Trace
+from amsrag.pipeline.trace import ComplexityTrace, CorrectiveTrace, ReaderCheck, TargTrace, Timings, Trace
 from amsrag.retrieve.base import check_query
 from amsrag.retrieve.external import ExternalSources
 from amsrag.route import RoutePlan, Router
@@ -81,7 +81,7 @@ class _FirstPass:
     t0: float
 
     def result(self, outcome: CorrectiveOutcome | None = None, timings: Timings | None = None,
-               reader: str | None = None) -> RetrievalResult:
+               reader: ReaderCheck | None = None) -> RetrievalResult:
         """The retrieval result: the first pass alone, or after the corrective step's `outcome`."""
         first = self.first
         checked = outcome.trace if outcome is not None else CorrectiveTrace(reader=reader)
@@ -327,18 +327,16 @@ class Engine:
             g = reading.read(early)
             conf = g.confidence if g.confidence is not None else 0.0
             if conf >= cfg.reader_gate:
-                return reading.done(first.result(reader=f"accepted: confidence {conf:.3f} >= {cfg.reader_gate}"), g)
+                return reading.done(first.result(reader=ReaderCheck("accepted", conf, cfg.reader_gate)), g)
             if cfg.below_gate == "escalate":
                 timings = dict(first.timings)
                 outcome = self.corrective.widen(first.spec, first.complexity, first.query, first.vector, first.k,
-                                                first.first, timings, f"confidence {conf:.3f} < {cfg.reader_gate}")
+                                                first.first, timings, ReaderCheck("escalated", conf, cfg.reader_gate))
                 if outcome is None:  # already the widest route: the first read stands
-                    return reading.done(first.result(reader=f"kept: confidence {conf:.3f} < {cfg.reader_gate}, "
-                                                            "no wider route"), g)
+                    return reading.done(first.result(reader=ReaderCheck("kept", conf, cfg.reader_gate)), g)
                 timings["total"] = ms_since(first.t0)
                 widened = first.result(outcome, timings)
-                g2 = reading.read(widened)
-                return reading.done(widened, g2)
+                return reading.done(widened, reading.read(widened))
             checked = self._checked(first)
             if reading.evidence_ids(checked) == reading.evidence_ids(early):
                 return reading.done(checked, g)  # the step kept the evidence: the first read stands

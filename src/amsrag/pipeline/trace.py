@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from amsrag.fuse import FusedList, MMRResult
 
@@ -60,6 +60,26 @@ class AdaptiveKTrace:
 
 
 @dataclass(frozen=True, slots=True)
+class ReaderCheck:
+    """The reader's check of the first pass: its confidence against the gate, and what followed."""
+
+    decision: Literal["accepted", "escalated", "kept"]  # kept: below the gate, but no wider route exists
+    confidence: float
+    gate: float
+
+    @property
+    def reason(self) -> str:
+        if self.decision == "accepted":
+            return f"confidence {self.confidence:.3f} >= {self.gate}"
+        tail = ", no wider route" if self.decision == "kept" else ""
+        return f"confidence {self.confidence:.3f} < {self.gate}{tail}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"assessed_by": "reader", "confidence": round(self.confidence, 4), "gate": self.gate,
+                "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
 class CorrectiveTrace:
     """The corrective step on one query: the assessment and action (None: skipped), the external
     sources' outcome, whether nothing was left, and the sufficiency check."""
@@ -68,19 +88,19 @@ class CorrectiveTrace:
     external: dict[str, Any] | None = None
     insufficient_evidence: bool = False
     sufficiency: Sufficiency | None = None
-    reader: str | None = None  # the reader assessed the evidence instead of the evaluator: what it decided, why
+    reader: ReaderCheck | None = None  # the reader assessed the evidence instead of the evaluator
 
     @property
     def action(self) -> str:
         if self.reader is not None:
-            return "reader-" + self.reader.split(":", 1)[0]
+            return f"reader-{self.reader.decision}"
         return "skipped" if self.correction is None else self.correction.assessment.action
 
     def to_dict(self) -> dict[str, Any]:
         if self.correction is None:
             out: dict[str, Any] = {"score": None, "action": self.action}
             if self.reader is not None:
-                out["assessed_by"], out["reason"] = "reader", self.reader.split(": ", 1)[-1]
+                out.update(self.reader.to_dict())
             return out
         out = self.correction.to_dict()
         if self.external is not None:
