@@ -207,3 +207,9 @@ def test_the_same_question_over_the_same_evidence_is_read_once(reader: SpanReade
     assert gen.generate(case["question"], edited) is not first  # same ids, other text: read again
     gen.generate("Who?", ps)
     assert gen.generate(case["question"], ps) is not first  # evicted (2 entries kept)
+
+
+def test_cli_reader_evaluate_with_a_missing_model_names_the_file(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "amsrag.cli", "reader", "evaluate", "--model", str(tmp_path / "none"),
+                           "--data", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and str(tmp_path / "none" / CARD_FILE) in proc.stderr

@@ -89,7 +89,8 @@ def ask(
     index: IndexOpt,
     system: SystemOpt = "full",
     generator: Annotated[str | None, typer.Option(
-        "--generator", help="extractive|llamacpp|openai (default: the index configuration's, extractive)")] = None,
+        "--generator",
+        help="extractive|heuristic|llamacpp|openai (default: the index configuration's, extractive)")] = None,
     model: Annotated[str | None, typer.Option(
         "--model", help="llamacpp: GGUF file; openai: the model name sent to the server")] = None,
     base_url: Annotated[str | None, typer.Option("--base-url", help="openai: the server's API root, e.g. "

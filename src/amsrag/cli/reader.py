@@ -105,9 +105,11 @@ def calibrate_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Refit the confidence and the abstention threshold on the calibration split; written into the card."""
+    from amsrag.generate.span_reader import SpanReader
     from amsrag.learn.reader.run import calibrate
 
     d = _data(data)
+    SpanReader.load(model)  # a missing or broken artifact fails before the data are read
     cal = calibrate(model, d, seed, per_dataset, _held_out(d))
     if as_json:
         emit(cal)
@@ -132,7 +134,10 @@ def evaluate_cmd(
 
     if per_dataset < 1:
         raise InputError(f"--per-dataset must be positive, got {per_dataset}")
+    from amsrag.generate.span_reader import SpanReader
+
     d = _data(data)
+    SpanReader.load(model or default_directory())  # a missing or broken artifact fails before the data are read
     res = evaluate(model or default_directory(), d, seed, per_dataset, report, fp32=fp32, exclude=_held_out(d))
     slim = {k: v for k, v in res.items() if k != "records"}
     if as_json:

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from amsrag.artifacts import file_sha256
 from amsrag.config import GeneratorConfig
 from amsrag.errors import AmsragError
 from amsrag.generate.base import ABSTAIN, EvidencePassage, Generation, check_passages
@@ -211,9 +212,7 @@ class SpanReader:
             raise ReaderArtifactError(f"{model_path}: reader model not found")
         want = str((card.get("artifact") or {}).get("sha256", ""))
         if want:
-            import hashlib
-
-            got = hashlib.sha256(model_path.read_bytes()).hexdigest()
+            got = file_sha256(model_path)
             if got != want:
                 raise ReaderArtifactError(f"{model_path}: sha256 {got[:12]}… does not match its card {card_path} "
                                           f"({want[:12]}…): a different or damaged model")

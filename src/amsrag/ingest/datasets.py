@@ -97,6 +97,13 @@ EVAL_FILES: dict[str, tuple[str, ...]] = {
                  "hotpotqa/hipporag_hotpotqa_train_100.json"),
     "musique": MUSIQUE_FILES,
 }
+# The span reader's training data (learn/reader), in the order it reads them: the first copy of a question wins.
+READER_FILES: dict[str, tuple[str, ...]] = {
+    "squad": EVAL_FILES["squad"],
+    "nq": (NQ_FILE,),
+    "hotpotqa": (*HOTPOT_FILES, "hotpotqa/migres_hotpot_200.jsonl", "hotpotqa/hipporag_hotpotqa_train_100.json"),
+    "musique": MUSIQUE_FILES,
+}
 # Where zero-hop (silver A) questions find their answers.
 ANSWER_FILES = ("question_lists/honesty_hq_dev.jsonl", "question_lists/honesty_2wikimultihopqa_dev.jsonl",
                 "question_lists/honesty_musique_dev.jsonl", "question_lists/honesty_squad_dev.jsonl",

@@ -6,7 +6,6 @@ deterministic; every question of the default evaluation benchmark and of the dem
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import random
@@ -17,15 +16,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from amsrag.artifacts import file_sha256
 from amsrag.generate.metrics import normalize_answer
 from amsrag.generate.span_reader import JOINT_SEP, WindowMaker, context_of
+from amsrag.ingest.datasets import READER_FILES
+from amsrag.ingest.readers import iter_jsonl, read_json
 
-SQUAD_FILES = ("squad/squad_v1.1_subset_20articles.json", "squad/routerlens_squad_dev_4330.json")
-NQ_FILES = ("nq/lostinthemiddle_nq-open-oracle.jsonl.gz",)
-HOTPOT_FILES = ("hotpotqa/rpt_hotpot_distractor_validation_train.jsonl",
-                "hotpotqa/rpt_hotpot_distractor_validation_dev.jsonl", "hotpotqa/ircot_hotpotqa_dev_subsampled.jsonl",
-                "hotpotqa/migres_hotpot_200.jsonl", "hotpotqa/hipporag_hotpotqa_train_100.json")
-MUSIQUE_FILES = ("musique/migres_musique_200.jsonl", "musique/hipporag_musique_train_100.json")
+SQUAD_FILES = READER_FILES["squad"]
+NQ_FILES = READER_FILES["nq"]
+HOTPOT_FILES = READER_FILES["hotpotqa"]
+MUSIQUE_FILES = READER_FILES["musique"]
 ALL_FILES = SQUAD_FILES + NQ_FILES + HOTPOT_FILES + MUSIQUE_FILES
 SPLIT_FRACTIONS = {"test": 0.15, "cal": 0.10}  # the rest trains
 
@@ -63,25 +63,13 @@ class Item:
         return [p for p in self.paras if not p.gold]
 
 
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                yield json.loads(line)
+    return (row for _, row in iter_jsonl(path))
 
 
 def _rows(path: Path) -> list[dict[str, Any]]:
     if path.suffix == ".json":
-        d = json.loads(path.read_text(encoding="utf-8"))
+        d = read_json(path)
         return d if isinstance(d, list) else d["data"]
     return list(_jsonl(path))
 
@@ -252,7 +240,7 @@ def load_all(data: Path, seed: int = 13, exclude: Collection[str] = ()) -> tuple
     split(items, seed)
     stats["items"] = {s: dict(Counter(it.dataset for it in items if it.split == s)) for s in ("train", "cal", "test")}
     stats["kinds"] = dict(Counter(it.kind for it in items))
-    stats["files"] = {f: sha256(data / f) for f in ALL_FILES}
+    stats["files"] = {f: file_sha256(data / f) for f in ALL_FILES}
     return items, stats
 
 
