@@ -59,12 +59,13 @@ class Artifact:
             raise InputError(f"{self.arrays_path}: missing array {key!r}; the artifact is corrupt") from None
 
 
-def write_npz(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
-    """A byte-reproducible .npz (np.savez stamps the current time into the zip entries)."""
+def write_npz(path: Path, arrays: Mapping[str, np.ndarray], dtype: Any = np.float64) -> None:
+    """A byte-reproducible .npz (np.savez stamps the current time into the zip entries); arrays are stored as
+    `dtype` (None: each keeps its own)."""
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         for key in sorted(arrays):
             buf = io.BytesIO()
-            np.lib.format.write_array(buf, np.ascontiguousarray(arrays[key], dtype=np.float64), allow_pickle=False)
+            np.lib.format.write_array(buf, np.ascontiguousarray(arrays[key], dtype=dtype), allow_pickle=False)
             info = zipfile.ZipInfo(f"{key}.npy", date_time=(1980, 1, 1, 0, 0, 0))
             info.compress_type = zipfile.ZIP_DEFLATED
             zf.writestr(info, buf.getvalue())

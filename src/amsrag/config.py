@@ -140,6 +140,9 @@ class FusionConfig(_Section):
     adaptive_k: bool = Field(False, description="cut the fused list adaptively instead of the strategy's fixed k")
     adaptive_k_min: int = Field(3, ge=0, description="adaptive k: floor (or all candidates if fewer)")
     adaptive_k_max: int = Field(10, ge=1, description="adaptive k: ceiling")
+    learned: str = Field("", description="learned fuser artifact directory (fusion.txt, fusion.json, experts.npz: "
+                         "`amsrag fusion train`); empty = the one shipped in amsrag")
+    expert_neighbours: int = Field(16, ge=1, le=512, description="expert weights: calibration queries consulted")
 
     @field_validator("k_by_class", "beta_by_class")
     @classmethod

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from amsrag.config import GeneratorConfig
 from amsrag.ingest.formats import FORMATS
@@ -56,6 +57,13 @@ def print_trace(trace: Mapping[str, Any]) -> None:
                      "the generator cannot answer alone")
     weights = " ".join(f"{r} {w:.3f}" for r, w in trace["fusion"]["weights"].items())
     head += f"\nfusion {trace['fusion']['method']} weights {weights}"
+    params = trace["fusion"]
+    if "expert_weights" in params:
+        head += (f" (expert weights from {params['neighbours']} nearest calibration questions, similarity "
+                 f"{params['similarity']:.2f})")
+    for entry in params.get("explain", []):
+        top = ", ".join(f"{name} {value:+.3f}" for name, value in entry["top_features"].items())
+        head += f"\n  learned fuser on {escape(entry['id'])}: {top}"
     for r in trace["retrievers"]:
         error = f" [red]{r['error']}[/]" if r["error"] else ""
         head += f"\n  {r['name']}: {len(r['hits'])} hits in {r['ms']:.1f} ms{error}"

@@ -14,6 +14,7 @@ from amsrag.cli.classifier import classifier_app
 from amsrag.cli.common import IndexOpt, JsonOpt, SystemOpt, emit, err, generator_config, out, print_trace
 from amsrag.cli.eval import eval_command
 from amsrag.cli.evaluator import evaluator_app
+from amsrag.cli.fusion import fusion_app
 from amsrag.cli.index import index_app
 from amsrag.cli.reader import reader_app
 from amsrag.cli.route import route_app
@@ -26,6 +27,7 @@ app.add_typer(classifier_app, name="classifier")
 app.add_typer(evaluator_app, name="evaluator")
 app.add_typer(route_app, name="route")
 app.add_typer(reader_app, name="reader")
+app.add_typer(fusion_app, name="fusion")
 app.command("eval")(eval_command)
 
 
@@ -64,13 +66,16 @@ def retrieve(
     index: IndexOpt,
     system: SystemOpt = "full",
     k: Annotated[int | None, typer.Option("-k", help="passages to return (default: the strategy's k)")] = None,
+    explain: Annotated[int, typer.Option(
+        "--explain", min=-1, max=10, help="learned fuser: trace the top feature contributions of this many "
+        "leading passages (default: 3 with --json)")] = -1,
     as_json: JsonOpt = False,
 ) -> None:
     """Adaptive retrieval: classify, route, retrieve, fuse; prints the passages and the trace."""
     from amsrag.pipeline import Engine
 
     with Engine.open(index) as engine:
-        result = engine.retrieve(query, system=system, k=k)
+        result = engine.retrieve(query, system=system, k=k, explain=(3 if as_json else 0) if explain < 0 else explain)
     if as_json:
         emit(result.to_dict())
         return

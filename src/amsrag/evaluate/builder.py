@@ -440,6 +440,47 @@ def load_or_build(spec: BenchmarkSpec, cache_dir: Path | None = None) -> tuple[B
     return bench, directory
 
 
+# The benchmarks `amsrag eval` reports on (docs/benchmarks/eval and its second run, another seed's queries):
+# trainers of retrieval-side models leave every one of their questions out.
+EVALUATED_SEEDS: tuple[int, ...] = (13, 29)
+
+
+def evaluated_questions(data_dir: Path) -> set[str]:
+    """Normalised questions of every evaluated benchmark of the default mix (eval and calibration queries)."""
+    out: set[str] = set()
+    for seed in EVALUATED_SEEDS:
+        bench = build(BenchmarkSpec(data_dir=data_dir, seed=seed))
+        out |= {normalise_question(q.question) for q in [*bench.queries, *bench.calibration]}
+    return out
+
+
+def spare_questions(bench: Benchmark, data_dir: Path, exclude: set[str], per_group: int,
+                    seed: int = 13) -> list[EvalQuery]:
+    """Questions of the default mix's files whose gold passages are all in `bench`'s corpus, none of them in
+    `exclude` (normalised questions): up to `per_group` per data set, sampled with `seed`, in sorted order."""
+    pool = _Pool()
+    groups: dict[str, list[str]] = defaultdict(list)
+    for group, rels in EVAL_FILES.items():
+        for rel in rels:
+            groups[group] += pool.add_file(data_dir / rel, "auto")
+    corpus_ids = {p.content_hash: p.id for p in bench.passages}
+    out: list[EvalQuery] = []
+    for group in sorted(groups):
+        usable = []
+        for key in groups[group]:
+            q = pool.questions[key][0]
+            hashes = [pool.hash_of_id.get(g) for g in q.gold_passage_ids]
+            if key in exclude or not q.answers or not hashes or any(h not in corpus_ids for h in hashes):
+                continue
+            usable.append(key)
+        for key in _sample(usable, per_group, seed, f"spare:{group}"):
+            q = pool.questions[key][0]
+            gold = [corpus_ids[pool.hash_of_id[g]] for g in q.gold_passage_ids]
+            hop = hop_of_dataset(q.dataset) or q.complexity
+            out.append(EvalQuery(q.id, q.question, list(q.answers), gold, q.dataset, hop, "dataset"))
+    return out
+
+
 def held_out_questions(data_dir: Path) -> set[str]:
     """Questions no trained model may see: the default benchmark's (evaluated and calibration) and the
     demo's."""

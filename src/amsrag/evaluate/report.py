@@ -115,12 +115,41 @@ def classifier_table(run: RunResult) -> dict[str, Any]:
     return out
 
 
+SINGLE_RETRIEVERS = ("bm25", "dense", "graph")
+TARGET_MEASURES = ("ndcg@5", "all_gold@5")
+
+
+def quality_targets(run: RunResult, boot: Bootstrap, system: str = "full") -> dict[str, Any]:
+    """`system` against A0 and against the best single retriever of this run (by overall nDCG@5), overall and
+    on the multi_hop questions: the difference of means, its paired-bootstrap 95% CI and p-value."""
+    s = run.systems.get(system)
+    singles = {n: run.systems[n] for n in SINGLE_RETRIEVERS if n in run.systems}
+    if s is None or BASELINE not in run.systems or not singles:
+        return {}
+    best = max(singles, key=lambda n: float(np.nanmean(singles[n].values["ndcg@5"])))
+    multi = np.array([q.complexity == "multi_hop" for q in run.queries])
+    out: dict[str, Any] = {"system": system, "best_single": best, "rows": []}
+    for group, mask in (("all", np.ones(len(run.queries), dtype=bool)), ("multi_hop", multi)):
+        for other in (BASELINE, best):
+            for m in TARGET_MEASURES:
+                a = np.where(mask, s.values[m], np.nan)
+                b = np.where(mask, run.systems[other].values[m], np.nan)
+                if np.all(np.isnan(a - b)):
+                    continue
+                ci = boot.ci(a - b)
+                out["rows"].append({"group": group, "against": other, "measure": m, "system": _mean(a),
+                                    "other": _mean(b), "diff": _r(float(np.nanmean(a - b))),
+                                    "ci95": [_r(ci[0]), _r(ci[1])] if ci else None, "p": _r(boot.paired_p(a, b))})
+    return out
+
+
 def build_report(run: RunResult, config: dict[str, Any], n_passages: int, b: int = 1000,
                  seed: int = 0) -> dict[str, Any]:
     boot = Bootstrap.draw(len(run.queries), b, seed)
     baseline = run.systems.get(BASELINE)
     systems = {name: summarise_system(s, run, boot, baseline) for name, s in run.systems.items()}
     return {
+        "quality_targets": quality_targets(run, boot),
         "config": {**config, "bootstrap": {"B": b, "seed": seed, "level": 0.95, "method": "percentile"},
                    "answer_mode": run.answer_mode, "generator": run.generator,
                    "run_seconds": round(run.seconds, 1)},
@@ -160,7 +189,8 @@ def _components(name: str) -> str:
     base = name.split("@")[0]
     spec = system_spec(base)
     parts = ["adaptive" if spec.adaptive else "fixed (" + "+".join(spec.retrievers) + ")",
-             {"ca-rrf": "CA-RRF", "rrf": "RRF", "none": "—"}[spec.fusion]]
+             {"ca-rrf": "CA-RRF", "rrf": "RRF", "none": "—", "learned": "learned reranker over CA-RRF",
+              "experts": "expert-weighted RRF"}[spec.fusion]]
     if spec.mmr:
         parts.append("MMR")
     if spec.label_only:
@@ -183,6 +213,7 @@ def markdown(report: dict[str, Any], command: str, notes: Sequence[str] = ()) ->
         f"{cfg['bootstrap']['seed']}). Run time {cfg['run_seconds']} s.", "",
     ]
     lines += _targets(systems)
+    lines += _table_quality_targets(report.get("quality_targets") or {})
     lines += _table_classifier(report.get("classifier", {}))
     lines += ["## End to end (Table 4 form)", "",
               "| system | EM | F1 | nDCG@5 | Recall@5 | all-gold@5 | MRR@10 | calls/query "
@@ -207,7 +238,8 @@ def markdown(report: dict[str, Any], command: str, notes: Sequence[str] = ()) ->
             lines.append(f"| {label} | {_f(s['em'])} | {_f(s['f1'])} | {_f(s['ndcg@5'])} | {_f(s['all_gold@5'])} | "
                          f"{_f(s[CALLS], 2)} | {_f(s['latency_ms']['mean'], 1)} | {s['route_mix']} |")
         lines.append("")
-    abl = [n for n in ("A0", "fixed", "A1", "A2", "A3", "A4", "full", "adaptive-rag") if n in systems]
+    abl = [n for n in ("A0", "fixed", "A1", "A2", "A3", "A4", "full", "adaptive-rag", "fixed-learned", "learned",
+                       "experts") if n in systems]
     if abl:
         lines += ["## Ablations (Table 6 form)", "",
                   "| system | components | EM | F1 | nDCG@5 | ΔnDCG@5 vs A0 (p) | calls/query | latency ms mean |",
@@ -295,6 +327,23 @@ def _table_latency(systems: dict[str, Any]) -> list[str]:
         b = s["latency_breakdown_ms"]
         lines.append(f"| {name} | " + " | ".join(_f(b.get(k), 2) for k in stages)
                      + f" | {_f(s['latency_ms']['mean'], 2)} |")
+    lines.append("")
+    return lines
+
+
+def _table_quality_targets(t: dict[str, Any]) -> list[str]:
+    if not t:
+        return []
+    lines = [f"## {t['system']} against A0 and the best single retriever ({t['best_single']}), overall and on "
+             "multi_hop questions", "",
+             "| questions | against | measure | other | " + t["system"] + " | difference [95% CI] | p |",
+             "|---|---|---|---:|---:|---|---:|"]
+    for r in t["rows"]:
+        ci = r["ci95"] or [None, None]
+        p = r["p"]
+        lines.append(f"| {r['group']} | {r['against']} | {r['measure']} | {_f(r['other'])} | {_f(r['system'])} | "
+                     f"{r['diff']:+.3f} [{_f(ci[0])}, {_f(ci[1])}] | "
+                     f"{'–' if p is None else '<0.001' if p < 0.001 else f'{p:.3f}'} |")
     lines.append("")
     return lines
 

@@ -12,7 +12,8 @@ from amsrag.pipeline.systems import SYSTEMS, system_spec
 
 THRESHOLD_ROWS: tuple[tuple[float, float], ...] = ((0.85, 0.55), (0.90, 0.60), (0.92, 0.62), (0.95, 0.65))
 DEFAULT_SYSTEMS: tuple[str, ...] = (
-    "bm25", "dense", "graph", "A0", "A1", "A2", "A3", "A4", "adaptive-rag", "full",
+    "bm25", "dense", "graph", "A0", "A1", "A2", "A3", "A4", "adaptive-rag", "fixed-learned", "learned", "experts",
+    "full",
     *(f"full@{h:.2f}/{lo:.2f}" for h, lo in THRESHOLD_ROWS),
 )
 _THRESHOLD_NAME = re.compile(r"^(?P<system>[A-Za-z0-9-]+)@(?P<high>[0-9.]+)/(?P<low>[0-9.]+)$")

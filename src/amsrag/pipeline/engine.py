@@ -212,18 +212,19 @@ class Engine:
     # ------------------------------------------------------------------ retrieval
     def retrieve(self, query: str, system: str = "full", k: int | None = None,
                  query_vector: np.ndarray | None = None, corrective: bool | None = None,
-                 generator_knows: bool | None = None) -> RetrievalResult:
+                 generator_knows: bool | None = None, explain: int = 0) -> RetrievalResult:
         """Passages for `query` and the trace of how they were found. `corrective`: run the corrective
         step (systems that include it only); default: `corrective.on_retrieve` of the configuration.
-        `generator_knows`: this call's generator answers from its own knowledge (default: the engine's)."""
-        first = self._first_pass(query, system, k, query_vector, generator_knows)
+        `generator_knows`: this call's generator answers from its own knowledge (default: the engine's).
+        `explain`: with the learned fuser, trace the top feature contributions of this many leading passages."""
+        first = self._first_pass(query, system, k, query_vector, generator_knows, explain)
         cfg = self.config.corrective
         if first.spec.corrective and cfg.enabled and (cfg.on_retrieve if corrective is None else corrective):
             return self._checked(first)
         return first.result()
 
     def _first_pass(self, query: str, system: str, k: int | None, query_vector: np.ndarray | None,
-                    generator_knows: bool | None) -> _FirstPass:
+                    generator_knows: bool | None, explain: int = 0) -> _FirstPass:
         query = check_query(query)
         knows = self.generator_knows if generator_knows is None else generator_knows
         spec = system_spec(system)
@@ -236,7 +237,7 @@ class Engine:
         timings["embed"] = ms_since(t0)
         complexity = self._classify(spec, query, query_vector, knows, timings) if spec.classifies else None
         plan = self._plan(spec, complexity, knows)
-        first = self.passes.run(spec, plan, complexity, query, query_vector, k, timings)
+        first = self.passes.run(spec, plan, complexity, query, query_vector, k, timings, explain=explain)
         timings["total"] = ms_since(t0)
         return _FirstPass(query, spec, k, query_vector, complexity, plan, first, timings, t0)
 
@@ -247,6 +248,11 @@ class Engine:
                                       timings)
         timings["total"] = ms_since(first.t0)
         return first.result(outcome, timings)
+
+    def complexity_of(self, query: str, vector: np.ndarray, generator_knows: bool | None = None) -> ComplexityTrace:
+        """The classifier's view of `query` as routing sees it (the class retrieval is configured by)."""
+        knows = self.generator_knows if generator_knows is None else generator_knows
+        return self._classify(system_spec("full"), query, vector, knows, {})
 
     def _classify(self, spec: SystemSpec, query: str, vector: np.ndarray, knows: bool,
                   timings: Timings) -> ComplexityTrace:

@@ -42,6 +42,7 @@ class Expansion:
     fused: FusedList
     rounds: list[dict[str, Any]] = field(default_factory=list)
     ms: float = 0.0
+    hits: list[Hit] = field(default_factory=list)  # every round's second-hop passages, in the order found
 
     def to_dict(self) -> dict[str, Any]:
         return {"rounds": self.rounds, "ms": round(self.ms, 3)}
@@ -67,6 +68,7 @@ def expand(index: PassageIndex, query: str, first: FusedList, config: SecondHopC
     lowered = entity_key(query)
     current = first
     rounds: list[dict[str, Any]] = []
+    found_hits: list[Hit] = []
     for _ in range(config.hops):
         sources = [it.row for it in current.top(config.from_passages)]
         candidates = graph.bridge_entities(sources, used, 3 * config.bridges)
@@ -91,10 +93,13 @@ def expand(index: PassageIndex, query: str, first: FusedList, config: SecondHopC
         described = index.describe_rows(rows)
         hop_hits = [Hit(id=pid, score=1.0 / (i + 1), rank=i + 1, title=title, retriever="hop2", row=row)
                     for i, (row, (pid, title)) in enumerate(zip(rows, described, strict=True))]
+        known = {h.id for h in found_hits}
+        found_hits += [Hit(id=h.id, score=h.score, rank=len(found_hits) + n + 1, title=h.title, retriever="hop2",
+                           row=h.row) for n, h in enumerate(h for h in hop_hits if h.id not in known)]
         hop1 = _as_hits(current.top(depth), "hop1")
         fused = WeightedRRF({"hop1": 1.0, "hop2": config.weight}, k=HOP_K).fuse({"hop1": hop1, "hop2": hop_hits})
         # the method, weights and k stay the first hop's: the trace shows how the retrievers were fused
         current = FusedList(first.method, fused.items, first.weights, first.k,
                             {**first.params, "hop_weights": {"hop1": 1.0, "hop2": config.weight}})
         rounds.append({"bridges": trace_bridges, "candidates": len(rows)})
-    return Expansion(current, rounds, (time.perf_counter() - t0) * 1000)
+    return Expansion(current, rounds, (time.perf_counter() - t0) * 1000, found_hits)

@@ -12,8 +12,12 @@ import numpy as np
 
 from amsrag.config import AmsragConfig
 from amsrag.fuse import CARRF, RRF, FusedItem, FusedList, MMRResult, adaptive_k, mmr
+from amsrag.fuse.experts import ExpertFuser, ExpertMemory, load_memory
+from amsrag.fuse.features import HOP_LIST, QueryContext
+from amsrag.fuse.learned import LearnedFuser, LearnedRanker
 from amsrag.pipeline.execute import RetrieverExecutor, RetrieverRun
 from amsrag.pipeline.multihop import Expansion, expand
+from amsrag.pipeline.signals import IndexSignals, index_profile
 from amsrag.pipeline.systems import SystemSpec
 from amsrag.pipeline.trace import AdaptiveKTrace, ComplexityTrace, Timings
 from amsrag.retrieve.base import Retriever
@@ -70,14 +74,21 @@ def single_list(lists: dict[str, list[Hit]]) -> FusedList:
 
 
 def fuse_runs(spec: SystemSpec, complexity: ComplexityTrace | None, runs: dict[str, RetrieverRun],
-              config: AmsragConfig) -> FusedList:
-    """The system's fusion of the runs' lists: CA-RRF on the routed class and confidence, RRF, or one list as is."""
+              config: AmsragConfig, experts: ExpertMemory | None = None,
+              vector: np.ndarray | None = None) -> FusedList:
+    """The system's fusion of the runs' lists: CA-RRF on the routed class and confidence (also the base the
+    learned reranker reorders later), expert weights, RRF, or one list as is."""
     lists: dict[str, list[Hit]] = {name: run.hits for name, run in runs.items()}
     if not lists:  # no retrieval (a confident zero_hop for a generator with its own knowledge)
         return FusedList("none", [], {}, {})
-    if spec.fusion == "ca-rrf":
+    if spec.fusion in ("ca-rrf", "learned", "experts"):
         if complexity is None:
-            raise ValueError(f"system {spec.name!r} fuses by CA-RRF but the query was not classified")
+            raise ValueError(f"system {spec.name!r} fuses by {spec.fusion} but the query was not classified")
+        if spec.fusion == "experts":
+            if experts is None or vector is None:
+                raise ValueError(f"system {spec.name!r} fuses by expert weights: give the memory and query vector")
+            return ExpertFuser(experts, vector, complexity.routed[0], config.fusion,
+                               config.fusion.expert_neighbours).fuse(lists)
         return CARRF(*complexity.routed, config.fusion).fuse(lists)
     if spec.fusion == "rrf" or len(lists) != 1:
         return RRF(config.fusion.rrf_k).fuse(lists)
@@ -91,22 +102,48 @@ class RetrievalPass:
         self.index = index
         self.config = config
         self.executor = executor
+        self._ranker: LearnedRanker | None = None
+        self._memory: ExpertMemory | None = None
+        self._signals: IndexSignals | None = None
+
+    @property
+    def ranker(self) -> LearnedRanker:
+        """The learned fuser (config fusion.learned, else the shipped one), loaded and checked on first use."""
+        if self._ranker is None:
+            ranker = LearnedRanker.load(self.config.fusion.learned or None)
+            ranker.check_index(index_profile(self.index), self.index.location)
+            self._signals = IndexSignals(self.index)
+            self._ranker = ranker
+        return self._ranker
+
+    @property
+    def memory(self) -> ExpertMemory:
+        if self._memory is None:
+            ranker = self.ranker
+            self._memory = load_memory(ranker.directory, ranker.card)
+        return self._memory
 
     def run(self, spec: SystemSpec, plan: RoutePlan, complexity: ComplexityTrace | None, query: str,
-            vector: np.ndarray, k: int | None, timings: Timings, prefix: str = "") -> Pass:
-        """One pass of `plan`; the stages' times go into `timings` under `prefix`."""
+            vector: np.ndarray, k: int | None, timings: Timings, prefix: str = "", explain: int = 0) -> Pass:
+        """One pass of `plan`; the stages' times go into `timings` under `prefix`. `explain`: trace the learned
+        fuser's top feature contributions for this many leading passages."""
         explicit_k = k
         k = k if k is not None else plan.k
         runs = self.retrieve(plan, query, vector)
         timings[prefix + "retrieve"] = {name: round(run.ms, 3) for name, run in runs.items()}
         t = time.perf_counter()
-        fused = fuse_runs(spec, complexity, runs, self.config)
+        fused = fuse_runs(spec, complexity, runs, self.config, self.memory if spec.fusion == "experts" else None,
+                          vector)
         timings[prefix + "fusion"] = ms_since(t)
         second_hop = None
         if plan.multi_hop and len(fused):
             second_hop = expand(self.index, query, fused, self.config.router.second_hop, plan.depth)
             fused = second_hop.fused
             timings[prefix + "second_hop"] = round(second_hop.ms, 3)
+        if spec.fusion == "learned" and len(fused):
+            t = time.perf_counter()
+            fused = self.rerank(query, vector, complexity, runs, fused, second_hop, explain)
+            timings[prefix + "rerank"] = ms_since(t)
         adaptive = None
         f = self.config.fusion
         if f.adaptive_k and explicit_k is None and len(fused):
@@ -118,6 +155,21 @@ class RetrievalPass:
         chosen, picks = self.select(spec, fused, k)
         timings[prefix + "mmr"] = ms_since(t)
         return Pass(plan, runs, fused, second_hop, adaptive, picks, self.passages(chosen), k, self.searches(runs))
+
+    def rerank(self, query: str, vector: np.ndarray, complexity: ComplexityTrace | None,
+               runs: dict[str, RetrieverRun], base: FusedList, second_hop: Expansion | None,
+               explain: int = 0) -> FusedList:
+        """The learned reranker over `base` (the CA-RRF fusion, after the second hop)."""
+        ranker = self.ranker
+        assert self._signals is not None
+        probs = complexity.probs if complexity is not None else {}
+        alpha = complexity.routed[1] if complexity is not None else 1.0
+        context = QueryContext(query, vector, float(probs.get("multi_hop", 0.0)), float(probs.get("zero_hop", 0.0)),
+                               float(alpha))
+        lists: dict[str, list[Hit]] = {name: run.hits for name, run in runs.items()}
+        if second_hop is not None:
+            lists[HOP_LIST] = second_hop.hits
+        return LearnedFuser(ranker, base, context, self._signals, explain).fuse(lists)
 
     def retrieve(self, plan: RoutePlan, query: str, vector: np.ndarray) -> dict[str, RetrieverRun]:
         """The activated retrievers under the router's timeout. A seeded retriever (the graph), when others

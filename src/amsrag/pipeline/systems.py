@@ -12,7 +12,7 @@ from amsrag.types import RETRIEVERS
 class SystemSpec:
     name: str
     adaptive: bool  # route per query from the classifier's (c, alpha)
-    fusion: str  # "none" (one list) | "rrf" | "ca-rrf"
+    fusion: str  # "none" (one list) | "rrf" | "ca-rrf" | "learned" (reranker over CA-RRF) | "experts" (MoRE)
     mmr: bool
     retrievers: tuple[str, ...] = ()  # the fixed retriever set of non-adaptive systems
     label_only: bool = False  # Adaptive-RAG style: route by the argmax label, ignore alpha
@@ -20,7 +20,7 @@ class SystemSpec:
 
     @property
     def classifies(self) -> bool:
-        return self.adaptive or self.fusion == "ca-rrf"
+        return self.adaptive or self.fusion in ("ca-rrf", "learned", "experts")
 
 
 _FIXED = SystemSpec("fixed", adaptive=False, fusion="rrf", mmr=False, retrievers=RETRIEVERS)
@@ -36,6 +36,10 @@ SYSTEMS: dict[str, SystemSpec] = {
     "A4": SystemSpec("A4", True, "ca-rrf", True),
     "full": SystemSpec("full", True, "ca-rrf", True, corrective=True),  # A4 + the corrective step
     "adaptive-rag": SystemSpec("adaptive-rag", True, "rrf", False, label_only=True),
+    # issue 16: the learned reranker and the query-dependent expert weights, on the fixed and adaptive routes
+    "fixed-learned": SystemSpec("fixed-learned", False, "learned", False, RETRIEVERS),
+    "learned": SystemSpec("learned", True, "learned", False),
+    "experts": SystemSpec("experts", True, "experts", False),
 }
 
 

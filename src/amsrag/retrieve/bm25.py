@@ -163,6 +163,36 @@ class BM25Index:
     def load(cls, directory: Path, config: BM25Config) -> BM25Index:
         return cls(config, TokenCache.load(directory))
 
+    def score_rows(self, query: str, rows: Sequence[int]) -> np.ndarray:
+        """BM25 score of the passages at store rows `rows` (0 for a row not indexed), equal to their entries of
+        `scores(query)`, read from bm25s's per-token postings: the cost grows with the query's postings and
+        the number of rows, not with the corpus."""
+        wanted = np.asarray(rows, dtype=np.int64)
+        out = np.zeros(len(wanted), dtype=np.float32)
+        ids = [self.vocab_ids[t] for t in self.tokenizer(query) if t in self.vocab_ids]
+        if not ids or not len(self.rows) or not len(wanted):
+            return out
+        pos = np.searchsorted(self.rows, wanted)
+        pos[pos >= len(self.rows)] = 0
+        present = self.rows[pos] == wanted
+        docs = pos[present]
+        postings = self._bm25.scores
+        data, indices, indptr = postings["data"], postings["indices"], postings["indptr"]
+        acc = np.zeros(len(docs), dtype=np.float32)
+        for t in ids:  # a query word that occurs twice counts twice, as in `scores`
+            lo, hi = int(indptr[t]), int(indptr[t + 1])
+            if lo == hi:
+                continue
+            docs_t = indices[lo:hi]
+            at = np.minimum(np.searchsorted(docs_t, docs), hi - lo - 1)
+            hit = docs_t[at] == docs
+            acc[hit] += data[lo:hi][at[hit]]
+        nonoccurrence = getattr(self._bm25, "nonoccurrence_array", None)
+        if nonoccurrence is not None:  # bm25l / bm25+: the score of a term a passage lacks
+            acc += nonoccurrence[ids].sum()
+        out[present] = acc
+        return out
+
     def scores(self, query: str) -> np.ndarray:
         """BM25 score of every indexed passage (aligned with `rows`).
 
@@ -194,3 +224,7 @@ class BM25Retriever:
     def batch_search(self, queries: Sequence[str], k: int = 10,
                      query_vectors: np.ndarray | None = None) -> list[list[Hit]]:
         return [self.search(q, k) for q in queries]
+
+    def score_rows(self, query: str, rows: Sequence[int]) -> np.ndarray:
+        """BM25 scores of the given store rows for `query` (see `BM25Index.score_rows`)."""
+        return self.index.score_rows(query, rows)
