@@ -25,6 +25,8 @@ from amsrag.fuse import (
     ca_rrf_weights,
     make_fuser,
     mmr,
+    mmr_applies,
+    redundancy,
     rho,
 )
 from amsrag.types import Hit
@@ -249,6 +251,64 @@ def test_mmr_negative_cosine_is_not_clipped() -> None:
     # 2: B .5 - 0 = .5 ; C 0 - (-1) = 1 -> C
     assert res.ids == ["A", "C", "B"]
     assert res.picks[1].max_sim == pytest.approx(-1.0)
+
+
+def test_redundancy_is_mean_pairwise_cosine() -> None:
+    _, vecs = mmr_example()  # cos AB .8, AC 0, AD .6, BC .6, BD .96, CD .8 (rows not unit length)
+    assert redundancy(vecs) == pytest.approx((0.8 + 0 + 0.6 + 0.6 + 0.96 + 0.8) / 6)
+    assert redundancy(vecs[:1]) == 0.0 and redundancy(np.zeros((0, 2))) == 0.0
+    assert redundancy(np.array([[1.0, 0.0], [0.0, 0.0]])) == 0.0  # a zero row: similarity 0
+    assert redundancy(np.array([[1.0, 2.0], [2.0, 4.0], [3.0, 6.0]])) == pytest.approx(1.0)
+    with pytest.raises(InputError, match="shape"):
+        redundancy(np.zeros(3))
+
+
+def test_mmr_gate_decision() -> None:
+    assert mmr_applies("always", None, 0.5) and not mmr_applies("off", 0.99, 0.5)
+    assert mmr_applies("redundant", 0.5, 0.5) and not mmr_applies("redundant", 0.49, 0.5)  # inclusive
+    with pytest.raises(InputError, match="needs the candidates' redundancy"):
+        mmr_applies("redundant", None, 0.5)
+    with pytest.raises(InputError, match="unknown MMR gate"):
+        mmr_applies("sometimes", 0.5, 0.5)
+    with pytest.raises(ValueError):
+        FusionConfig(mmr_gate="sometimes")
+    assert (FusionConfig().mmr_gate, FusionConfig().mmr_redundancy) == ("always", 0.5)
+
+
+class _Vectors:
+    def __init__(self, vecs: np.ndarray) -> None:
+        self.vecs = vecs
+
+    def vectors_for_rows(self, rows: list[int]) -> np.ndarray:
+        return self.vecs[rows]
+
+
+def test_select_applies_the_gate_and_records_it() -> None:
+    from amsrag.pipeline.passes import RetrievalPass
+    from amsrag.pipeline.systems import system_spec
+
+    items, vecs = mmr_example()  # rows 0..3; fused order A, B, C, D
+    fused = FusedList("ca_rrf", [FusedItem(it.id, i, it.score, "", {}, {}) for i, it in enumerate(items)], {}, {})
+
+    def select(gate: str, threshold: float) -> tuple[list[str], dict]:
+        config = AmsragConfig()
+        config.fusion.mmr_gate, config.fusion.mmr_redundancy = gate, threshold  # type: ignore[assignment]
+        chosen, result = RetrievalPass(_Vectors(vecs), config, None).select(system_spec("A4"), fused, 2)  # type: ignore[arg-type]
+        assert result is not None
+        return [it.id for it in chosen], result.to_dict()
+
+    ids, trace = select("always", 0.5)
+    assert ids == ["A", "C"] and trace["gate"]["applied"] and trace["gate"]["redundancy"] == 0.8  # cos(A, B)
+    ids, trace = select("redundant", 0.9)
+    assert ids == ["A", "B"] and trace["gate"] == {"mode": "redundant", "applied": False, "redundancy": 0.8,
+                                                   "threshold": 0.9} and "picks" not in trace
+    ids, trace = select("redundant", 0.8)
+    assert ids == ["A", "C"] and trace["gate"]["applied"] and len(trace["picks"]) == 2
+    ids, trace = select("off", 0.5)
+    assert ids == ["A", "B"] and trace["gate"]["redundancy"] is None and "picks" not in trace
+    chosen, result = RetrievalPass(_Vectors(vecs), AmsragConfig(), None).select(  # type: ignore[arg-type]
+        system_spec("A3"), fused, 2)
+    assert [it.id for it in chosen] == ["A", "B"] and result is None  # not an MMR system
 
 
 # ---------------------------------------------------------------- adaptive k

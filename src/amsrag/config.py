@@ -134,6 +134,13 @@ class FusionConfig(_Section):
     )
     mmr_lambda: float = Field(0.5, ge=0, le=1, description="MMR: redundancy penalty lambda")
     mmr_pool: int = Field(2, ge=1, le=20, description="MMR picks k among the top mmr_pool * k fused passages")
+    mmr_gate: Literal["always", "redundant", "off"] = Field(
+        "always", description="MMR systems: run MMR on every query (the paper's eq. 11; the default for untuned "
+        "indexes), never, or only when the fused top k is redundant (mean pairwise cosine >= mmr_redundancy); "
+        "`amsrag route tune` picks the best on calibration queries")
+    mmr_redundancy: float = Field(
+        0.5, ge=-1, le=1, description="MMR gate 'redundant': mean pairwise cosine of the fused top k's passage "
+        "vectors at or above which MMR runs")
     adaptive_k_drop: float = Field(
         0.5, ge=0, le=1, description="adaptive k: cut where the min-max normalised score falls this far below the top"
     )

@@ -1,4 +1,5 @@
-"""`amsrag route tune`: thresholds by expected cost and the CA-RRF priors, frozen in the index config."""
+"""`amsrag route tune`: thresholds by expected cost, per-class routes, the CA-RRF priors and the MMR gate, frozen in
+the index config."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import typer
 
 from amsrag.cli.common import FormatOpt, IndexOpt, JsonOpt, emit, err, out
 
-route_app = typer.Typer(no_args_is_help=True, help="Routing: tune thresholds and priors.")
+route_app = typer.Typer(no_args_is_help=True, help="Routing: tune thresholds, routes, fusion priors and the MMR gate.")
 
 
 @route_app.command("tune")
@@ -24,32 +25,28 @@ def route_tune(
         "--curve", help="where to write the searched curve (default: DIR/route-tune.json; none for a URL)")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Grid-search (theta_high, theta_low) under the cost matrix and fit the CA-RRF priors; saves both."""
+    """Grid-search (theta_high, theta_low) under the cost matrix, choose each class's routes, fit the CA-RRF
+    priors (beta, k) and the MMR gate on the calibration questions; saves them all."""
     from tqdm import tqdm
 
     from amsrag.ingest import load_qa
     from amsrag.pipeline import Engine
-    from amsrag.route.tune import calibration_queries, fit_beta, tune_thresholds, write_curve
+    from amsrag.route.tune import calibration_queries, tune, write_curve
     from amsrag.store.open import is_postgres_url
 
     questions = [q for path in qa for q in load_qa(path, fmt=fmt, limit=limit).questions]
     with Engine.open(index) as engine:
         with tqdm(total=len(questions), desc="calibration queries", file=sys.stderr) as bar:
             cal = calibration_queries(engine, questions, bar.update)
-        cfg = engine.config
-        best, curve = tune_thresholds(cal, cfg.router, miss_cap, engine.generator_knows)
-        beta = fit_beta(cal)
-        new = cfg.model_copy(deep=True)
-        new.router.theta_high, new.router.theta_low = best.theta_high, best.theta_low
-        new.fusion.beta_by_class = beta
-        engine.index.update_config(new)
+        tuning = tune(engine.config, cal, miss_cap, engine.generator_knows, engine.index.vectors_for_rows)
+        engine.index.update_config(tuning.config)
         if curve_file is None and not is_postgres_url(index):
             curve_file = Path(index) / "route-tune.json"
+        tuned = tuning.summary()
         if curve_file is not None:
-            write_curve(curve_file, best, curve, beta, len(cal))
-    summary = {"queries": len(cal), "theta_high": best.theta_high, "theta_low": best.theta_low,
-               "expected_loss": round(best.loss, 4), "multi_hop_miss_rate": round(best.miss_rate, 4),
-               "route_mix": best.route_mix, "miss_cap_met": best.miss_rate <= miss_cap, "beta_by_class": beta,
+            write_curve(curve_file, tuning.best, tuning.curve, tuned["beta_by_class"], len(cal), tuned)
+    best = tuning.best
+    summary = {"queries": len(cal), **tuned, "miss_cap_met": best.miss_rate <= miss_cap,
                "curve": str(curve_file) if curve_file else None}
     if as_json:
         emit(summary)

@@ -36,8 +36,9 @@ MRR_K = 10
 def tune_on_calibration(engine: Engine, calibration: Sequence[EvalQuery], progress: Progress | None = None,
                         miss_cap: float = 0.05) -> tuple[Any, dict[str, Any]]:
     """`route tune` in memory on calibration questions (disjoint from the eval queries): the engine's config
-    with the tuned thresholds and priors beta, and what was tuned. The index on disk is not changed."""
-    from amsrag.route.tune import calibration_queries, fit_beta, tune_thresholds
+    with the tuned thresholds, routes, CA-RRF priors and MMR gate, and what was tuned (fitted values and
+    calibration nDCG@5 before / after). The index on disk is not changed."""
+    from amsrag.route.tune import calibration_queries, tune
     from amsrag.types import QAExample
 
     questions = [QAExample(id=q.id, question=q.question, answers=q.answers, gold_passage_ids=q.gold,
@@ -48,13 +49,8 @@ def tune_on_calibration(engine: Engine, calibration: Sequence[EvalQuery], progre
     progress = progress or NullProgress()
     with progress.task("route tune (calibration questions)", len(questions)) as advance:
         cal = calibration_queries(engine, questions, advance)
-    best, _ = tune_thresholds(cal, engine.config.router, miss_cap, engine.generator_knows)
-    config = engine.config.model_copy(deep=True)
-    config.router.theta_high, config.router.theta_low = best.theta_high, best.theta_low
-    config.fusion.beta_by_class = fit_beta(cal)
-    return config, {"calibration_questions": len(cal), "theta_high": best.theta_high, "theta_low": best.theta_low,
-                    "expected_loss": round(best.loss, 4), "multi_hop_miss_rate": round(best.miss_rate, 4),
-                    "miss_cap": miss_cap, "beta_by_class": config.fusion.beta_by_class}
+    tuning = tune(engine.config, cal, miss_cap, engine.generator_knows, engine.index.vectors_for_rows)
+    return tuning.config, {"calibration_questions": len(cal), "miss_cap": miss_cap, **tuning.summary()}
 
 
 # ---------------------------------------------------------------- the run

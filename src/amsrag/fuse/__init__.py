@@ -4,7 +4,7 @@ of whole evidence lists (DESIGN §5, §6)."""
 from amsrag.fuse.adaptive_k import adaptive_cut, adaptive_k
 from amsrag.fuse.base import FusedItem, FusedList, Fuser
 from amsrag.fuse.merge import merge_lists
-from amsrag.fuse.mmr import MMRPick, MMRResult, minmax, mmr
+from amsrag.fuse.mmr import MMR_GATES, MMRGate, MMRGateMode, MMRPick, MMRResult, minmax, mmr, mmr_applies, redundancy
 from amsrag.fuse.rank_fusion import (
     CARRF,
     FUSION_METHODS,
@@ -20,12 +20,15 @@ from amsrag.fuse.rank_fusion import (
 __all__ = [
     "CARRF",
     "FUSION_METHODS",
+    "MMR_GATES",
     "RRF",
     "CombMNZ",
     "CombSUM",
     "FusedItem",
     "FusedList",
     "Fuser",
+    "MMRGate",
+    "MMRGateMode",
     "MMRPick",
     "MMRResult",
     "WeightedRRF",
@@ -36,5 +39,7 @@ __all__ = [
     "merge_lists",
     "minmax",
     "mmr",
+    "mmr_applies",
+    "redundancy",
     "rho",
 ]

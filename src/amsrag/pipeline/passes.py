@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from amsrag.config import AmsragConfig
-from amsrag.fuse import CARRF, RRF, FusedItem, FusedList, MMRResult, adaptive_k, mmr
+from amsrag.fuse import CARRF, RRF, FusedItem, FusedList, MMRGate, MMRResult, adaptive_k, mmr, mmr_applies, redundancy
 from amsrag.fuse.experts import ExpertFuser, ExpertMemory, load_memory
 from amsrag.fuse.features import HOP_LIST, QueryContext
 from amsrag.fuse.learned import LearnedFuser, LearnedRanker
@@ -205,13 +205,21 @@ class RetrievalPass:
         return n
 
     def select(self, spec: SystemSpec, fused: FusedList, k: int) -> tuple[list[FusedItem], MMRResult | None]:
-        """The top k, diversified by MMR for systems that use it."""
+        """The top k, diversified by MMR for systems that use it when the gate lets it run (the result
+        records the gate's decision; without picks when MMR did not run)."""
         if not spec.mmr or len(fused) <= 1:
             return fused.top(k), None
-        pool = fused.top(self.config.fusion.mmr_pool * k)
+        f = self.config.fusion
+        if f.mmr_gate == "off":
+            return fused.top(k), MMRResult([], f.mmr_lambda, MMRGate("off", False, None, f.mmr_redundancy))
+        pool = fused.top(f.mmr_pool * k)
         vectors = self.index.vectors_for_rows([it.row for it in pool])
-        result = mmr(pool, vectors, k, lam=self.config.fusion.mmr_lambda)
-        return result.items, result
+        red = redundancy(vectors[:k])
+        gate = MMRGate(f.mmr_gate, mmr_applies(f.mmr_gate, red, f.mmr_redundancy), red, f.mmr_redundancy)
+        if not gate.applied:
+            return fused.top(k), MMRResult([], f.mmr_lambda, gate)
+        result = mmr(pool, vectors, k, lam=f.mmr_lambda)
+        return result.items, replace(result, gate=gate)
 
     def passages(self, items: list[FusedItem]) -> list[ScoredPassage]:
         stored = self.index.passages_by_rows([it.row for it in items])
