@@ -184,3 +184,29 @@ def test_learned_fuser_gives_an_empty_list_for_no_candidates() -> None:
     fused = LearnedFuser(LearnedRanker.load(), FusedList("ca_rrf", [], {}, {}),
                          QueryContext("q", np.zeros(2), 0, 0, 1), _Signals()).fuse({})
     assert fused.method == "learned" and len(fused) == 0
+
+
+def test_training_on_real_passes_is_deterministic_and_loads(built_index, slice_questions, tmp_path) -> None:
+    """`collect` + `train` + `write_artifact` on the slice: the same model twice, a card the loader accepts,
+    and an engine configured with it reranks."""
+    from amsrag.evaluate.builder import EvalQuery
+    from amsrag.learn.fusion.data import SUBSETS, collect
+    from amsrag.learn.fusion.train import TrainSettings, train, write_artifact
+    from amsrag.pipeline import Engine
+
+    questions = [EvalQuery(q.id, q.question, q.answers, q.gold_passage_ids, q.dataset, q.complexity)
+                 for q in slice_questions if q.gold_passage_ids][:24]
+    engine = Engine(built_index)
+    collected = collect(engine, questions, pool=30)
+    assert len(collected.groups) >= len(questions) * len(SUBSETS)
+    assert collected.vectors.shape == (len(questions), 384) and collected.quality.shape == (len(questions), 3)
+    settings = TrainSettings(rounds=15, num_leaves=7, min_data_in_leaf=5)
+    first, second = train(collected, questions, settings), train(collected, questions, settings)
+    assert first.booster.model_to_string() == second.booster.model_to_string()
+    out = write_artifact(tmp_path / "fusion", first, settings, index_profile(built_index), {"test": True}, questions)
+    ranker = LearnedRanker.load(out)
+    assert ranker.card["metrics"]["validation"]["all"]["groups"] > 0
+    config = built_index.config.model_copy(deep=True)
+    config.fusion.learned = str(out)
+    result = Engine(built_index, config=config).retrieve(questions[0].question, system="learned", k=3)
+    assert result.trace.to_dict()["fusion"]["model_sha256"] == ranker.card["model_sha256"][:12]

@@ -25,7 +25,7 @@ def fusion_train(
     data: DataOpt = None,
     per_group: Annotated[int, typer.Option("--per-group", min=10, help="training questions per data set")] = 700,
     seed: Annotated[int, typer.Option("--seed", help="split and LightGBM seed")] = 13,
-    rounds: Annotated[int, typer.Option("--rounds", min=10, max=5000, help="boosting rounds")] = 250,
+    rounds: Annotated[int, typer.Option("--rounds", min=10, max=5000, help="boosting rounds")] = 100,
     as_json: JsonOpt = False,
 ) -> None:
     """Train on questions of ../shared/data disjoint from every evaluated question, over the eval corpus."""

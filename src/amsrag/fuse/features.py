@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -73,16 +74,17 @@ def _words(text: str) -> set[str]:
     return {w for w in _WORD.findall(text.lower()) if len(w) > 1}
 
 
+@lru_cache(maxsize=4096)
+def _title_terms(title: str) -> tuple[frozenset[str], str]:
+    """A title's words and its words joined by single spaces (titles recur across queries: cached)."""
+    return frozenset(_words(title)), " ".join(_WORD.findall(title.lower()))
+
+
 def _reciprocal_ranks(values: np.ndarray) -> np.ndarray:
     """1 / (position in descending order, from 1); ties share the better position."""
-    order = np.argsort(-values, kind="stable")
-    ranks = np.empty(len(values), dtype=np.float64)
-    ranks[order] = np.arange(1, len(values) + 1)
-    sorted_vals = values[order]
-    for i in range(1, len(order)):
-        if sorted_vals[i] == sorted_vals[i - 1]:
-            ranks[order[i]] = ranks[order[i - 1]]
-    return 1.0 / ranks
+    distinct, inverse = np.unique(-values, return_inverse=True)  # ascending -value = descending value
+    first = np.searchsorted(np.sort(-values), distinct)  # the position each distinct value starts at
+    return 1.0 / (first[inverse] + 1.0)
 
 
 def candidate_features(candidates: Sequence[FusedItem], lists: Mapping[str, Sequence[Hit]], base: FusedList,
@@ -140,12 +142,12 @@ def candidate_features(candidates: Sequence[FusedItem], lists: Mapping[str, Sequ
 
     query_words = _words(context.query)
     lowered = " ".join(_WORD.findall(context.query.lower()))
+    padded = f" {lowered} "
     for i, c in enumerate(candidates):
-        title = _words(c.title)
+        title, phrase = _title_terms(c.title)
         if title:
             x[i, col["title_overlap"]] = len(title & query_words) / len(title)
-            phrase = " ".join(_WORD.findall(c.title.lower()))
-            x[i, col["title_in_query"]] = float(bool(phrase) and f" {phrase} " in f" {lowered} ")
+            x[i, col["title_in_query"]] = float(bool(phrase) and f" {phrase} " in padded)
     share, n_entities = signals.entity_share(context.query, rows)
     x[:, col["entity_share"]] = share
     x[:, col["p_multi"]] = context.p_multi

@@ -3,9 +3,11 @@ candidates of the base fusion (CA-RRF, with the second hop) from `fuse.features`
 candidates by model score.
 
 The artifact is a directory with `fusion.txt` (the LightGBM model as text) and its card `fusion.json`
-(feature names, what the features depend on — retrievers, encoder, BM25 settings —, training data with
-sha256, settings, metrics, and `model_sha256`). `LearnedRanker.load` checks the card, the model's sha256
-and the feature list, and `check_index` refuses an index the features would be computed differently on.
+(feature names, what the features depend on — retrievers, encoder, BM25 settings —, the base fusion's
+CA-RRF settings, training data with sha256, settings, metrics, and `model_sha256`). The base fusion is the
+one it was trained on, whatever priors `route tune` fits for the CA-RRF systems: its ranks are features.
+`LearnedRanker.load` checks the card, the model's sha256 and the feature list, and `check_index` refuses an
+index the features would be computed differently on.
 LightGBM was chosen over scikit-learn's histogram GBDT for its lambdarank objective (it optimises nDCG
 over each query's candidates directly; scikit-learn has no ranking loss) and its fast single-row predict.
 """
@@ -22,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from amsrag.artifacts import file_sha256
+from amsrag.config import FusionConfig
 from amsrag.errors import AmsragError, InputError
 from amsrag.fuse.base import FusedItem, FusedList
 from amsrag.fuse.features import (
@@ -67,6 +70,7 @@ class LearnedRanker:
     booster: Any
     card: dict[str, Any]
     directory: Path
+    base_fusion: FusionConfig  # the CA-RRF settings of the base fusion it was trained on (card `base_fusion`)
     pool: int = 60
     _checked: set[str] = field(default_factory=set)
 
@@ -100,7 +104,11 @@ class LearnedRanker:
         if booster.num_feature() != len(FEATURES):
             raise FusionArtifactError(f"{model_path}: the model reads {booster.num_feature()} features, the card "
                                       f"names {len(FEATURES)}")
-        return cls(booster, card, d, int(card.get("settings", {}).get("pool", 60)))
+        try:
+            base = FusionConfig.model_validate(card["base_fusion"])
+        except (KeyError, ValueError) as exc:
+            raise FusionArtifactError(f"{card_path}: no valid base_fusion settings ({exc})") from None
+        return cls(booster, card, d, base, int(card.get("settings", {}).get("pool", 60)))
 
     def check_index(self, profile: IndexProfile, location: str) -> None:
         """InputError unless the index computes the features the model was trained on."""
@@ -164,7 +172,8 @@ class LearnedFuser:
             return FusedList(self.method, [], dict(self.base.weights), dict(self.base.k), params)
         scores = self.ranker.score(x)
         order = sorted(range(len(candidates)), key=lambda i: (-scores[i], candidates[i].id))
-        items = [_rescored(candidates[i], float(scores[i]), lists) for i in order]
+        ranks = {name: _rank_map(hits) for name, hits in lists.items()}
+        items = [_rescored(candidates[i], float(scores[i]), ranks) for i in order]
         if self.explain:
             params["explain"] = [{"id": items[j].id, "top_features": c} for j, c in
                                  enumerate(self.ranker.contributions(x[order[: self.explain]]))]
@@ -179,13 +188,19 @@ def pool_features(base: FusedList, lists: Mapping[str, Sequence[Hit]], context: 
     return candidates, candidate_features(candidates, lists, base, context, signals)
 
 
-def _rescored(item: FusedItem, score: float, lists: Mapping[str, Sequence[Hit]]) -> FusedItem:
-    """The candidate with the model's score; its ranks now include the second hop's."""
-    ranks = dict(item.ranks)
-    for name, hits in lists.items():
-        if name not in ranks:
-            for h in hits:
-                if h.id == item.id:
-                    ranks[name] = int(h.rank)
-                    break
-    return FusedItem(item.id, item.row, score, item.title, ranks, dict(item.contributions))
+def _rank_map(hits: Sequence[Hit]) -> dict[str, int]:
+    """Passage id -> its best rank in one list."""
+    out: dict[str, int] = {}
+    for h in hits:
+        if h.id not in out or h.rank < out[h.id]:
+            out[h.id] = int(h.rank)
+    return out
+
+
+def _rescored(item: FusedItem, score: float, ranks: Mapping[str, dict[str, int]]) -> FusedItem:
+    """The candidate with the model's score; its ranks now include every list's (the second hop's too)."""
+    merged = dict(item.ranks)
+    for name, by_id in ranks.items():
+        if name not in merged and item.id in by_id:
+            merged[name] = by_id[item.id]
+    return FusedItem(item.id, item.row, score, item.title, merged, dict(item.contributions))

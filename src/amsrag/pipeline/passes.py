@@ -10,7 +10,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from amsrag.config import AmsragConfig
+from amsrag.config import AmsragConfig, FusionConfig
 from amsrag.fuse import CARRF, RRF, FusedItem, FusedList, MMRGate, MMRResult, adaptive_k, mmr, mmr_applies, redundancy
 from amsrag.fuse.experts import ExpertFuser, ExpertMemory, load_memory
 from amsrag.fuse.features import HOP_LIST, QueryContext
@@ -75,9 +75,10 @@ def single_list(lists: dict[str, list[Hit]]) -> FusedList:
 
 def fuse_runs(spec: SystemSpec, complexity: ComplexityTrace | None, runs: dict[str, RetrieverRun],
               config: AmsragConfig, experts: ExpertMemory | None = None,
-              vector: np.ndarray | None = None) -> FusedList:
-    """The system's fusion of the runs' lists: CA-RRF on the routed class and confidence (also the base the
-    learned reranker reorders later), expert weights, RRF, or one list as is."""
+              vector: np.ndarray | None = None, learned_base: FusionConfig | None = None) -> FusedList:
+    """The system's fusion of the runs' lists: CA-RRF on the routed class and confidence (for the learned
+    reranker, CA-RRF with the settings it was trained on, `learned_base`: the base it reorders later), expert
+    weights, RRF, or one list as is."""
     lists: dict[str, list[Hit]] = {name: run.hits for name, run in runs.items()}
     if not lists:  # no retrieval (a confident zero_hop for a generator with its own knowledge)
         return FusedList("none", [], {}, {})
@@ -89,6 +90,10 @@ def fuse_runs(spec: SystemSpec, complexity: ComplexityTrace | None, runs: dict[s
                 raise ValueError(f"system {spec.name!r} fuses by expert weights: give the memory and query vector")
             return ExpertFuser(experts, vector, complexity.routed[0], config.fusion,
                                config.fusion.expert_neighbours).fuse(lists)
+        if spec.fusion == "learned":
+            if learned_base is None:
+                raise ValueError(f"system {spec.name!r} reranks a CA-RRF base: give the settings it was trained on")
+            return CARRF(*complexity.routed, learned_base).fuse(lists)
         return CARRF(*complexity.routed, config.fusion).fuse(lists)
     if spec.fusion == "rrf" or len(lists) != 1:
         return RRF(config.fusion.rrf_k).fuse(lists)
@@ -133,7 +138,7 @@ class RetrievalPass:
         timings[prefix + "retrieve"] = {name: round(run.ms, 3) for name, run in runs.items()}
         t = time.perf_counter()
         fused = fuse_runs(spec, complexity, runs, self.config, self.memory if spec.fusion == "experts" else None,
-                          vector)
+                          vector, self.ranker.base_fusion if spec.fusion == "learned" else None)
         timings[prefix + "fusion"] = ms_since(t)
         second_hop = None
         if plan.multi_hop and len(fused):

@@ -28,9 +28,7 @@ class RowEntities(Protocol):
 
     def query_entities(self, query: str) -> list[int]: ...
 
-    def entity_key_of(self, entity: int) -> str: ...
-
-    def entities_of(self, row: int) -> list[tuple[str, int]]: ...
+    def entity_overlap(self, rows: Sequence[int], entities: Sequence[int]) -> np.ndarray: ...
 
 
 class IndexSignals:
@@ -56,11 +54,10 @@ class IndexSignals:
         return self.bm25.score_rows(query, rows)
 
     def entity_share(self, query: str, rows: Sequence[int]) -> tuple[np.ndarray, int]:
-        keys = {self.graph.entity_key_of(e) for e in self.graph.query_entities(query)}
-        if not keys:
+        entities = self.graph.query_entities(query)
+        if not entities:
             return np.zeros(len(rows)), 0
-        share = [len(keys & {k for k, _ in self.graph.entities_of(int(r))}) / len(keys) for r in rows]
-        return np.asarray(share, dtype=np.float64), len(keys)
+        return self.graph.entity_overlap(rows, entities) / len(entities), len(entities)
 
 
 def index_profile(index: PassageIndex) -> IndexProfile:

@@ -34,7 +34,8 @@ SYSTEMS: dict[str, SystemSpec] = {
     "A2": SystemSpec("A2", True, "rrf", False),
     "A3": SystemSpec("A3", True, "ca-rrf", False),
     "A4": SystemSpec("A4", True, "ca-rrf", True),
-    "full": SystemSpec("full", True, "ca-rrf", True, corrective=True),  # A4 + the corrective step
+    # adaptive routes, the learned reranker over CA-RRF, MMR where the candidates are redundant, the corrective step
+    "full": SystemSpec("full", True, "learned", True, corrective=True),
     "adaptive-rag": SystemSpec("adaptive-rag", True, "rrf", False, label_only=True),
     # issue 16: the learned reranker and the query-dependent expert weights, on the fixed and adaptive routes
     "fixed-learned": SystemSpec("fixed-learned", False, "learned", False, RETRIEVERS),

@@ -15,6 +15,7 @@ import copy
 import itertools
 import json
 import zlib
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -159,6 +160,9 @@ def _ner_cache(
     }
 
 
+QUERY_CACHE = 64  # recent queries whose entities are kept
+
+
 class EntityGraph:
     """Passage-entity bipartite graph with a local personalized PageRank ranking."""
 
@@ -184,6 +188,8 @@ class EntityGraph:
         self._query_entities = np.asarray(query_entities, dtype=np.int64)
         self._matcher: SurfaceMatcher | None = None
         self._key_index: dict[str, int] | None = None
+        self._recent: OrderedDict[str, list[int]] = OrderedDict()  # query -> its entities (the graph, the second
+        # hop and the learned fuser's features each ask for the same query's)
 
     # ---- construction -------------------------------------------------------------------
     @classmethod
@@ -232,6 +238,7 @@ class EntityGraph:
         """The same graph ranking with `config`'s query-time settings (structural ones stay)."""
         clone = copy.copy(self)
         clone.config = config.model_copy(update={f: getattr(self.config, f) for f in STRUCTURAL_FIELDS})
+        clone._recent = OrderedDict()
         return clone
 
     # ---- facts --------------------------------------------------------------------------
@@ -278,6 +285,25 @@ class EntityGraph:
         lo, hi = self._matrix.indptr[row], self._matrix.indptr[row + 1]
         pairs = zip(self._matrix.indices[lo:hi].tolist(), self._matrix.data[lo:hi].tolist(), strict=True)
         return [(self._keys[e], k) for e, k in pairs]
+
+    def entity_overlap(self, rows: Sequence[int], entities: Sequence[int]) -> np.ndarray:
+        """Per passage row, how many of `entities` it mentions (0 for a row outside the graph)."""
+        want = np.asarray(sorted(set(entities)), dtype=np.int64)
+        out = np.zeros(len(rows), dtype=np.float64)
+        if not len(want):
+            return out
+        r = np.asarray(rows, dtype=np.int64)
+        inside = (r >= 0) & (r < self._matrix.shape[0])
+        indptr, indices = self._matrix.indptr, self._matrix.indices
+        starts = indptr[r[inside]].astype(np.int64)
+        lengths = indptr[r[inside] + 1].astype(np.int64) - starts
+        if not lengths.sum():
+            return out
+        segment = np.repeat(np.arange(len(starts)), lengths)  # which row each gathered entry belongs to
+        offsets = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        mentioned = np.isin(indices[starts[segment] + offsets], want)
+        out[inside] = np.bincount(segment, weights=mentioned, minlength=len(starts))
+        return out
 
     def bridge_entities(self, rows: Sequence[int], exclude: Iterable[int], limit: int) -> list[tuple[int, int]]:
         """(entity id, passage row) of entities the passages `rows` mention that could lead elsewhere.
@@ -386,6 +412,16 @@ class EntityGraph:
     # ---- querying -----------------------------------------------------------------------
     def query_entities(self, query: str) -> list[int]:
         """Entity ids the query mentions: known surface forms, plus spaCy NER when `query_ner`."""
+        cached = self._recent.get(query)
+        if cached is not None:
+            return list(cached)
+        found = self._find_query_entities(query)
+        self._recent[query] = found
+        while len(self._recent) > QUERY_CACHE:
+            self._recent.popitem(last=False)
+        return list(found)
+
+    def _find_query_entities(self, query: str) -> list[int]:
         if self._matcher is None:
             self._matcher = SurfaceMatcher(self._query_surfaces, self._query_entities.tolist())
         found = {e for _, _, e in self._matcher.find(normalise_whitespace(query))}

@@ -19,7 +19,7 @@ from amsrag.evaluate.builder import (
 from amsrag.evaluate.corpus_index import open_or_build_index
 from amsrag.ingest.datasets import EVAL_FILES
 from amsrag.learn.fusion.data import SUBSETS, collect
-from amsrag.learn.fusion.train import TrainSettings, train, write_artifact
+from amsrag.learn.fusion.train import TrainSettings, base_fusion, train, write_artifact
 from amsrag.pipeline import Engine
 from amsrag.pipeline.signals import index_profile
 from amsrag.progress import NullProgress, Progress
@@ -37,7 +37,9 @@ def train_fusion(data_dir: Path, out: Path, per_group: int, settings: TrainSetti
     log(f"{len(questions)} training questions (none of the {len(excluded)} questions of the evaluated "
         f"benchmarks, seeds {list(EVALUATED_SEEDS)}); corpus {bench_dir}")
     index = open_or_build_index(bench.passages, bench_dir / "index", cache, progress=progress)
-    with Engine(index) as engine:
+    config = index.config.model_copy(deep=True)
+    config.fusion = base_fusion()
+    with Engine(index, config=config) as engine:
         engine.retrieve("warm up question about a film director", system="A0")
         with progress.task("fusion training passes", len(questions)) as advance:
             collected = collect(engine, questions, settings.pool, advance)

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from amsrag.artifacts import file_sha256
+from amsrag.config import FusionConfig
 from amsrag.evaluate.builder import EvalQuery
 from amsrag.fuse.experts import ExpertMemory, save_memory
 from amsrag.fuse.features import FEATURE_RETRIEVERS, FEATURES, FEATURES_VERSION
@@ -36,9 +37,9 @@ VALID_SHARE = 0.15
 class TrainSettings:
     seed: int = 13
     pool: int = 60
-    rounds: int = 250
-    num_leaves: int = 15
-    learning_rate: float = 0.05
+    rounds: int = 100
+    num_leaves: int = 31
+    learning_rate: float = 0.1
     min_data_in_leaf: int = 40
     feature_fraction: float = 0.8
     lambda_l2: float = 1.0
@@ -123,6 +124,15 @@ def train(collected: Collected, questions: Sequence[EvalQuery], settings: TrainS
     return Trained(booster, memory, metrics, split, importance)
 
 
+BASE_FUSION_FIELDS = {"rrf_k", "kappa", "alpha0", "k_by_class", "beta_by_class"}
+
+
+def base_fusion() -> FusionConfig:
+    """The base fusion the fuser learns on: CA-RRF at the default settings (uniform priors), whatever an index's
+    `route tune` fitted — so the model's rank features mean the same on every index."""
+    return FusionConfig()
+
+
 def write_artifact(out: Path, trained: Trained, settings: TrainSettings, profile: IndexProfile,
                    data: dict[str, Any], questions: Sequence[EvalQuery]) -> Path:
     """fusion.txt, experts.npz and the card fusion.json in `out`."""
@@ -133,6 +143,7 @@ def write_artifact(out: Path, trained: Trained, settings: TrainSettings, profile
     card = {
         "card_version": CARD_VERSION, "kind": "learned fuser (LightGBM lambdarank) + expert memory",
         "features": list(FEATURES), "features_version": FEATURES_VERSION, "index": profile.to_dict(),
+        "base_fusion": base_fusion().model_dump(mode="json", include=BASE_FUSION_FIELDS),
         "settings": {**{k: getattr(settings, k) for k in settings.__dataclass_fields__},
                      "lightgbm": settings.lgb_params()},
         "data": {**data, "questions": len(questions),
