@@ -43,6 +43,26 @@ def percentiles(ms: list[float]) -> dict[str, float]:
             "mean_ms": round(float(a.mean()), 3)}
 
 
+def card_section(card: dict[str, Any]) -> list[str]:
+    """The shipped model's card: its data, and base vs learned order on its validation questions."""
+    data, val = card["data"], card["metrics"]["validation"]
+    lines = ["## The shipped model (`src/amsrag/data/fusion/fusion.json`)", "",
+             f"Trained by `{card['rebuild']}` on {data['questions']} questions {data['by_dataset']} of "
+             f"`../shared/data` ({data['excluded']}: none of them is evaluated), "
+             f"{data['train_questions']} for training and {data['valid_questions']} held out, from real passes over "
+             f"the {data['corpus_passages']}-passage evaluation corpus, one group per retriever subset a route can "
+             "activate (and the second hop where the question is routed as multi_hop). Features by gain: "
+             + ", ".join(f"{k} {v:.2f}" for k, v in list(card["feature_importance_gain"].items())[:6]) + ".", "",
+             "Held-out questions: nDCG@5 and all-gold@5 of the base fusion (CA-RRF, second hop) and of the model's "
+             "order of the same candidates.", "",
+             "| retrievers (/hop: with the second hop) | groups | base nDCG@5 | learned nDCG@5 | base all-gold@5 | "
+             "learned all-gold@5 |", "|---|---:|---:|---:|---:|---:|"]
+    for kind, m in val.items():
+        lines.append(f"| {kind} | {m['groups']} | {m['base_ndcg@5']} | {m['learned_ndcg@5']} | "
+                     f"{m['base_all_gold@5']} | {m['learned_all_gold@5']} |")
+    return lines
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=SHARED_DATA)
@@ -102,6 +122,7 @@ def main() -> int:
           for name in times),
         "", f"Target: the reranker adds <= 2 ms p50 for 60 candidates: {'met' if res['target_met'] else 'missed'}. "
         "`explain` (SHAP contributions of the top passage, in `amsrag retrieve --json` only) is extra.",
+        "", *card_section(ranker.card),
     ]
     (a.out / "learned-fusion.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -141,11 +141,17 @@ def test_expert_weights_follow_the_neighbours() -> None:
     quality = np.asarray([[0.0, 1.0, 0.0], [0.0, 0.8, 0.2], [1.0, 0.0, 0.0]])
     memory = ExpertMemory(vectors, quality, ("bm25", "dense", "graph"))
     w, lam = expert_weights(memory, np.asarray([1.0, 0.0]), ["bm25", "dense", "graph"], {}, neighbours=2)
-    assert lam > 0.9 and w["dense"] > 0.8 and abs(sum(w.values()) - 1) < 1e-9
+    assert lam == 1.0 and w["dense"] > 0.99 and abs(sum(w.values()) - 1) < 1e-9
+    soft, _ = expert_weights(memory, np.asarray([1.0, 0.0]), ["bm25", "dense", "graph"], {}, 2, temperature=10.0)
+    assert max(soft.values()) - min(soft.values()) < 0.05  # a high temperature is nearly uniform
     w2, _ = expert_weights(memory, np.asarray([0.0, 1.0]), ["bm25", "dense"], {"bm25": 1, "dense": 1}, neighbours=1)
     assert w2["bm25"] == pytest.approx(1.0)
     far, lam_far = expert_weights(memory, np.asarray([-1.0, -1.0]), ["bm25", "dense"], {"bm25": 3, "dense": 1}, 2)
     assert lam_far == 0.0 and far == pytest.approx({"bm25": 0.75, "dense": 0.25})  # no similar query: the prior
+    half, lam_half = expert_weights(memory, np.asarray([0.8, 0.6]), ["bm25", "dense"], {}, 1, trust=1.0)
+    assert 0.5 < lam_half < 1.0 and half["dense"] > half["bm25"]
+    with pytest.raises(InputError, match="temperature and trust"):
+        expert_weights(memory, np.asarray([1.0, 0.0]), ["bm25"], {}, 2, temperature=0.0)
 
 
 def test_index_signals_on_a_real_index(built_index, slice_passages) -> None:
@@ -210,3 +216,18 @@ def test_training_on_real_passes_is_deterministic_and_loads(built_index, slice_q
     config.fusion.learned = str(out)
     result = Engine(built_index, config=config).retrieve(questions[0].question, system="learned", k=3)
     assert result.trace.to_dict()["fusion"]["model_sha256"] == ranker.card["model_sha256"][:12]
+
+
+def test_engine_refuses_the_learned_fuser_on_an_index_with_other_bm25(tmp_path, slice_passages) -> None:
+    from amsrag.config import AmsragConfig
+    from amsrag.pipeline import Engine
+    from amsrag.store import EmbeddedIndex
+
+    config = AmsragConfig()
+    config.bm25.k1 = 1.2
+    index = EmbeddedIndex.create(tmp_path / "idx", config)
+    index.add(slice_passages[:12])
+    engine = Engine(index)
+    assert engine.retrieve(slice_passages[0].title, system="A3", k=3).passages  # CA-RRF systems still work
+    with pytest.raises(InputError, match=r"trained on other features.*bm25.k1 = 1.2, trained with 1.5"):
+        engine.retrieve(slice_passages[0].title, system="full", k=3)

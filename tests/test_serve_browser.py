@@ -92,8 +92,10 @@ def test_ask_in_the_browser_shows_answer_and_route(built_index, tmp_path, slice_
                     weight = trace["fusion"]["weights"][name]
                     assert f"w = {weight:.3f}" in page.inner_text(f"#fusion-weights [data-retriever='{name}']")
                 assert page.locator("#fused-table tbody tr").count() >= 1
-                if trace.get("mmr"):
+                if (trace.get("mmr") or {}).get("picks"):
                     assert page.locator("#mmr-table tbody tr").count() == len(trace["mmr"]["picks"])
+                elif trace.get("mmr"):
+                    assert "MMR not applied" in page.inner_text("#mmr")
                 stages = page.locator("#waterfall .wf-row")
                 assert stages.count() >= 3
                 assert page.locator("#waterfall [data-stage='embed']").count() == 1

@@ -149,7 +149,11 @@ class FusionConfig(_Section):
     adaptive_k_max: int = Field(10, ge=1, description="adaptive k: ceiling")
     learned: str = Field("", description="learned fuser artifact directory (fusion.txt, fusion.json, experts.npz: "
                          "`amsrag fusion train`); empty = the one shipped in amsrag")
-    expert_neighbours: int = Field(16, ge=1, le=512, description="expert weights: calibration queries consulted")
+    expert_neighbours: int = Field(16, ge=1, le=512, description="expert weights: training queries consulted")
+    expert_temperature: float = Field(0.05, gt=0, description="expert weights: softmax temperature over the "
+                                      "neighbours' mean nDCG per retriever")
+    expert_trust: float = Field(0.4, gt=0, le=1, description="expert weights: mean neighbour cosine at which the "
+                                "neighbours' weights replace the class prior entirely")
 
     @field_validator("k_by_class", "beta_by_class")
     @classmethod

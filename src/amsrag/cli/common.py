@@ -59,8 +59,8 @@ def print_trace(trace: Mapping[str, Any]) -> None:
     head += f"\nfusion {trace['fusion']['method']} weights {weights}"
     params = trace["fusion"]
     if "expert_weights" in params:
-        head += (f" (expert weights from {params['neighbours']} nearest calibration questions, similarity "
-                 f"{params['similarity']:.2f})")
+        head += (f" (expert weights from the {params['neighbours']} nearest training questions, their share "
+                 f"{params['neighbour_share']:.2f})")
     for entry in params.get("explain", []):
         top = ", ".join(f"{name} {value:+.3f}" for name, value in entry["top_features"].items())
         head += f"\n  learned fuser on {escape(entry['id'])}: {top}"

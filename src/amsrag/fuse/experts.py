@@ -1,16 +1,19 @@
 """Query-dependent expert weights (mixture of retrieval experts, seed 001 §7; issue 16).
 
-For a query q with embedding v, its `neighbours` nearest calibration queries j (cosine s_j of the stored,
+For a query q with embedding v, its `neighbours` nearest training queries j (cosine s_j of the stored,
 L2-normalised query embeddings) say how well each retriever r ranked their gold passages (quality
-`Q[j, r]`: nDCG@10 of r alone). The kNN weight of r is the similarity-weighted mean quality
+`Q[j, r]`: nDCG@10 of r alone). Their similarity-weighted mean quality, sharpened by a softmax at
+`temperature`, is the kNN weight; it is blended with the class prior beta^(c) (CA-RRF's) by how similar
+the neighbours are:
 
-    knn_r = sum_j s_j^+ Q[j, r] / sum_j s_j^+         (over the activated retrievers, renormalised)
+    q_r   = sum_j s_j^+ Q[j, r] / sum_j s_j^+                (over the activated retrievers)
+    knn_r = exp(q_r / temperature) / sum_r' exp(q_r' / temperature)
+    w_r   = lam * knn_r + (1 - lam) * beta_r^(c),           lam = clip(mean_j s_j / trust, 0, 1)
 
-and the weight blends it with the class prior beta^(c) (CA-RRF's) by how similar the neighbours are:
-
-    w_r = lam * knn_r + (1 - lam) * beta_r^(c),       lam = clip(mean_j s_j, 0, 1)
-
-The lists are then fused by weighted RRF with CA-RRF's k_r(c).
+The lists are then fused by weighted RRF with CA-RRF's k_r(c). temperature 0.05 and trust 0.4 were chosen
+leave-one-out on the training questions (nDCG@5 of the all-retriever fusion 0.830 against 0.807 uniform;
+the plain normalised mean, temperature -> infinity, gave 0.809): without sharpening the retrievers'
+mean qualities are too close for the weights to differ.
 """
 
 from __future__ import annotations
@@ -57,23 +60,22 @@ class ExpertMemory:
 
 
 def expert_weights(memory: ExpertMemory, vector: np.ndarray, activated: Sequence[str], prior: Mapping[str, float],
-                   neighbours: int = 16) -> tuple[dict[str, float], float]:
-    """Per activated retriever its weight (they sum to 1), and lam, the neighbours' mean similarity."""
+                   neighbours: int = 16, temperature: float = 0.05,
+                   trust: float = 0.4) -> tuple[dict[str, float], float]:
+    """Per activated retriever its weight (they sum to 1), and lam, the share given to the neighbours."""
     names = sorted(set(activated))
     if not names:
         return {}, 0.0
+    if not (temperature > 0 and trust > 0):
+        raise InputError(f"expert weights: temperature and trust must be > 0, got {temperature}, {trust}")
     idx, sims = memory.neighbours(vector, neighbours)
     pos = np.clip(sims.astype(np.float64), 0.0, None)
-    lam = float(np.clip(sims.mean(), 0.0, 1.0)) if len(sims) else 0.0
+    lam = float(np.clip(sims.mean() / trust, 0.0, 1.0)) if len(sims) and pos.sum() > 0 else 0.0
     col = {r: i for i, r in enumerate(memory.retrievers)}
-    knn = {}
-    for r in names:
-        if r in col and pos.sum() > 0:
-            knn[r] = float((pos * memory.quality[idx, col[r]]).sum() / pos.sum())
-        else:
-            knn[r] = 0.0
-    total = sum(knn.values())
-    knn = {r: v / total for r, v in knn.items()} if total > 0 else {r: 1.0 / len(names) for r in names}
+    quality = np.asarray([float((pos * memory.quality[idx, col[r]]).sum() / pos.sum())
+                          if r in col and pos.sum() > 0 else 0.0 for r in names])
+    sharp = np.exp((quality - quality.max()) / temperature)
+    knn = dict(zip(names, (sharp / sharp.sum()).tolist(), strict=True))
     raw_prior = {r: max(float(prior.get(r, 0.0)), 0.0) for r in names}
     ptotal = sum(raw_prior.values())
     beta = {r: v / ptotal for r, v in raw_prior.items()} if ptotal > 0 else {r: 1.0 / len(names) for r in names}
@@ -85,22 +87,23 @@ class ExpertFuser:
 
     method = "experts"
 
-    def __init__(self, memory: ExpertMemory, vector: np.ndarray, complexity: str, config: FusionConfig | None = None,
-                 neighbours: int = 16) -> None:
+    def __init__(self, memory: ExpertMemory, vector: np.ndarray, complexity: str,
+                 config: FusionConfig | None = None) -> None:
         self.memory = memory
         self.vector = vector
         self.complexity = complexity
         self.config = config or FusionConfig()
-        self.neighbours = neighbours
+        self.neighbours = self.config.expert_neighbours
 
     def fuse(self, lists: Mapping[str, Sequence[Hit]]) -> FusedList:
         prior = self.config.beta_by_class.get(self.complexity, {})  # type: ignore[call-overload]
-        weights, lam = expert_weights(self.memory, self.vector, list(lists), prior, self.neighbours)
+        weights, lam = expert_weights(self.memory, self.vector, list(lists), prior, self.neighbours,
+                                      self.config.expert_temperature, self.config.expert_trust)
         k_c = self.config.k_by_class.get(self.complexity, {})  # type: ignore[call-overload]
         ks = {r: float(k_c.get(r, self.config.rrf_k)) for r in lists}
         return rank_fuse(lists, weights, ks, method=self.method,
                          params={"complexity": self.complexity, "neighbours": self.neighbours,
-                                 "similarity": round(lam, 4), "expert_weights": {r: round(w, 4)
+                                 "neighbour_share": round(lam, 4), "expert_weights": {r: round(w, 4)
                                                                                  for r, w in weights.items()}})
 
 

@@ -88,8 +88,7 @@ def fuse_runs(spec: SystemSpec, complexity: ComplexityTrace | None, runs: dict[s
         if spec.fusion == "experts":
             if experts is None or vector is None:
                 raise ValueError(f"system {spec.name!r} fuses by expert weights: give the memory and query vector")
-            return ExpertFuser(experts, vector, complexity.routed[0], config.fusion,
-                               config.fusion.expert_neighbours).fuse(lists)
+            return ExpertFuser(experts, vector, complexity.routed[0], config.fusion).fuse(lists)
         if spec.fusion == "learned":
             if learned_base is None:
                 raise ValueError(f"system {spec.name!r} reranks a CA-RRF base: give the settings it was trained on")

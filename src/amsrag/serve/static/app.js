@@ -232,7 +232,14 @@ function renderFusion(trace, titles, finalIds) {
 function renderMmr(trace, titles) {
   const m = trace.mmr;
   const box = $("mmr");
-  if (!m || !m.picks) { box.replaceChildren(el("p", { class: "muted" }, "MMR not applied on this route")); return; }
+  if (!m || !m.picks) {
+    const g = m && m.gate;
+    const why = g && g.redundancy !== null && g.redundancy !== undefined
+      ? "MMR not applied: the top passages' redundancy " + fmt(g.redundancy) + " is below the gate's " + fmt(g.threshold)
+      : g ? "MMR not applied (gate " + g.mode + ")" : "MMR not applied on this route";
+    box.replaceChildren(el("p", { class: "muted" }, why));
+    return;
+  }
   box.replaceChildren(el("p", { class: "muted" }, "λ = " + m.lambda),
     el("table", { id: "mmr-table" }, el("thead", {}, el("tr", {}, el("th", { class: "num" }, "pick"), el("th", {}, "passage"),
       el("th", { class: "num" }, "relevance"), el("th", { class: "num" }, "max sim"), el("th", { class: "num" }, "MMR score"))),

@@ -7,7 +7,7 @@ bm25s uses float32) and ties break by passage id, so both backends rank alike.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
@@ -22,7 +22,15 @@ from amsrag.retrieve.bm25 import BM25Tokenizer
 from amsrag.retrieve.dense import check_query_vector
 from amsrag.retrieve.entities import SurfaceMatcher, entity_key, is_matchable, ner_pipeline
 from amsrag.retrieve.graph import STRUCTURAL_FIELDS
-from amsrag.retrieve.pagerank import entity_idf, entity_major, extract_subgraph, passage_scores, top_passages
+from amsrag.retrieve.pagerank import (
+    MENTION,
+    TITLE,
+    entity_idf,
+    entity_major,
+    extract_subgraph,
+    passage_scores,
+    top_passages,
+)
 from amsrag.retrieve.topk import topk_indices
 from amsrag.types import Hit, normalise_whitespace
 
@@ -52,6 +60,22 @@ FROM agg a JOIN passages p ON p.prow = a.prow
 WHERE a.s >= (SELECT min(s) FROM cut) AND a.s > 0
 ORDER BY a.s DESC, p.id
 LIMIT %(k)s
+"""
+
+# The BM25 score of given passages: the same sums as _BM25_SQL, restricted to those rows.
+_BM25_ROWS_SQL = """
+WITH st AS (
+    SELECT greatest((value->>'n_docs')::float8, 1) AS n,
+           greatest((value->>'total_len')::float8, 1) / greatest((value->>'n_docs')::float8, 1) AS avgdl
+    FROM meta WHERE key = 'bm25_stats'),
+q AS (
+    SELECT t.tid, x.qtf, ln(1 + (st.n - t.df + 0.5) / (t.df + 0.5)) AS idf
+    FROM unnest(%(terms)s::text[], %(qtf)s::int[]) AS x(term, qtf)
+    JOIN bm25_terms t ON t.term = x.term CROSS JOIN st)
+SELECT po.prow, sum(q.qtf * q.idf * po.tf / (po.tf + %(k1)s * (1 - %(b)s + %(b)s * po.dl / st.avgdl)))
+FROM q JOIN bm25_postings po ON po.tid = q.tid CROSS JOIN st
+WHERE po.prow = ANY(%(rows)s)
+GROUP BY po.prow
 """
 
 
@@ -96,6 +120,21 @@ class PgBM25Retriever:
     def batch_search(self, queries: Sequence[str], k: int = 10,
                      query_vectors: np.ndarray | None = None) -> list[list[Hit]]:
         return [self.search(q, k) for q in queries]
+
+    def score_rows(self, query: str, rows: Sequence[int]) -> np.ndarray:
+        """BM25 scores of the given passage rows for `query` (0 for a row without a query term)."""
+        counts = Counter(self.tokenizer(query))
+        out = np.zeros(len(rows), dtype=np.float32)
+        if not counts or not len(rows):
+            return out
+        terms = sorted(counts)
+        cfg = self.index.config.bm25
+        params = {"terms": terms, "qtf": [counts[t] for t in terms], "k1": cfg.k1, "b": cfg.b,
+                  "rows": [int(r) for r in rows]}
+        scores: dict[int, float] = dict(self.index.read(lambda c: c.execute(_BM25_ROWS_SQL, params).fetchall()))
+        for i, r in enumerate(rows):
+            out[i] = float(scores.get(int(r), 0.0))
+        return out
 
 
 class PgDenseRetriever:
@@ -179,6 +218,7 @@ class PgEntityGraph:
     def __init__(self, index: TableReader, config: GraphConfig) -> None:
         self.index = index
         self.config = config
+        self._keys: dict[int, str] = {}  # entity id -> key, as bridge_entities met them
 
     def with_config(self, config: GraphConfig) -> PgEntityGraph:
         structural = {f: getattr(self.index.config.graph, f) for f in STRUCTURAL_FIELDS}
@@ -197,19 +237,85 @@ class PgEntityGraph:
         return sorted({entity_key(ent.text) for ent in ner_pipeline()(query).ents
                        if ent.label_ in labels and is_matchable(ent.text, cfg.min_mention_chars)})
 
-    def _rank(self, c: psycopg.Connection, query: str, ner_keys: list[str],
-              seed_rows: Sequence[tuple[int, float]], k: int) -> list[tuple[int, float, str]]:
-        cfg = self.config
-        meta: dict[str, Any] = dict(c.execute(
-            "SELECT key, value FROM meta WHERE key IN ('n_passages', 'graph_max_surface')").fetchall())
+    def query_entities(self, query: str) -> list[int]:
+        """Entity ids the query mentions (surface forms, plus NER when `query_ner`), as `rank` seeds from."""
+        query = check_query(query)
+        ner_keys = self._query_ner_keys(query)
+        return sorted(self.index.read(lambda c: self._query_entities(c, query, ner_keys)))
+
+    def entity_overlap(self, rows: Sequence[int], entities: Sequence[int]) -> np.ndarray:
+        """Per passage row, how many of `entities` it mentions."""
+        out = np.zeros(len(rows), dtype=np.float64)
+        if not len(rows) or not len(entities):
+            return out
+        counts: dict[int, int] = dict(self.index.read(lambda c: c.execute(
+            "SELECT prow, count(*) FROM mentions WHERE prow = ANY(%s) AND eid = ANY(%s) GROUP BY prow",
+            ([int(r) for r in rows], sorted({int(e) for e in entities}))).fetchall()))
+        for i, r in enumerate(rows):
+            out[i] = float(counts.get(int(r), 0))
+        return out
+
+    def bridge_entities(self, rows: Sequence[int], exclude: Iterable[int], limit: int) -> list[tuple[int, int]]:
+        """(entity id, passage row) of the entities the passages mention that could lead elsewhere, as the
+        embedded graph's `bridge_entities`: not their title, not in `exclude`, not a hub; passage by
+        passage in the given order, rarer entities first, each entity once."""
+        wanted = [int(r) for r in rows]
+        if not wanted or limit <= 0:
+            return []
+        found = self.index.read(lambda c: c.execute(
+            "SELECT m.prow, m.eid, e.degree, e.key FROM mentions m JOIN entities e ON e.eid = m.eid "
+            "WHERE m.prow = ANY(%s) AND m.kind = %s AND e.degree <= %s",
+            (wanted, MENTION, self.config.max_entity_degree)).fetchall())
+        by_row: dict[int, list[tuple[int, str, int]]] = {}
+        for row, eid, degree, key in found:
+            by_row.setdefault(int(row), []).append((int(degree), str(key), int(eid)))
+            self._keys[int(eid)] = str(key)
+        skip = {int(e) for e in exclude}
+        out: list[tuple[int, int]] = []
+        for row in wanted:
+            for _, _, eid in sorted(by_row.get(row, [])):  # rarer (lower degree = higher idf) first, then key
+                if eid in skip:
+                    continue
+                skip.add(eid)
+                out.append((eid, row))
+                if len(out) >= limit:
+                    return out
+        return out
+
+    def entity_key_of(self, entity: int) -> str:
+        key = self._keys.get(int(entity))
+        if key is None:
+            row = self.index.read(lambda c: c.execute("SELECT key FROM entities WHERE eid = %s",
+                                                      (int(entity),)).fetchone())
+            if row is None:
+                raise InputError(f"no entity {entity} in the graph")
+            key = self._keys[int(entity)] = str(row[0])
+        return key
+
+    def title_rows(self, entity: int) -> list[int]:
+        """Passage rows whose own title is `entity`."""
+        found = self.index.read(lambda c: c.execute(
+            "SELECT prow FROM mentions WHERE eid = %s AND kind = %s ORDER BY prow", (int(entity), TITLE)).fetchall())
+        return [int(r) for (r,) in found]
+
+    def _query_entities(self, c: psycopg.Connection, query: str, ner_keys: list[str]) -> set[int]:
+        row = c.execute("SELECT value FROM meta WHERE key = 'graph_max_surface'").fetchone()
         text = normalise_whitespace(query)
         found = c.execute("SELECT surface, eid FROM entity_surfaces WHERE surface = ANY(%s)",
-                          (candidate_surfaces(text, int(meta["graph_max_surface"])),)).fetchall()
+                          (candidate_surfaces(text, int(row[0]) if row else 0),)).fetchall()
         matcher = SurfaceMatcher([s for s, _ in found], [e for _, e in found])
         query_ents = {e for _, _, e in matcher.find(text)}
         if ner_keys:
             query_ents |= {e for (e,) in c.execute("SELECT eid FROM entities WHERE key = ANY(%s)",
                                                    (ner_keys,)).fetchall()}
+        return query_ents
+
+    def _rank(self, c: psycopg.Connection, query: str, ner_keys: list[str],
+              seed_rows: Sequence[tuple[int, float]], k: int) -> list[tuple[int, float, str]]:
+        cfg = self.config
+        meta: dict[str, Any] = dict(c.execute(
+            "SELECT key, value FROM meta WHERE key IN ('n_passages', 'graph_max_surface')").fetchall())
+        query_ents = self._query_entities(c, query, ner_keys)
         weights: dict[int, float] = {}
         for row, w in seed_rows:
             if w > 0:
