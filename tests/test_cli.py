@@ -96,3 +96,17 @@ def test_demo_runs_end_to_end(tmp_path) -> None:
     again = run("demo", env={"AMSRAG_HOME": str(home)})  # reuses the index
     assert "building the demo index" not in again.stderr
     shutil.rmtree(home)
+
+
+def test_retrieve_json_traces_the_learned_fuser_and_the_expert_weights(cli_index) -> None:
+    question = "The band who released the debut album Tinted Windows had their first performance in what city?"
+    [res] = json_lines(run("retrieve", question, "--index", cli_index, "--json").stdout)
+    fusion = res["trace"]["fusion"]
+    assert res["trace"]["system"] == "full" and fusion["method"] == "learned" and fusion["base"] == "ca_rrf"
+    assert len(fusion["explain"]) == 3 and fusion["explain"][0]["id"] == res["passages"][0]["id"]
+    assert all(len(e["top_features"]) == 5 for e in fusion["explain"])
+    [experts] = json_lines(run("retrieve", question, "--index", cli_index, "--system", "experts", "--json").stdout)
+    weights = experts["trace"]["fusion"]["expert_weights"]
+    assert weights and abs(sum(weights.values()) - 1) < 1e-3
+    human = run("retrieve", question, "--index", cli_index, "--explain", "1").stdout
+    assert "learned fuser on" in human

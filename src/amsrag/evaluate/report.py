@@ -18,8 +18,9 @@ from amsrag.types import COMPLEXITIES
 
 BASELINE = "A0"
 CALLS = "retriever_calls_per_query"
+SEARCHES = "index_searches_per_query"
 LATENCY = "latency_ms"
-TESTED = (*METRICS, CALLS, LATENCY)  # CIs and p-values
+TESTED = (*METRICS, CALLS, SEARCHES, LATENCY)  # CIs and p-values
 
 
 def _mean(values: np.ndarray) -> float | None:
@@ -33,7 +34,9 @@ def _r(x: float | None, nd: int = 4) -> float | None:
 
 
 def _series(s: SystemResult) -> dict[str, np.ndarray]:
-    return {**s.values, CALLS: s.calls.astype(np.float64), LATENCY: s.latency_ms}
+    searches = s.searches if s.searches is not None else s.calls
+    return {**s.values, CALLS: s.calls.astype(np.float64), SEARCHES: searches.astype(np.float64),
+            LATENCY: s.latency_ms}
 
 
 def _group(s: SystemResult, mask: np.ndarray) -> dict[str, Any]:
@@ -72,6 +75,7 @@ def summarise_system(s: SystemResult, run: RunResult, boot: Bootstrap,
                          "p95": _r(np.percentile(lat, 95), 3)}
     out["latency_breakdown_ms"] = {k: _r(v.mean(), 3) for k, v in s.breakdown_ms.items()}
     out[CALLS] = _r(s.calls.mean())
+    out[SEARCHES] = _r((s.searches if s.searches is not None else s.calls).mean())
     out["route_mix"] = dict(sorted(Counter(s.strategies).items()))
     ci = {m: boot.ci(v) for m, v in series.items()}
     out["ci95"] = {m: [_r(c[0]), _r(c[1])] if c else None for m, c in ci.items()}
@@ -363,6 +367,10 @@ def _targets(systems: dict[str, Any]) -> list[str]:
     lat = (full["latency_ms"]["mean"] / a0["latency_ms"]["mean"]) if a0["latency_ms"]["mean"] else None
     lines.append(f"| retriever calls / query | {_f(a0[CALLS], 2)} | {_f(full[CALLS], 2)} | ×{_f(calls, 2)} | "
                  f"{_p(full, CALLS)} |")
+    if full.get(SEARCHES) is not None and a0.get(SEARCHES):
+        lines.append(f"| index searches / query (the graph alone also searches its two seeders) | "
+                     f"{_f(a0[SEARCHES], 2)} | {_f(full[SEARCHES], 2)} | ×{_f(full[SEARCHES] / a0[SEARCHES], 2)} | "
+                     f"{_p(full, SEARCHES)} |")
     lines.append(f"| retrieval latency mean ms | {_f(a0['latency_ms']['mean'], 1)} | "
                  f"{_f(full['latency_ms']['mean'], 1)} | ×{_f(lat, 2)} | {_p(full, LATENCY)} |")
     lines.append("")

@@ -69,6 +69,7 @@ class SystemResult:
     answers: list[str] = field(default_factory=list)  # "" where not answered
     answer_path: dict[str, Any] = field(default_factory=dict)  # the corrective retrieval answers read (if any)
     candidate_f1: np.ndarray | None = None  # F1 of the answer it would give without abstaining (NaN: not answered)
+    searches: np.ndarray | None = None  # index searches per query (a seeded retriever alone also searches its seeders)
 
 
 @dataclass(slots=True)
@@ -135,7 +136,8 @@ def run(engine: Engine, queries: Sequence[EvalQuery], rows: Sequence[SystemRow],
     n = len(queries)
     per: dict[str, dict[str, Any]] = {
         row.name: {"values": {m: np.full(n, np.nan) for m in METRICS}, "lat": np.zeros(n), "stages": [],
-                   "calls": np.zeros(n), "strategies": [], "abst": np.full(n, np.nan), "gen": np.full(n, np.nan),
+                   "calls": np.zeros(n), "searches": np.zeros(n), "strategies": [], "abst": np.full(n, np.nan),
+                   "gen": np.full(n, np.nan),
                    "cand_f1": np.full(n, np.nan),
                    "answers": [""] * n, "ans_ms": [], "ans_calls": [], "ans_actions": []} for row in rows}
     takes_corrective = "corrective" in inspect.signature(engine.retrieve).parameters
@@ -167,6 +169,7 @@ def run(engine: Engine, queries: Sequence[EvalQuery], rows: Sequence[SystemRow],
                 acc["lat"][i] = float(result.trace["timings_ms"]["total"]) - float(
                     result.trace["timings_ms"].get("embed", 0.0)) + stages["embed"]
                 acc["calls"][i] = result.trace["retriever_calls"]
+                acc["searches"][i] = result.trace.get("searches", result.trace["retriever_calls"])
                 acc["strategies"].append(result.trace["strategy"])
                 ranked5 = [p.id for p in passages]
                 m = query_metrics(None, q.answers, ranked5, q.gold, q.multi_gold)
@@ -221,7 +224,7 @@ def run(engine: Engine, queries: Sequence[EvalQuery], rows: Sequence[SystemRow],
                            "corrective_actions": dict(Counter(acc["ans_actions"]))}
         systems[row.name] = SystemResult(row, acc["values"], acc["lat"], breakdown, acc["calls"],
                                          acc["strategies"], acc["abst"], acc["gen"], acc["answers"], answer_path,
-                                         acc["cand_f1"])
+                                         acc["cand_f1"], acc["searches"])
     return RunResult(list(queries), systems, embed_ms, predictions,
                      answerer.mode if answerer else "none", answerer.name if answerer else "",
                      time.perf_counter() - t_start)
