@@ -48,7 +48,7 @@ def card_section(card: dict[str, Any]) -> list[str]:
     data, val = card["data"], card["metrics"]["validation"]
     lines = ["## The shipped model (`src/amsrag/data/fusion/fusion.json`)", "",
              f"Trained by `{card['rebuild']}` on {data['questions']} questions {data['by_dataset']} of "
-             f"`../shared/data` ({data['excluded']}: none of them is evaluated), "
+             f"`../shared/data`, none of them {data['excluded'].replace('every', 'an')}; "
              f"{data['train_questions']} for training and {data['valid_questions']} held out, from real passes over "
              f"the {data['corpus_passages']}-passage evaluation corpus, one group per retriever subset a route can "
              "activate (and the second hop where the question is routed as multi_hop). Features by gain: "
@@ -122,7 +122,10 @@ def main() -> int:
           for name in times),
         "", f"Target: the reranker adds <= 2 ms p50 for 60 candidates: {'met' if res['target_met'] else 'missed'}. "
         "`explain` (SHAP contributions of the top passage, in `amsrag retrieve --json` only) is extra.",
-        "", *card_section(ranker.card),
+        "", *card_section(ranker.card), "",
+        "The systems it makes (`full`, `learned`, `fixed-learned`) against CA-RRF with fitted priors, the expert "
+        "weights, A0 and the single retrievers, on the eval benchmark and on two data sets it never saw: "
+        "[eval/README.md](eval/README.md).",
     ]
     (a.out / "learned-fusion.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

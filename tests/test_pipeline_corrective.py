@@ -63,7 +63,8 @@ def test_correct_evidence_is_refined_into_strips_without_escalation(built_index,
     result = engine.retrieve(q, system="full")
     assert result.trace["corrective"]["action"] == "correct" and result.trace["escalations"] == []
     assert result.strips and {s.passage_id for s in result.strips} <= {p.id for p in result.passages}
-    assert result.passages == engine.retrieve(q, system="A4").passages  # the evidence itself is unchanged
+    # the evidence itself is unchanged: the first pass without the step
+    assert result.passages == engine.retrieve(q, system="full", corrective=False).passages
 
 
 def test_incorrect_evidence_escalates_to_the_wider_strategy_with_a_rewritten_query(built_index, slice_questions):
@@ -112,6 +113,6 @@ def test_missing_entities_escalate_once_for_sufficiency(built_index) -> None:
 def test_incorrect_evidence_is_kept_behind_the_wider_pass_by_default(built_index, slice_questions) -> None:
     engine = _engine(built_index, upper=1.0, lower=1.0, sufficiency=False, discard_incorrect=False)
     q = next(q for q in slice_questions if q.dataset == "nq").question
-    first = engine.retrieve(q, system="A4").passages
+    first = engine.retrieve(q, system="full", corrective=False).passages
     result = engine.retrieve(q, system="full")
     assert result.trace["escalations"] and result.passages[0].id == first[0].id

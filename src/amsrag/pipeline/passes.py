@@ -106,19 +106,22 @@ class RetrievalPass:
         self.index = index
         self.config = config
         self.executor = executor
-        self._ranker: LearnedRanker | None = None
+        self._learned: tuple[LearnedRanker, IndexSignals] | None = None
         self._memory: ExpertMemory | None = None
-        self._signals: IndexSignals | None = None
+
+    @property
+    def learned(self) -> tuple[LearnedRanker, IndexSignals]:
+        """The learned fuser (config fusion.learned, else the shipped one), loaded and checked against the
+        index on first use, and what its features read from the index."""
+        if self._learned is None:
+            ranker = LearnedRanker.load(self.config.fusion.learned or None)
+            ranker.check_index(index_profile(self.index), self.index.location)
+            self._learned = (ranker, IndexSignals(self.index))
+        return self._learned
 
     @property
     def ranker(self) -> LearnedRanker:
-        """The learned fuser (config fusion.learned, else the shipped one), loaded and checked on first use."""
-        if self._ranker is None:
-            ranker = LearnedRanker.load(self.config.fusion.learned or None)
-            ranker.check_index(index_profile(self.index), self.index.location)
-            self._signals = IndexSignals(self.index)
-            self._ranker = ranker
-        return self._ranker
+        return self.learned[0]
 
     @property
     def memory(self) -> ExpertMemory:
@@ -164,8 +167,7 @@ class RetrievalPass:
                runs: dict[str, RetrieverRun], base: FusedList, second_hop: Expansion | None,
                explain: int = 0) -> FusedList:
         """The learned reranker over `base` (the CA-RRF fusion, after the second hop)."""
-        ranker = self.ranker
-        assert self._signals is not None
+        ranker, signals = self.learned
         probs = complexity.probs if complexity is not None else {}
         alpha = complexity.routed[1] if complexity is not None else 1.0
         context = QueryContext(query, vector, float(probs.get("multi_hop", 0.0)), float(probs.get("zero_hop", 0.0)),
@@ -173,7 +175,7 @@ class RetrievalPass:
         lists: dict[str, list[Hit]] = {name: run.hits for name, run in runs.items()}
         if second_hop is not None:
             lists[HOP_LIST] = second_hop.hits
-        return LearnedFuser(ranker, base, context, self._signals, explain).fuse(lists)
+        return LearnedFuser(ranker, base, context, signals, explain).fuse(lists)
 
     def retrieve(self, plan: RoutePlan, query: str, vector: np.ndarray) -> dict[str, RetrieverRun]:
         """The activated retrievers under the router's timeout. A seeded retriever (the graph), when others

@@ -51,7 +51,8 @@ def train_fusion(data_dir: Path, out: Path, per_group: int, settings: TrainSetti
     data = {"benchmark_key": bench.key, "corpus_passages": len(bench.passages),
             "question_ids_sha256": hashlib.sha256(ids).hexdigest(),
             "files": {rel: file_sha256(data_dir / rel) for rel in files},
-            "excluded": f"every eval and calibration question of the default benchmark, seeds {list(EVALUATED_SEEDS)}",
+            "excluded": "every eval and calibration question of the default benchmark at seeds "
+                        + " and ".join(str(s) for s in EVALUATED_SEEDS),
             "per_group": per_group, "subsets": ["+".join(s) for s in SUBSETS]}
     write_artifact(out, trained, settings, profile, data, questions)
     return {"out": str(out), "questions": len(questions), "groups": len(collected.groups), **trained.split,

@@ -154,7 +154,7 @@ def write_artifact(out: Path, trained: Trained, settings: TrainSettings, profile
                     "mean_quality": dict(zip(FEATURE_RETRIEVERS, np.round(trained.memory.quality.mean(0), 4).tolist(),
                                              strict=True))},
         "model_sha256": file_sha256(model_path),
-        "rebuild": "amsrag fusion train --out DIR (docs/benchmarks/fusion.md)",
+        "rebuild": "OMP_NUM_THREADS=1 amsrag fusion train --out src/amsrag/data/fusion",
     }
     (out / CARD_FILE).write_text(json.dumps(card, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return out
