@@ -41,7 +41,8 @@ HNSW_MAX_EF = 1000  # pgvector's upper bound for hnsw.ef_search
 # Lucene BM25 (bm25s method "lucene"): idf = ln(1 + (N - df + 0.5) / (df + 0.5)),
 # tf part = tf / (tf + k1 * (1 - b + b * dl / avgdl)); a query term given twice counts twice.
 # Every candidate tied with the k-th score is ordered by id before the cut.
-_BM25_SQL = """
+# The collection statistics and the query's terms with their idf, shared by both BM25 queries.
+_BM25_TERMS = """
 WITH st AS (
     SELECT greatest((value->>'n_docs')::float8, 1) AS n,
            greatest((value->>'total_len')::float8, 1) / greatest((value->>'n_docs')::float8, 1) AS avgdl
@@ -49,9 +50,12 @@ WITH st AS (
 q AS (
     SELECT t.tid, x.qtf, ln(1 + (st.n - t.df + 0.5) / (t.df + 0.5)) AS idf
     FROM unnest(%(terms)s::text[], %(qtf)s::int[]) AS x(term, qtf)
-    JOIN bm25_terms t ON t.term = x.term CROSS JOIN st),
+    JOIN bm25_terms t ON t.term = x.term CROSS JOIN st)"""
+_BM25_SUM = "sum(q.qtf * q.idf * po.tf / (po.tf + %(k1)s * (1 - %(b)s + %(b)s * po.dl / st.avgdl)))"
+
+_BM25_SQL = _BM25_TERMS + f""",
 agg AS MATERIALIZED (
-    SELECT po.prow, sum(q.qtf * q.idf * po.tf / (po.tf + %(k1)s * (1 - %(b)s + %(b)s * po.dl / st.avgdl))) AS s
+    SELECT po.prow, {_BM25_SUM} AS s
     FROM q JOIN bm25_postings po ON po.tid = q.tid CROSS JOIN st
     GROUP BY po.prow),
 cut AS (SELECT s FROM agg ORDER BY s DESC LIMIT %(k)s)
@@ -62,17 +66,9 @@ ORDER BY a.s DESC, p.id
 LIMIT %(k)s
 """
 
-# The BM25 score of given passages: the same sums as _BM25_SQL, restricted to those rows.
-_BM25_ROWS_SQL = """
-WITH st AS (
-    SELECT greatest((value->>'n_docs')::float8, 1) AS n,
-           greatest((value->>'total_len')::float8, 1) / greatest((value->>'n_docs')::float8, 1) AS avgdl
-    FROM meta WHERE key = 'bm25_stats'),
-q AS (
-    SELECT t.tid, x.qtf, ln(1 + (st.n - t.df + 0.5) / (t.df + 0.5)) AS idf
-    FROM unnest(%(terms)s::text[], %(qtf)s::int[]) AS x(term, qtf)
-    JOIN bm25_terms t ON t.term = x.term CROSS JOIN st)
-SELECT po.prow, sum(q.qtf * q.idf * po.tf / (po.tf + %(k1)s * (1 - %(b)s + %(b)s * po.dl / st.avgdl)))
+# The BM25 score of given passages: the same sums, restricted to those rows.
+_BM25_ROWS_SQL = _BM25_TERMS + f"""
+SELECT po.prow, {_BM25_SUM}
 FROM q JOIN bm25_postings po ON po.tid = q.tid CROSS JOIN st
 WHERE po.prow = ANY(%(rows)s)
 GROUP BY po.prow
