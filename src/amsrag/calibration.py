@@ -1,4 +1,5 @@
-"""Calibration of binary head logits, and the calibration metrics (ECE, reliability bins, RAA).
+"""Calibration of binary head logits, and the calibration metrics (ECE, reliability bins, RAA, and the
+classification metrics the classifier's trainer and the evaluation report both give).
 
 Every calibrator here maps a head's raw logit z to p(class 1) *without moving the decision*:
 p >= 0.5 exactly when z >= 0. Temperature scaling (p = sigmoid(z / T), T fitted by minimising NLL on
@@ -12,7 +13,7 @@ retrieval evaluator use it at run time, `amsrag.learn` and `amsrag.evaluate` for
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -85,6 +86,46 @@ def raa(accuracy: float, ece_value: float, lam: float = 1.0) -> float:
 
 
 # ---------------------------------------------------------------- temperature fitting
+
+
+def _macro_f1(y: np.ndarray, pred: np.ndarray, n_classes: int) -> float:
+    f1s = []
+    for c in range(n_classes):
+        tp = np.sum((pred == c) & (y == c))
+        fp = np.sum((pred == c) & (y != c))
+        fn = np.sum((pred != c) & (y == c))
+        if tp + fp + fn == 0:
+            continue
+        f1s.append(2 * tp / (2 * tp + fp + fn))
+    return float(np.mean(f1s)) if f1s else 0.0
+
+
+def classification_metrics(
+    y: np.ndarray, pred: np.ndarray, confidence: np.ndarray, names: tuple[str, ...]
+) -> dict[str, Any]:
+    """accuracy, macro-F1, per-class recall, ECE (15 bins) on the predicted class's confidence, RAA, confusion."""
+    y, pred, confidence = np.asarray(y), np.asarray(pred), np.asarray(confidence, dtype=np.float64)
+    n = len(y)
+    if n == 0:
+        return {"n": 0}
+    acc = float(np.mean(y == pred))
+    e = ece(confidence, y == pred)
+    k = len(names)
+    confusion = np.zeros((k, k), dtype=int)
+    np.add.at(confusion, (y, pred), 1)
+    recall = {names[c]: (float(confusion[c, c] / confusion[c].sum()) if confusion[c].sum() else None)
+              for c in range(k)}
+    return {"n": n, "accuracy": acc, "macro_f1": _macro_f1(y, pred, k), "recall": recall, "ece": e,
+            "raa": raa(acc, e), "mean_confidence": float(confidence.mean()), "confusion": confusion.tolist()}
+
+
+def hop_view(label: np.ndarray, probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(multi_hop? (0/1), confidence) from three-way outputs (classes 0 zero_hop, 1 one_hop, 2 multi_hop, as
+    `types.COMPLEXITIES`): one vs multi renormalised without zero_hop."""
+    p_multi = probs[:, 2] / np.clip(probs[:, 1] + probs[:, 2], 1e-12, None)
+    pred = np.where(label == 2, 1, np.where(label == 1, 0, (p_multi >= 0.5).astype(int)))
+    conf = np.where(pred == 1, p_multi, 1.0 - p_multi)
+    return pred, conf
 
 
 def binary_nll(logits: np.ndarray, labels: np.ndarray, temperature: float) -> float:

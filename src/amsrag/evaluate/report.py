@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 
+from amsrag.calibration import classification_metrics, hop_view
 from amsrag.evaluate.bootstrap import Bootstrap
 from amsrag.evaluate.metrics import METRICS
 from amsrag.evaluate.runner import RunResult, SystemResult
-from amsrag.learn.classifier.evaluate import classification_metrics, hop_view
 from amsrag.pipeline.systems import system_spec
 from amsrag.types import COMPLEXITIES
 

@@ -7,43 +7,12 @@ from typing import Any
 
 import numpy as np
 
-from amsrag.calibration import ece, raa
+from amsrag.calibration import classification_metrics
 from amsrag.classify.model import ComplexityClassifier
 from amsrag.learn.classifier.train import CONFIDENT, MULTI, Prepared, confident_downward
 from amsrag.types import COMPLEXITIES
 
 HOP_LABELS = ("one_hop", "multi_hop")
-
-
-def _macro_f1(y: np.ndarray, pred: np.ndarray, n_classes: int) -> float:
-    f1s = []
-    for c in range(n_classes):
-        tp = np.sum((pred == c) & (y == c))
-        fp = np.sum((pred == c) & (y != c))
-        fn = np.sum((pred != c) & (y == c))
-        if tp + fp + fn == 0:
-            continue
-        f1s.append(2 * tp / (2 * tp + fp + fn))
-    return float(np.mean(f1s)) if f1s else 0.0
-
-
-def classification_metrics(
-    y: np.ndarray, pred: np.ndarray, confidence: np.ndarray, names: tuple[str, ...]
-) -> dict[str, Any]:
-    """accuracy, macro-F1, per-class recall, ECE (15 bins) on the predicted class's confidence, RAA, confusion."""
-    y, pred, confidence = np.asarray(y), np.asarray(pred), np.asarray(confidence, dtype=np.float64)
-    n = len(y)
-    if n == 0:
-        return {"n": 0}
-    acc = float(np.mean(y == pred))
-    e = ece(confidence, y == pred)
-    k = len(names)
-    confusion = np.zeros((k, k), dtype=int)
-    np.add.at(confusion, (y, pred), 1)
-    recall = {names[c]: (float(confusion[c, c] / confusion[c].sum()) if confusion[c].sum() else None)
-              for c in range(k)}
-    return {"n": n, "accuracy": acc, "macro_f1": _macro_f1(y, pred, k), "recall": recall, "ece": e,
-            "raa": raa(acc, e), "mean_confidence": float(confidence.mean()), "confusion": confusion.tolist()}
 
 
 def error_direction(y: np.ndarray, pred: np.ndarray) -> dict[str, float]:
@@ -52,14 +21,6 @@ def error_direction(y: np.ndarray, pred: np.ndarray) -> dict[str, float]:
     n = max(len(y), 1)
     return {"upward": float(np.sum(pred > y) / n), "downward": float(np.sum(pred < y) / n),
             "upward_n": int(np.sum(pred > y)), "downward_n": int(np.sum(pred < y))}
-
-
-def hop_view(label: np.ndarray, probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(multi_hop? (0/1), confidence) from three-way outputs: one vs multi renormalised without zero_hop."""
-    p_multi = probs[:, 2] / np.clip(probs[:, 1] + probs[:, 2], 1e-12, None)
-    pred = np.where(label == MULTI, 1, np.where(label == 1, 0, (p_multi >= 0.5).astype(int)))
-    conf = np.where(pred == 1, p_multi, 1.0 - p_multi)
-    return pred, conf
 
 
 def evaluate_outputs(prep: Prepared, mask: np.ndarray, label: np.ndarray, probs: np.ndarray,
