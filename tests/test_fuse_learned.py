@@ -212,6 +212,10 @@ def test_training_on_real_passes_is_deterministic_and_loads(built_index, slice_q
     out = write_artifact(tmp_path / "fusion", first, settings, index_profile(built_index), {"test": True}, questions)
     ranker = LearnedRanker.load(out)
     assert ranker.card["metrics"]["validation"]["all"]["groups"] > 0
+    assert sorted(p.name for p in out.parent.iterdir()) == ["fusion"]  # no staging folder left behind
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(InputError, match="a-file: exists and is not a folder"):
+        write_artifact(tmp_path / "a-file", first, settings, index_profile(built_index), {}, questions)
     config = built_index.config.model_copy(deep=True)
     config.fusion.learned = str(out)
     result = Engine(built_index, config=config).retrieve(questions[0].question, system="learned", k=3)

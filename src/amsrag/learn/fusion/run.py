@@ -19,7 +19,7 @@ from amsrag.evaluate.builder import (
 from amsrag.evaluate.corpus_index import open_or_build_index
 from amsrag.ingest.datasets import EVAL_FILES
 from amsrag.learn.fusion.data import SUBSETS, collect
-from amsrag.learn.fusion.train import TrainSettings, base_fusion, train, write_artifact
+from amsrag.learn.fusion.train import TrainSettings, base_fusion, check_out_dir, train, write_artifact
 from amsrag.pipeline import Engine
 from amsrag.pipeline.signals import index_profile
 from amsrag.progress import NullProgress, Progress
@@ -29,6 +29,7 @@ def train_fusion(data_dir: Path, out: Path, per_group: int, settings: TrainSetti
                  progress: Progress | None = None, log: Callable[[str], None] = print,
                  cache_dir: Path | None = None) -> dict[str, Any]:
     """Train on the evaluation corpus (built or reused from the eval cache) and write the artifact to `out`."""
+    check_out_dir(out)  # before minutes of passes, not after
     progress = progress or NullProgress()
     cache = cache_dir or default_cache_dir()
     bench, bench_dir = load_or_build(BenchmarkSpec(data_dir=data_dir), cache)

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import shutil
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -23,8 +25,9 @@ import numpy as np
 
 from amsrag.artifacts import file_sha256
 from amsrag.config import FusionConfig
+from amsrag.errors import InputError
 from amsrag.evaluate.builder import EvalQuery
-from amsrag.fuse.experts import ExpertMemory, save_memory
+from amsrag.fuse.experts import EXPERTS_FILE, ExpertMemory, save_memory
 from amsrag.fuse.features import FEATURE_RETRIEVERS, FEATURES, FEATURES_VERSION
 from amsrag.fuse.learned import CARD_FILE, CARD_VERSION, MODEL_FILE, IndexProfile
 from amsrag.learn.common import seeded_rank
@@ -135,11 +138,15 @@ def base_fusion() -> FusionConfig:
 
 def write_artifact(out: Path, trained: Trained, settings: TrainSettings, profile: IndexProfile,
                    data: dict[str, Any], questions: Sequence[EvalQuery]) -> Path:
-    """fusion.txt, experts.npz and the card fusion.json in `out`."""
-    out.mkdir(parents=True, exist_ok=True)
-    model_path = out / MODEL_FILE
+    """fusion.txt, experts.npz and the card fusion.json in `out`, written beside it first and moved in with
+    the card last, so an interrupted write leaves the previous artifact whole."""
+    check_out_dir(out)
+    staging = out.with_name(f".{out.name}.tmp")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    model_path = staging / MODEL_FILE
     model_path.write_text(trained.booster.model_to_string(), encoding="utf-8")
-    experts_sha = save_memory(out, trained.memory)
+    experts_sha = save_memory(staging, trained.memory)
     card = {
         "card_version": CARD_VERSION, "kind": "learned fuser (LightGBM lambdarank) + expert memory",
         "features": list(FEATURES), "features_version": FEATURES_VERSION, "index": profile.to_dict(),
@@ -156,5 +163,15 @@ def write_artifact(out: Path, trained: Trained, settings: TrainSettings, profile
         "model_sha256": file_sha256(model_path),
         "rebuild": "OMP_NUM_THREADS=1 amsrag fusion train --out src/amsrag/data/fusion",
     }
-    (out / CARD_FILE).write_text(json.dumps(card, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    (staging / CARD_FILE).write_text(json.dumps(card, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    out.mkdir(parents=True, exist_ok=True)
+    for name in (MODEL_FILE, EXPERTS_FILE, CARD_FILE):
+        os.replace(staging / name, out / name)
+    staging.rmdir()
     return out
+
+
+def check_out_dir(out: Path) -> None:
+    """InputError unless `out` is (or can become) an artifact folder."""
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{out}: exists and is not a folder; --out names the artifact folder to write")
