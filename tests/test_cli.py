@@ -110,3 +110,39 @@ def test_retrieve_json_traces_the_learned_fuser_and_the_expert_weights(cli_index
     assert weights and abs(sum(weights.values()) - 1) < 1e-3
     human = run("retrieve", question, "--index", cli_index, "--explain", "1").stdout
     assert "learned fuser on" in human
+
+
+def test_route_learn_and_library(cli_index, tmp_path) -> None:
+    labels = tmp_path / "labels.jsonl"
+    rows = [{"question": "Where is Tulsa?", "hop": "one_hop"},
+            {"question": "In which city did the band behind Tinted Windows first perform?", "complexity": "multi_hop"},
+            {"question": "Who founded anthroposophy?", "label": "one_hop"}]
+    labels.write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
+    [rep] = json_lines(run("route", "learn", labels, "--index", cli_index, "--json").stdout)
+    assert (rep["received"], rep["added"], rep["relabelled"], rep["unchanged"], rep["size"]) == (3, 3, 0, 0, 3)
+    assert rep["source"] == "labels.jsonl" and rep["counts"] == {"one_hop": 2, "multi_hop": 1,
+                                                                 "source:labels.jsonl": 3}
+    # a QA file: the hop comes from hop_of_question (hotpotqa multi_hop, nq one_hop); "where is tulsa" relabelled
+    qa = tmp_path / "qa.jsonl"
+    qa.write_text((SLICE / "questions.jsonl").read_text("utf-8") + json.dumps(
+        {"id": "t", "question": "where is TULSA", "answers": ["Oklahoma"], "dataset": "hotpotqa"}) + "\n", "utf-8")
+    [rep] = json_lines(run("route", "learn", qa, "--index", cli_index, "--source", "slice", "--json").stdout)
+    assert (rep["added"], rep["relabelled"], rep["unchanged"], rep["size"]) == (16, 1, 0, 19)
+    assert rep["counts"] == {"one_hop": 11, "multi_hop": 8, "source:labels.jsonl": 2, "source:slice": 17}
+
+    for text, where in [('{"question": "Fine?", "hop": "one_hop"}\n{"question": "Bad?", "hop": "zero_hop"}\n',
+                         "bad.jsonl:2: unknown hop label 'zero_hop' for 'Bad?'"),
+                        ('{"question": "Fine?", "hop": "one_hop"}\n\n{"question": "No label?", "answer": "x"}\n',
+                         "bad.jsonl:3: no hop label for 'No label?'"),
+                        ('{"question": "Fine?", "hop": "one_hop"}\n{"question": "", "hop": "one_hop"}\n',
+                         "bad.jsonl:2: `question` must be a non-empty question"),
+                        ('{"question": "Fine?", "hop": "one_hop"}\n{"question": "Broken", \n',
+                         "bad.jsonl:2: malformed")]:
+        (tmp_path / "bad.jsonl").write_text(text, "utf-8")
+        proc = run("route", "learn", tmp_path / "bad.jsonl", "--index", cli_index, check=False)
+        assert proc.returncode == 2 and where in " ".join(proc.stderr.split()), proc.stderr
+
+    [lib] = json_lines(run("route", "library", "--index", cli_index, "--json").stdout)
+    assert lib == {"index": str(cli_index), "size": 19, "counts": rep["counts"]}  # the bad files added nothing
+    human = run("route", "library", "--index", cli_index).stdout
+    assert "multi_hop" in human and "source:slice" in human and "19" in human

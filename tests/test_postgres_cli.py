@@ -55,3 +55,23 @@ def test_export_then_every_index_command_on_the_url(built_index, pg_url, tmp_pat
     assert again.returncode == 2 and "already exists" in again.stderr
     down = run("index", "stats", "--index", "postgresql://postgres:pw@127.0.0.1:1/none", check=False)
     assert down.returncode == 2 and "cannot connect to PostgreSQL" in down.stderr and "pw@" not in down.stderr
+
+
+def test_the_query_library_on_the_url(slice_passages, slice_vectors, pg_url, tmp_path) -> None:
+    from amsrag.store import EmbeddedIndex
+    from amsrag.store.query_library import QueryLibrary
+
+    with EmbeddedIndex.create(tmp_path / "small") as small:
+        small.add(slice_passages[:8], vectors=slice_vectors[:8])
+        library = QueryLibrary.empty()
+        library.add(["Where is Tulsa?", "Which band behind Tinted Windows played first in Tulsa?"],
+                    ["one_hop", "multi_hop"], slice_vectors[8:10], "embedded")
+        small.save_query_library(library)
+    run("index", "export", "--index", tmp_path / "small", "--to", pg_url, "--json")  # the library goes along
+    assert one_json(run("route", "library", "--index", pg_url, "--json").stdout)["counts"] == {
+        "one_hop": 1, "multi_hop": 1, "source:embedded": 2}
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text('{"question": "where is tulsa", "hop": "multi_hop"}\n{"question": "Who?", "hop": "one_hop"}\n')
+    learned = one_json(run("route", "learn", labels, "--index", pg_url, "--source", "cli", "--json").stdout)
+    assert (learned["added"], learned["relabelled"], learned["size"]) == (1, 1, 3)
+    assert learned["counts"] == {"one_hop": 1, "multi_hop": 2, "source:cli": 2, "source:embedded": 1}

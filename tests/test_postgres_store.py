@@ -188,3 +188,47 @@ def test_reads_from_a_streaming_replica(pg_server, slice_passages, slice_vectors
         idx.close()
     finally:
         replica.stop()
+
+
+def _library(vectors, source: str):
+    from amsrag.store.query_library import QueryLibrary
+
+    lib = QueryLibrary.empty()
+    lib.add([f"Query {source} {i}?" for i in range(len(vectors))], ["one_hop"] * len(vectors), vectors, source)
+    return lib
+
+
+def test_query_library_saves_are_one_transaction(pg, slice_passages, slice_vectors, monkeypatch) -> None:
+    from amsrag.store.postgres import store as pg_store
+
+    pg.add(slice_passages[:5], vectors=slice_vectors[:5])
+    first = _library(slice_vectors[:4], "first")
+    pg.save_query_library(first)
+    before = {t: _count(pg.dsn, t) for t in ("passages", "bm25_postings", "mentions")}
+
+    def boom(*args, **kwargs):  # the last statement of the save: rows already deleted and inserted
+        raise RuntimeError("connection lost")
+
+    monkeypatch.setattr(pg_store, "_scalar", boom)
+    with pytest.raises(RuntimeError, match="connection lost"):
+        pg.save_query_library(_library(slice_vectors[4:10], "second"))
+    monkeypatch.undo()
+    assert _count(pg.dsn, "query_library") == 4 and pg.query_library() == first
+    with psycopg.connect(pg.dsn) as conn:
+        assert [r[0] for r in conn.execute("SELECT source FROM amsrag.query_library ORDER BY pos")] == ["first"] * 4
+    assert {t: _count(pg.dsn, t) for t in before} == before
+
+
+def test_an_index_from_before_the_query_library_gets_its_table_on_open(pg, slice_vectors) -> None:
+    from amsrag.store.postgres import schema
+    from amsrag.store.postgres.store import PostgresIndex
+
+    with psycopg.connect(pg.dsn, autocommit=True) as conn:  # back to schema version 1
+        conn.execute("DROP TABLE amsrag.query_library")
+        conn.execute("DELETE FROM amsrag.meta WHERE key = 'query_library_generation'")
+        conn.execute("DELETE FROM amsrag.schema_version WHERE version > 1")
+    with PostgresIndex.open(pg.dsn) as old:
+        assert old.stats()["schema_version"] == schema.CURRENT_VERSION == 2
+        assert len(old.query_library()) == 0
+        old.save_query_library(_library(slice_vectors[:2], "after-upgrade"))
+    assert len(pg.query_library()) == 2

@@ -251,6 +251,54 @@ def test_reads_during_writes_stay_consistent(live, slice_questions) -> None:
     assert not failures, failures[:3]
 
 
+# ---------------------------------------------------------------------------- the query library
+def test_query_library_learns_relabels_and_counts(live, served_dir) -> None:
+    from amsrag.classify.library import LibrarySettings
+    from amsrag.store import EmbeddedIndex
+
+    client, _ = live
+    before = client.get("/v1/route/library").json()["size"]
+    jaws, tulsa = "Who wrote the novel that the film Jaws is based on?", "Where is Tulsa?"
+    r = client.post("/v1/route/library", json={"queries": [{"question": jaws, "hop": "multi_hop"},
+                                                           {"question": tulsa, "hop": "one_hop"}],
+                                               "source": "serve-test"})
+    assert r.status_code == 200, r.text
+    assert r.json() == {"received": 2, "added": 2, "relabelled": 0, "unchanged": 0, "size": before + 2,
+                        "counts": {"one_hop": 1, "multi_hop": 1, "source:serve-test": 2}}
+    again = client.post("/v1/route/library", json={"queries": [{"question": "where is TULSA", "hop": "multi_hop"},
+                                                               {"question": jaws, "hop": "multi_hop"}]}).json()
+    assert (again["added"], again["relabelled"], again["unchanged"]) == (0, 1, 1)  # source defaults to "api"
+    assert client.get("/v1/route/library").json() == {
+        "size": before + 2, "counts": {"one_hop": 0, "multi_hop": 2, "source:api": 1, "source:serve-test": 1}}
+    with EmbeddedIndex.open(served_dir) as other:  # saved in the index, where the engine's classifier reads it
+        library = other.query_library()
+        assert library.hop_of(tulsa) == "multi_hop" and library.sources == ["serve-test", "api"]
+        vote = library.vote(other.encoder.encode_query(tulsa), LibrarySettings())
+        assert vote is not None and vote.neighbours[0][:2] == ("where is TULSA", "multi_hop")
+
+
+def test_query_library_refuses_bad_requests(live) -> None:
+    client, _ = live
+    before = client.get("/v1/route/library").json()
+    bare = httpx.Client(base_url=str(client.base_url), timeout=30)
+    one = {"queries": [{"question": "Who?", "hop": "one_hop"}]}
+    error_of(bare.post("/v1/route/library", json=one), 401, "unauthorized")
+    error_of(bare.get("/v1/route/library"), 401, "unauthorized")
+    message = error_of(client.post("/v1/route/library", json={"queries": [
+        {"question": "A fine question?", "hop": "one_hop"}, {"question": "A bad one?", "hop": "zero_hop"}]}),
+        400, "invalid_input")
+    assert "queries[1]" in message and "'zero_hop'" in message and "A bad one?" in message
+    assert "empty" in error_of(client.post("/v1/route/library", json={"queries": []}), 400, "invalid_input")
+    error_of(client.post("/v1/route/library", json={"queries": [{"question": " ?", "hop": "one_hop"}]}),
+             400, "invalid_input")
+    error_of(client.post("/v1/route/library", json={**one, "source": "  "}), 400, "invalid_input")
+    error_of(client.post("/v1/route/library", json={"queries": [{"question": "Who?"}]}), 422, "invalid_request")
+    error_of(client.post("/v1/route/library", json={"queries": [{"question": "Who?", "hop": "one_hop", "x": 1}]}),
+             422, "invalid_request")
+    error_of(client.post("/v1/route/library", json={"queries": "Who?"}), 422, "invalid_request")
+    assert client.get("/v1/route/library").json() == before
+
+
 # ---------------------------------------------------------------------------- OpenAI compatibility
 def test_models_and_chat_completion(live, slice_questions) -> None:
     client, _ = live

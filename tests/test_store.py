@@ -173,3 +173,42 @@ def test_embedded_index_satisfies_the_store_protocol(built_index) -> None:
         from amsrag.retrieve import Retriever
 
         assert isinstance(built_index.retriever(name), Retriever)
+
+
+def _library(vectors: np.ndarray, source: str):
+    from amsrag.store.query_library import QueryLibrary
+
+    lib = QueryLibrary.empty()
+    lib.add([f"Query {source} {i}?" for i in range(len(vectors))], ["multi_hop"] * len(vectors), vectors, source)
+    return lib
+
+
+def test_a_crash_mid_save_keeps_the_previous_query_library(tmp_path, slice_passages, slice_vectors,
+                                                            monkeypatch) -> None:
+    idx = EmbeddedIndex.create(tmp_path / "i")
+    idx.add(slice_passages[:5], vectors=slice_vectors[:5])
+    first = _library(slice_vectors[:3], "first")
+    idx.save_query_library(first)
+    manifest = (idx.path / "manifest.json").read_text()
+
+    def torn(fh, **arrays):  # half a file written, then the process dies
+        fh.write(b"PK\x03\x04 half an npz")
+        raise OSError("killed")
+
+    monkeypatch.setattr(embedded_module.np, "savez", torn)
+    with pytest.raises(OSError, match="killed"):
+        idx.save_query_library(_library(slice_vectors[3:9], "second"))
+    monkeypatch.undo()
+    assert idx.query_library() == first and EmbeddedIndex.open(idx.path).query_library() == first
+    assert not list(idx.path.glob(".query_library*"))  # the temporary file is gone too
+    assert (idx.path / "manifest.json").read_text() == manifest and len(idx) == 5
+
+    (idx.path / ".query_library.npz.x.tmp").write_bytes(b"left by a killed process")
+    idx.save_query_library(_library(slice_vectors[3:9], "second"))
+    assert not list(idx.path.glob(".query_library*")) and len(EmbeddedIndex.open(idx.path).query_library()) == 6
+
+    (idx.path / "query_library.npz").write_bytes(b"not an npz")
+    from amsrag.errors import IndexCorruptError
+
+    with pytest.raises(IndexCorruptError, match=r"query_library\.npz: the query library cannot be read"):
+        EmbeddedIndex.open(idx.path).query_library()

@@ -1,17 +1,25 @@
 """`amsrag route tune`: thresholds by expected cost, per-class routes, the CA-RRF priors and the MMR gate, frozen in
-the index config."""
+the index config. `amsrag route learn` / `route library`: the index's query library (labelled queries whose nearest
+neighbours vote on a new query's hop structure)."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.table import Table
 
 from amsrag.cli.common import FormatOpt, IndexOpt, JsonOpt, emit, err, out
+from amsrag.errors import InputError
 
-route_app = typer.Typer(no_args_is_help=True, help="Routing: tune thresholds, routes, fusion priors and the MMR gate.")
+if TYPE_CHECKING:
+    from amsrag.classify.library import QueryLibrary
+
+route_app = typer.Typer(no_args_is_help=True, help="Routing: tune thresholds, routes, fusion priors and the MMR gate; "
+                                                   "the query library.")
+LABEL_KEYS = ("hop", "complexity", "label")  # where a {question, hop} row may keep its label
 
 
 @route_app.command("tune")
@@ -55,3 +63,119 @@ def route_tune(
     if not summary["miss_cap_met"]:
         err.print(f"[yellow]warning:[/] no threshold pair keeps the multi_hop miss rate within {miss_cap}; "
                   f"the pair with the least expected cost was saved")
+
+
+# ---------------------------------------------------------------------------- the query library
+def read_hop_labels(path: Path, fmt: str = "auto") -> tuple[list[str], list[str]]:
+    """(questions, hop labels) of FILE: rows {question, hop} (the label may also be under `complexity` or
+    `label`), or any QA file `load_qa` reads, labelled by `hop_of_question`. Bad rows are an InputError
+    naming the file and line; nothing is returned unless every row is good."""
+    from amsrag.ingest import load_qa
+    from amsrag.ingest.formats import detect_format
+    from amsrag.ingest.readers import first_record
+    from amsrag.learn.label import hop_of_question
+
+    if fmt == "auto" and path.is_file() and detect_format(path) == "questions":
+        first = first_record(path)
+        if isinstance(first, dict) and any(k in first for k in LABEL_KEYS):
+            return _label_rows(path)
+    qa = load_qa(path, fmt=fmt)
+    if not qa.questions:
+        raise InputError(f"{path}: no questions in it; give rows {{\"question\": ..., \"hop\": \"one_hop\" | "
+                         f"\"multi_hop\"}} or a QA file")
+    return [q.question for q in qa.questions], [hop_of_question(q) for q in qa.questions]
+
+
+def _label_rows(path: Path) -> tuple[list[str], list[str]]:
+    from amsrag.classify.library import HOP_LABELS
+    from amsrag.ingest.datasets import normalise_question
+    from amsrag.ingest.readers import iter_records
+
+    questions: list[str] = []
+    hops: list[str] = []
+    for place, row in iter_records(path):
+        if not isinstance(row, dict):
+            raise InputError(f"{place}: a row must be a JSON object {{question, hop}}, got a JSON {type(row).__name__}")
+        question = row.get("question")
+        if not isinstance(question, str) or not normalise_question(question):
+            raise InputError(f"{place}: `question` must be a non-empty question, got {question!r}")
+        labels = [row[k] for k in LABEL_KEYS if k in row]
+        if not labels:
+            raise InputError(f"{place}: no hop label for {question!r}: give `hop` (or `complexity`, `label`) as "
+                             f"{' or '.join(HOP_LABELS)}")
+        if any(label != labels[0] for label in labels):
+            raise InputError(f"{place}: conflicting labels {labels} for {question!r}")
+        hop = labels[0]
+        if hop not in HOP_LABELS:
+            hint = ("; zero_hop is a complexity, not a hop structure: label single-hop questions one_hop"
+                    if hop == "zero_hop" else "")
+            raise InputError(f"{place}: unknown hop label {hop!r} for {question!r}; "
+                             f"use {' or '.join(HOP_LABELS)}{hint}")
+        questions.append(question)
+        hops.append(hop)
+    if not questions:
+        raise InputError(f"{path}: no rows in it; nothing was learned")
+    return questions, hops
+
+
+def _library_summary(library: QueryLibrary) -> dict[str, Any]:
+    return {"size": len(library), "counts": library.counts()}
+
+
+def _print_counts(location: str, counts: dict[str, int]) -> None:
+    table = Table(title=f"query library of {location}", show_header=False)
+    for key, n in counts.items():
+        table.add_row(key, str(n))
+    out.print(table)
+
+
+@route_app.command("learn")
+def route_learn(
+    file: Annotated[Path, typer.Argument(help="JSONL rows {question, hop: one_hop|multi_hop} (or `complexity`, "
+                                              "`label`), or a QA file whose hop structure is known")],
+    index: IndexOpt,
+    source: Annotated[str | None, typer.Option(
+        "--source", help="where the labels came from (default: the file name)")] = None,
+    fmt: FormatOpt = "auto",
+    as_json: JsonOpt = False,
+) -> None:
+    """Add labelled queries to the index's query library (embedded with the index's encoder); a question
+    stored with another label is relabelled: the latest confirmation wins."""
+    from amsrag.progress import RichProgress
+    from amsrag.store.open import open_index
+
+    questions, hops = read_hop_labels(file, fmt)  # every row checked before anything is embedded or stored
+    name = source if source is not None else file.name
+    if not name.strip():
+        raise InputError("--source must be a non-empty name")
+    with open_index(index) as idx:
+        with RichProgress(console=err) as progress, progress.task("library: embed", len(questions)) as adv:
+            vectors = idx.encoder.encode(questions, adv)
+        library = idx.query_library().copy()
+        report = library.add(questions, hops, vectors, name)
+        if report.added or report.relabelled:
+            idx.save_query_library(library)
+        location = idx.location
+    summary = {"index": location, "file": str(file), "source": name, "received": len(questions),
+               **report.to_dict(), **_library_summary(library)}
+    if as_json:
+        emit(summary)
+        return
+    counts = library.counts()
+    out.print(f"[green]learned {len(questions)}[/] labelled queries from {file}: {report.added} added, "
+              f"{report.relabelled} relabelled, {report.unchanged} unchanged; the library of {location} holds "
+              f"{len(library)} ({counts['one_hop']} one_hop, {counts['multi_hop']} multi_hop)", highlight=False)
+
+
+@route_app.command("library")
+def route_library(index: IndexOpt, as_json: JsonOpt = False) -> None:
+    """How many labelled queries the index's query library holds, by hop label and by source."""
+    from amsrag.store.open import open_index
+
+    with open_index(index) as idx:
+        library = idx.query_library()
+        location = idx.location
+    if as_json:
+        emit({"index": location, **_library_summary(library)})
+        return
+    _print_counts(location, {"queries": len(library), **library.counts()})

@@ -1,5 +1,5 @@
-"""The HTTP API (FastAPI): DESIGN §9's retrieve/ask JSON over HTTP, documents, jobs, health, metrics,
-an OpenAI-compatible chat endpoint and the web UI. Build it with `create_app(service)`."""
+"""The HTTP API (FastAPI): DESIGN §9's retrieve/ask JSON over HTTP, documents, the query library, jobs,
+health, metrics, an OpenAI-compatible chat endpoint and the web UI. Build it with `create_app(service)`."""
 
 from __future__ import annotations
 
@@ -54,6 +54,16 @@ class DocumentsBody(_Body):
     passages: list[Any] = Field(description="passage objects {id?, title?, text, doc_id?, metadata?}")
     background: bool | None = Field(
         None, description="run as a background job (default: when the batch exceeds the job threshold)")
+
+
+class LibraryQuery(_Body):
+    question: str = Field(description="the question as users ask it")
+    hop: str = Field(description="its hop structure: one_hop or multi_hop")
+
+
+class LibraryBody(_Body):
+    queries: list[LibraryQuery] = Field(description="labelled queries {question, hop}")
+    source: str = Field("api", description="where the labels came from (kept with each query)")
 
 
 def question_of(body: RetrieveBody | AskBody, limit: int) -> str:
@@ -211,6 +221,19 @@ def create_app(service: Service, warm: bool = True) -> FastAPI:
         if result is None:
             raise ApiError(404, "not_found", f"no passage with id {pid!r}; nothing was deleted")
         return result
+
+    # ---------------------------------------------------------------- the query library
+    @app.post("/v1/route/library", dependencies=auth, tags=["routing"],
+              summary="Add labelled queries to the query library (relabels win); the add report and the counts")
+    async def learn_queries(body: LibraryBody) -> dict[str, Any]:
+        questions, hops, source = service.parse_library_queries(
+            [(q.question, q.hop) for q in body.queries], body.source)
+        return await _write(service, cfg.request_timeout_s, service.learn_queries, questions, hops, source)
+
+    @app.get("/v1/route/library", dependencies=auth, tags=["routing"],
+             summary="The query library's size, by hop label and by source")
+    async def library_counts() -> dict[str, Any]:
+        return await asyncio.to_thread(service.library_counts)
 
     @app.get("/v1/jobs/{job_id}", dependencies=auth, tags=["documents"], summary="Status of a background job")
     async def job_status(job_id: str) -> dict[str, Any]:

@@ -11,8 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from amsrag import __version__
+from amsrag.classify.library import HOP_LABELS
 from amsrag.config import ServeConfig
 from amsrag.errors import InputError
+from amsrag.ingest.datasets import normalise_question
 from amsrag.ingest.readers import passage_from_record
 from amsrag.pipeline import Engine
 from amsrag.pipeline.systems import SYSTEMS
@@ -168,6 +170,45 @@ class Service:
             report = self.engine.index.delete(ids)
             self._after_write()
         return {"deleted": report.deleted, "passages": len(self.engine.index)}
+
+    # ------------------------------------------------------------------ the query library
+    def parse_library_queries(self, queries: list[tuple[str, str]], source: str
+                              ) -> tuple[list[str], list[str], str]:
+        """(questions, hop labels, source), every query checked before anything is embedded or stored."""
+        if not queries:
+            raise InputError("`queries` is empty: give at least one {question, hop}")
+        if len(queries) > self.config.max_passages_per_request:
+            raise InputError(f"{len(queries)} queries in one request; the limit is "
+                             f"{self.config.max_passages_per_request}: split the batch")
+        for i, (question, hop) in enumerate(queries):
+            if not normalise_question(question):
+                raise InputError(f"queries[{i}]: the question is empty; nothing was added")
+            if len(question) > self.config.max_question_chars:
+                raise InputError(f"queries[{i}]: the question has {len(question)} characters; the limit is "
+                                 f"{self.config.max_question_chars}")
+            if hop not in HOP_LABELS:
+                raise InputError(f"queries[{i}]: unknown hop label {hop!r} for question {question!r}; use "
+                                 f"{' or '.join(HOP_LABELS)}; nothing was added")
+        if not source.strip():
+            raise InputError("`source` must be a non-empty name")
+        return [q for q, _ in queries], [h for _, h in queries], source
+
+    def learn_queries(self, questions: list[str], hops: list[str], source: str) -> dict[str, Any]:
+        """Runs on the writer thread: embeds under the shared lock, then adds and saves under the exclusive one."""
+        index = self.engine.index
+        with self.lock.read():
+            vectors = index.encoder.encode(questions)
+        with self.lock.write():
+            library = index.query_library().copy()
+            report = library.add(questions, hops, vectors, source)
+            if report.added or report.relabelled:
+                index.save_query_library(library)
+        return {"received": len(questions), **report.to_dict(), "size": len(library), "counts": library.counts()}
+
+    def library_counts(self) -> dict[str, Any]:
+        with self.lock.read():
+            library = self.engine.index.query_library()
+        return {"size": len(library), "counts": library.counts()}
 
     def refresh_if_changed(self) -> bool:
         """Pick up a write another process (e.g. `amsrag index add`) published to the index directory.

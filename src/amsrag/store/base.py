@@ -16,6 +16,7 @@ from amsrag.retrieve.base import Retriever
 from amsrag.types import Passage
 
 if TYPE_CHECKING:
+    from amsrag.store.query_library import QueryLibrary
     from amsrag.store.writes import DeleteReport, IngestReport
 
 
@@ -58,6 +59,11 @@ class PassageIndex(Protocol):
         """Replace query-time settings; settings the stored indexes depend on need a rebuild."""
         ...
 
+    def save_query_library(self, library: QueryLibrary) -> None:
+        """Replace the stored query library with `library` (vectors of the index's dimension), all or
+        nothing: a failure or a crash mid-save keeps the previous one. Passages are not touched."""
+        ...
+
     def stale(self) -> bool:
         """True when another process published a write this object has not loaded yet."""
         ...
@@ -83,6 +89,11 @@ class PassageIndex(Protocol):
 
     def iter_passages(self) -> Iterator[Passage]:
         """Every passage, in row order."""
+        ...
+
+    def query_library(self) -> QueryLibrary:
+        """The labelled queries stored with the index (empty when none are), as last saved by any
+        process. Shared and cached: treat it as read-only and `copy()` it to change it."""
         ...
 
     def retriever(self, name: str) -> Retriever:

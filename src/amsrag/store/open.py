@@ -48,7 +48,8 @@ def create_index(spec: str | Path, config: AmsragConfig | None = None) -> Passag
 
 def export_index(source: EmbeddedIndex, url: str, progress: Progress | None = None) -> IngestReport:
     """Copy an embedded index into a new PostgreSQL index in one transaction: passages, their stored
-    vectors and their stored NER results (nothing is re-embedded, spaCy does not run again)."""
+    vectors and their stored NER results (nothing is re-embedded, spaCy does not run again); then,
+    in a second one, its query library."""
     if not is_postgres_url(url):
         raise InputError(f"--to must be a postgresql:// URL, got {url!r}")
     progress = progress or NullProgress()
@@ -67,7 +68,11 @@ def export_index(source: EmbeddedIndex, url: str, progress: Progress | None = No
 
     target = _postgres().create(url, source.config)
     try:
-        return target.add(passages, progress=progress,
-                          vectors=np.concatenate(vectors) if vectors else np.zeros((0, 384), np.float32), ner=ner)
+        report = target.add(passages, progress=progress,
+                            vectors=np.concatenate(vectors) if vectors else np.zeros((0, 384), np.float32), ner=ner)
+        library = source.query_library()
+        if len(library):
+            target.save_query_library(library)
+        return report
     finally:
         target.close()

@@ -23,6 +23,7 @@ import pytest
 from amsrag.config import AmsragConfig
 from amsrag.errors import IndexMismatchError, InputError
 from amsrag.store import EmbeddedIndex, PassageIndex
+from amsrag.store.query_library import QueryLibrary
 from amsrag.types import RETRIEVERS, Hit, Passage, QAExample
 
 if TYPE_CHECKING:
@@ -174,6 +175,51 @@ class PassageIndexConformance(ABC):
         with pytest.raises(InputError, match="unknown retriever"):
             idx.retriever("colbert")
         assert idx.retriever("bm25").search("the of and", k=5) == []  # stop words only: no BM25 terms
+
+    def test_query_library_is_saved_apart_from_passages(self, make_index: IndexFactory,
+                                                          slice_passages: list[Passage],
+                                                          slice_vectors: np.ndarray) -> None:
+        idx = make_index()
+        idx.add(slice_passages[:6], vectors=slice_vectors[:6])
+        assert idx.query_library() == QueryLibrary.empty() and len(idx.query_library()) == 0
+        passages, stats = list(idx.iter_passages()), idx.stats()
+        hits = idx.retriever("dense").search("film director", 5)
+
+        library = QueryLibrary.empty()
+        questions = [f"Which film did director number {i} make?" for i in range(4)]
+        library.add(questions, ["one_hop", "multi_hop", "one_hop", "multi_hop"], slice_vectors[10:14], "conformance")
+        idx.save_query_library(library)
+        assert idx.query_library() == library and idx.query_library().counts() == {
+            "one_hop": 2, "multi_hop": 2, "source:conformance": 4}
+        library.add([questions[0].upper(), "A question added later?"], ["multi_hop", "one_hop"],
+                    slice_vectors[20:22], "second")  # a relabel (the latest wins) and a new query
+        assert idx.query_library() != library  # what the index hands out is its own saved copy
+        idx.save_query_library(library)
+        with pytest.raises(InputError, match="dimensions"):
+            idx.save_query_library(QueryLibrary.empty(dim=3))
+        assert idx.query_library() == library
+
+        assert list(idx.iter_passages()) == passages and len(idx) == 6
+        after = idx.stats()
+        assert (after["passages"], after["generation"]) == (stats["passages"], stats["generation"])
+        assert not idx.stale()
+        assert idx.retriever("dense").search("film director", 5) == hits
+
+        idx.close()
+        first, second = self.reopen(idx), self.reopen(idx)
+        try:
+            got = first.query_library()
+            assert got == library and got.hops[0] == "multi_hop" and got.questions[0] == questions[0].upper()
+            assert second.query_library() == library  # cached by the second handle...
+            got = got.copy()
+            got.add(["One more from another process?"], ["multi_hop"], slice_vectors[30:31], "other")
+            first.save_query_library(got)
+            assert second.query_library() == got  # ...and read again once another handle saved
+            first.save_query_library(QueryLibrary.empty())
+            assert len(second.query_library()) == 0 and len(second) == 6
+        finally:
+            first.close()
+            second.close()
 
     def test_another_embedding_model_is_refused(self, make_index: IndexFactory, slice_passages: list[Passage],
                                                 slice_vectors: np.ndarray) -> None:

@@ -7,6 +7,7 @@ Layout of DIR:
     bm25.gNNNNNN/          token cache (BM25 is re-indexed from it on load and on change)
     dense.gNNNNNN/         passage vectors (+ HNSW graph above `dense.hnsw_min_size`)
     graph.gNNNNNN/         entity graph
+    query_library.npz      labelled queries and their vectors (written apart from passages, replaced atomically)
 
 A change (add or delete) runs in one SQLite transaction; the new derived indexes are written to new
 generation directories before the transaction commits, and the manifest, replaced atomically
@@ -20,7 +21,9 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import tempfile
 import time
+import zipfile
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -32,7 +35,7 @@ import numpy as np
 from amsrag import INDEX_FORMAT_VERSION, __version__
 from amsrag.config import AmsragConfig
 from amsrag.embed.encoder import DIMENSION, Encoder, MiniLMEncoder, passage_text_for_embedding
-from amsrag.errors import IndexMismatchError, IndexNotFoundError, InputError
+from amsrag.errors import IndexCorruptError, IndexMismatchError, IndexNotFoundError, InputError
 from amsrag.progress import NullProgress, Progress
 from amsrag.retrieve.base import Retriever
 from amsrag.retrieve.bm25 import BM25Index, BM25Retriever
@@ -40,6 +43,7 @@ from amsrag.retrieve.dense import DenseRetriever, VectorIndex
 from amsrag.retrieve.graph import EntityGraph, GraphRetriever
 from amsrag.store.embedded.manifest import MANIFEST, fsync_dir, read_manifest, write_json_atomic
 from amsrag.store.embedded.sqlite import PassageTable
+from amsrag.store.query_library import QueryLibrary
 from amsrag.store.writes import (
     DeleteReport,
     IngestReport,
@@ -55,6 +59,8 @@ DB_FILE = "passages.sqlite"
 CONFIG_FILE = "config.toml"
 LOCK_FILE = ".write.lock"
 LOCK_TIMEOUT_S = 60.0
+LIBRARY_FILE = "query_library.npz"
+LIBRARY_FORMAT = 1
 
 
 class EmbeddedIndex:
@@ -74,6 +80,7 @@ class EmbeddedIndex:
         self._retrievers: dict[str, Retriever] = {}
         self._info: dict[int, tuple[str, str]] = {}
         self._row_of: dict[str, int] = {}
+        self._library: tuple[tuple[int, int, int] | None, QueryLibrary] | None = None  # (file stamp, library)
         self._load_row_info()
 
     # ---------------------------------------------------------------- opening
@@ -249,6 +256,49 @@ class EmbeddedIndex:
             "created": self.manifest["created"],
             "updated": self.manifest["updated"],
         }
+
+    # ---------------------------------------------------------------- the query library
+    def query_library(self) -> QueryLibrary:
+        """The stored query library (empty when there is none), read on first use and again whenever
+        the file changed (another process saved one): one stat per call otherwise."""
+        path = self.path / LIBRARY_FILE
+        cached = self._library
+        if cached is not None and cached[0] == _stamp(path):
+            return cached[1]
+        try:
+            with open(path, "rb") as fh:
+                stamp: tuple[int, int, int] | None = _stamp_of(os.fstat(fh.fileno()))
+                library = _read_library(path, fh)
+        except FileNotFoundError:
+            stamp, library = None, QueryLibrary.empty()
+        self._library = (stamp, library)
+        return library
+
+    def save_query_library(self, library: QueryLibrary) -> None:
+        """Write the library to a temporary file beside the passages and rename it over the old one
+        (under the write lock): readers see the old library or the new one, never a mix."""
+        if not isinstance(library, QueryLibrary):
+            raise InputError(f"a QueryLibrary is needed, got {type(library).__name__}")
+        if library.dim != DIMENSION:
+            raise InputError(f"query library vectors have {library.dim} dimensions; the index's have {DIMENSION}")
+        saved = library.copy()
+        path = self.path / LIBRARY_FILE
+        with self._write_lock():
+            for old in self.path.glob(f".{LIBRARY_FILE}.*.tmp"):  # left by a save that crashed
+                old.unlink(missing_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{LIBRARY_FILE}.", suffix=".tmp", dir=self.path)
+            try:
+                os.fchmod(fd, 0o644)
+                with os.fdopen(fd, "wb") as fh:
+                    arrays: dict[str, Any] = {"format": np.int64(LIBRARY_FORMAT), **saved.to_arrays()}
+                    np.savez(fh, **arrays)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                os.replace(tmp, path)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+            self._library = (_stamp(path), saved)
 
     # ---------------------------------------------------------------- writing
     def add(self, passages: Iterable[Passage], progress: Progress | None = None,
@@ -429,6 +479,34 @@ class EmbeddedIndex:
 
 class _NothingToDo(Exception):
     """Everything given is already stored: roll back the (generation-bumping) transaction."""
+
+
+def _stamp_of(st: os.stat_result) -> tuple[int, int, int]:
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    """What tells one version of a file from the next (a save renames a new inode into place)."""
+    try:
+        return _stamp_of(os.stat(path))
+    except FileNotFoundError:
+        return None
+
+
+def _read_library(path: Path, fh: Any) -> QueryLibrary:
+    try:
+        with np.load(fh, allow_pickle=False) as data:
+            arrays = {name: data[name] for name in data.files}
+        version = int(arrays.pop("format", LIBRARY_FORMAT))
+        if version != LIBRARY_FORMAT:
+            raise ValueError(f"format {version}; this amsrag reads format {LIBRARY_FORMAT}")
+        library = QueryLibrary.from_arrays(arrays)
+        if library.dim != DIMENSION:
+            raise ValueError(f"its vectors have {library.dim} dimensions, not {DIMENSION}")
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile, InputError) as exc:
+        raise IndexCorruptError(f"{path}: the query library cannot be read ({exc}); restore it, or delete it "
+                                f"and add the queries again with `amsrag route learn`") from exc
+    return library
 
 
 def _check_params(path: Path, manifest: dict[str, Any], expected: dict[str, dict[str, Any]]) -> None:

@@ -65,8 +65,25 @@ CREATE INDEX mentions_eid ON mentions (eid, prow);
 CREATE TABLE entity_surfaces (surface text PRIMARY KEY, eid integer NOT NULL);
 """
 
-# version -> SQL; formatted with the index's dense settings. Append, never edit, released versions.
-MIGRATIONS: dict[int, str] = {1: _V1}
+# The query library: labelled queries with their embeddings, replaced as a whole by each save (one
+# transaction) and read in `pos` order; `query_library_generation` in meta counts the saves, so a
+# reader can tell its cached copy is current with one lookup.
+_V2 = """
+CREATE TABLE query_library (
+    key text PRIMARY KEY,  -- the normalised question (amsrag.ingest.datasets.normalise_question)
+    pos integer NOT NULL,  -- the query's place in the library
+    question text NOT NULL,
+    hop text NOT NULL CHECK (hop IN ('one_hop', 'multi_hop')),
+    source text NOT NULL,
+    vector vector({dim}) NOT NULL,
+    added_at timestamptz NOT NULL DEFAULT now()  -- when the query got its current label
+);
+INSERT INTO meta (key, value) VALUES ('query_library_generation', '0');
+"""
+
+# version -> SQL; formatted with the index's dense settings (`dim` only after version 1, so that
+# `open` can apply them). Append, never edit, released versions.
+MIGRATIONS: dict[int, str] = {1: _V1, 2: _V2}
 CURRENT_VERSION = max(MIGRATIONS)
 
 

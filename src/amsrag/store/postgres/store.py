@@ -1,9 +1,9 @@
 """The PostgreSQL + pgvector index: the same PassageIndex as the embedded store, in a database.
 
-Passages, their vectors (pgvector, HNSW with cosine), BM25 term and posting tables and the entity
-graph (entities, mentions) live in the `amsrag` schema. Every add or delete is one transaction,
-serialised across processes by an advisory lock, so several amsrag processes can share one
-database and see each other's writes as soon as they commit. Reads go through a psycopg pool; a
+Passages, their vectors (pgvector, HNSW with cosine), BM25 term and posting tables, the entity
+graph (entities, mentions) and the query library live in the `amsrag` schema. Every add, delete or
+library save is one transaction, serialised across processes by an advisory lock, so several amsrag
+processes can share one database and see each other's writes as soon as they commit. Reads go through a psycopg pool; a
 failed read (server down, connection dropped) is retried once within the request timeout and then
 reported as `StoreUnavailableError`.
 """
@@ -36,6 +36,7 @@ from amsrag.retrieve.bm25 import BM25Tokenizer, passage_text_for_bm25
 from amsrag.retrieve.graph import EntityGraph, GraphRetriever, NerCache, text_checksum
 from amsrag.store.postgres import schema
 from amsrag.store.postgres.retrievers import PgBM25Retriever, PgDenseRetriever, PgEntityGraph
+from amsrag.store.query_library import QueryLibrary
 from amsrag.store.writes import (
     DeleteReport,
     IngestReport,
@@ -99,6 +100,7 @@ class PostgresIndex:
         self.request_timeout = request_timeout
         self._encoder: Encoder | None = None
         self._retrievers: dict[str, Retriever] = {}
+        self._library: tuple[int, QueryLibrary] | None = None  # (query_library_generation, library)
         self.tokenizer = BM25Tokenizer(config.bm25)  # BM25's, shared with its retriever
         kwargs = {"connect_timeout": int(CONNECT_TIMEOUT_S), "autocommit": True,
                   "options": f"-c search_path={schema.SEARCH_PATH.replace(' ', '')} "
@@ -145,7 +147,7 @@ class PostgresIndex:
             if version < schema.CURRENT_VERSION:
                 with conn.transaction():
                     _lock(conn)
-                    schema.migrate(conn, {}, __version__)
+                    schema.migrate(conn, {"dim": DIMENSION}, __version__)
             elif version > schema.CURRENT_VERSION:
                 schema.migrate(conn, {}, __version__)  # raises: newer than this amsrag
             conn.execute(f"SET search_path = {schema.SEARCH_PATH}")
@@ -328,6 +330,60 @@ class PostgresIndex:
                     "graph": {"entities": int(ents), "edges": int(edges)}, "disk_bytes": int(size),
                     "schema_version": version, "created": meta["created"], "updated": meta["updated"]}
         return self.read(q)
+
+    # ---------------------------------------------------------------- the query library
+    def query_library(self) -> QueryLibrary:
+        """The stored query library (empty when there is none); cached, and read again when another
+        save (by any process) bumped its generation: one meta lookup per call otherwise."""
+        cached = self._library
+        if cached is not None and cached[0] == self.read(_library_generation):
+            return cached[1]
+
+        def load(c: psycopg.Connection) -> tuple[int, list[tuple[Any, ...]]]:
+            with c.transaction():  # the generation and the rows from one snapshot
+                c.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                gen = _library_generation(c)
+                rows = c.execute("SELECT question, hop, source, vector FROM query_library ORDER BY pos").fetchall()
+            return gen, rows
+
+        gen, rows = self.read(load)
+        library = QueryLibrary.empty() if not rows else QueryLibrary(
+            [r[0] for r in rows], np.asarray([r[1] for r in rows]),
+            np.stack([np.asarray(r[3], dtype=np.float32) for r in rows]), [r[2] for r in rows])
+        self._library = (gen, library)
+        return library
+
+    def save_query_library(self, library: QueryLibrary) -> None:
+        """Replace the stored library in one transaction (rows no longer in it deleted, changed rows
+        updated, new rows inserted); passages and their tables are not touched."""
+        if not isinstance(library, QueryLibrary):
+            raise InputError(f"a QueryLibrary is needed, got {type(library).__name__}")
+        if library.dim != DIMENSION:
+            raise InputError(f"query library vectors have {library.dim} dimensions; the index's have {DIMENSION}")
+        saved = library.copy()
+        with self._write() as conn:
+            conn.execute(f"CREATE TEMP TABLE query_library_new (key text, pos integer, question text, hop text, "
+                         f"source text, vector vector({DIMENSION})) ON COMMIT DROP")
+            with conn.cursor().copy("COPY query_library_new (key, pos, question, hop, source, vector) "
+                                    "FROM STDIN WITH (FORMAT BINARY)") as copy:
+                copy.set_types(["text", "int4", "text", "text", "text", "vector"])
+                for pos, row in enumerate(zip(saved.keys, saved.questions, saved.hops, saved.sources,
+                                              saved.vectors, strict=True)):
+                    key, question, hop, source, vector = row
+                    copy.write_row((key, pos, question, hop, source, vector))
+            conn.execute("DELETE FROM query_library q WHERE NOT EXISTS "
+                         "(SELECT 1 FROM query_library_new n WHERE n.key = q.key)")
+            conn.execute("INSERT INTO query_library AS q (key, pos, question, hop, source, vector) "
+                         "SELECT key, pos, question, hop, source, vector FROM query_library_new "
+                         "ON CONFLICT (key) DO UPDATE SET pos = EXCLUDED.pos, question = EXCLUDED.question, "
+                         "hop = EXCLUDED.hop, source = EXCLUDED.source, vector = EXCLUDED.vector, "
+                         "added_at = CASE WHEN q.hop = EXCLUDED.hop THEN q.added_at ELSE now() END "
+                         "WHERE (q.pos, q.question, q.hop, q.source, q.vector) IS DISTINCT FROM "
+                         "(EXCLUDED.pos, EXCLUDED.question, EXCLUDED.hop, EXCLUDED.source, EXCLUDED.vector)")
+            gen = _scalar(conn.execute(
+                "INSERT INTO meta (key, value) VALUES ('query_library_generation', '1') ON CONFLICT (key) "
+                "DO UPDATE SET value = to_jsonb((meta.value::text)::bigint + 1) RETURNING value"))
+        self._library = (int(gen), saved)
 
     # ---------------------------------------------------------------- writing
     def add(self, passages: Iterable[Passage], progress: Progress | None = None,
@@ -539,6 +595,11 @@ def _scalar(cur: psycopg.Cursor[Any]) -> Any:
     if row is None:
         raise AssertionError("an aggregate query returned no row")
     return row[0]
+
+
+def _library_generation(conn: psycopg.Connection) -> int:
+    row = conn.execute("SELECT value FROM meta WHERE key = 'query_library_generation'").fetchone()
+    return 0 if row is None else int(row[0])
 
 
 def _lock(conn: psycopg.Connection) -> None:
