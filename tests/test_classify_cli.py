@@ -16,7 +16,7 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _check(obj: dict, question: str) -> None:
-    assert set(obj) == {"question", "label", "probs", "alpha"}
+    assert set(obj) == {"question", "label", "probs", "alpha", "decided_by"} and obj["decided_by"] == "classifier"
     assert obj["question"] == question and obj["label"] in COMPLEXITIES
     assert set(obj["probs"]) == set(COMPLEXITIES)
     assert abs(sum(obj["probs"].values()) - 1) < 1e-9 and obj["alpha"] == max(obj["probs"].values())

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from amsrag.errors import InputError
-from amsrag.ingest.datasets import LabelledQuestion, load_silver2, load_silver3, normalise_question
+from amsrag.ingest.datasets import LabelledQuestion, load_silver3, normalise_question
 from amsrag.learn.classifier.data import build_labelled_data, data_hash, merge, stratified_split
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -24,10 +24,16 @@ def test_silver3_reads_and_maps(tmp_path: Path) -> None:
         {"question": "Who wrote Hamlet?", "answer": "A", "dataset_name": "trivia"},
         {"question": "When was the publisher of Crux launched?", "answer": "A", "dataset_name": "musique"},
         {"question": "Who is X?", "answer": "B", "dataset_name": "nq"},
+        {"question": "Where was the director of Y born?", "answer": "B", "dataset_name": "2wikimultihopqa"},
+        {"question": "What is Z?", "answer": "C", "dataset_name": "squad"},
+        {"question": "Who made W?", "answer": "C", "dataset_name": "mydocs", "hop": "one_hop"},
     ]) + "\n")
     rows = load_silver3(p)
+    # the hop is the question's structure: a silver B on a two-hop data set stays multi_hop, a C on SQuAD one_hop
     assert [(r.three, r.hop, r.dataset) for r in rows] == [
-        ("zero_hop", "one_hop", "triviaqa"), ("zero_hop", "multi_hop", "musique"), ("one_hop", "one_hop", "nq")]
+        ("zero_hop", "one_hop", "triviaqa"), ("zero_hop", "multi_hop", "musique"), ("one_hop", "one_hop", "nq"),
+        ("one_hop", "multi_hop", "2wikimultihopqa"), ("multi_hop", "one_hop", "squad"),
+        ("multi_hop", "one_hop", "mydocs")]
 
 
 @pytest.mark.parametrize(("line", "message"), [
@@ -45,21 +51,6 @@ def test_silver3_malformed_names_file_and_line(tmp_path: Path, line: str, messag
     assert f"{p}:3:" in str(exc.value) and message in str(exc.value)
 
 
-def test_silver2_reads_and_rejects(tmp_path: Path) -> None:
-    ok = _write(tmp_path / "ok.csv", "label,question,id\nB,who is x,single_nq_train_0\nC,When was A of B?,2hop__1_2\n")
-    rows = load_silver2(ok)
-    assert [(r.hop, r.dataset) for r in rows] == [("one_hop", "nq"), ("multi_hop", "musique")]
-    bad = _write(tmp_path / "bad.csv", "label,question,id\nB,who is x,single_nq_train_0\nA,what?,x\n")
-    with pytest.raises(InputError, match=rf"{bad}:3: `label` must be B or C"):
-        load_silver2(bad)
-    short = _write(tmp_path / "short.csv", "label,question,id\nB\n")
-    with pytest.raises(InputError, match=rf"{short}:2: "):
-        load_silver2(short)
-    header = _write(tmp_path / "header.csv", "lab,q\nB,x\n")
-    with pytest.raises(InputError, match=rf"{header}:1: header"):
-        load_silver2(header)
-
-
 def test_missing_label_file_is_input_error(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="label file not found"):
         load_silver3(tmp_path / "nope.jsonl")
@@ -73,20 +64,23 @@ def _row(q: str, source: str, hop: str, three: str | None = None, dataset: str =
     return LabelledQuestion(normalise_question(q), q, dataset, source, hop, three)  # type: ignore[arg-type]
 
 
-def test_merge_precedence() -> None:
+def test_merge_keeps_the_dataset_hop() -> None:
     rows = merge([
         _row("Who wrote Hamlet?", "dataset", "one_hop"),
         _row("who wrote hamlet", "silver3", "one_hop", "zero_hop"),
         _row("When was A of B founded?", "dataset", "multi_hop", dataset="musique"),
-        _row("when was a of b founded", "silver2", "one_hop", dataset="musique"),
+        _row("when was a of b founded", "silver3", "one_hop", "one_hop", dataset="musique"),
         _row("When was C of D founded?", "silver3", "multi_hop", "zero_hop", dataset="hotpotqa"),
-        _row("When was C of D founded", "silver2", "one_hop", dataset="hotpotqa"),
+        _row("when was a of b founded", "dataset", "one_hop", dataset="squad"),
     ])
     by_key = {r.key: r for r in rows}
     assert len(rows) == 3
-    assert by_key["who wrote hamlet"].source == "silver3"
-    assert by_key["when was a of b founded"].hop == "one_hop"  # silver B beats the dataset's multi_hop
-    assert by_key["when was c of d founded"].hop == "one_hop" and by_key["when was c of d founded"].three == "zero_hop"
+    assert by_key["who wrote hamlet"].three == "zero_hop" and by_key["who wrote hamlet"].hop == "one_hop"
+    # a generator's "one retrieval sufficed" never turns a two-hop question into one_hop; the first data set wins
+    a = by_key["when was a of b founded"]
+    assert (a.hop, a.three, a.dataset, a.source) == ("multi_hop", "one_hop", "musique", "silver3")
+    c = by_key["when was c of d founded"]  # only a silver row: it stands alone
+    assert (c.hop, c.three) == ("multi_hop", "zero_hop")
 
 
 def test_split_is_disjoint_stratified_and_deterministic() -> None:
@@ -105,12 +99,16 @@ def test_split_is_disjoint_stratified_and_deterministic() -> None:
 @pytest.mark.slow
 @pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="needs ../shared/data")
 def test_shared_data_assembly() -> None:
+    from amsrag.evaluate.builder import evaluated_questions
+    from amsrag.ingest.datasets import hop_of_dataset
+
     data = build_labelled_data(SHARED_DATA)
     keys = [r.key for r in data.rows]
     assert len(keys) == len(set(keys))
+    assert not set(keys) & evaluated_questions(SHARED_DATA) and data.held_out > 2000
+    assert all(r.three is None and r.hop == hop_of_dataset(r.dataset) for r in data.rows)
     counts = data.counts()
-    assert counts["test/silver3"]["zero_hop"] > 20 and counts["test/hop"]["multi_hop"] > 1000
-    assert all(r.three is None for r in data.rows if r.source != "silver3")
+    assert len(counts["test/dataset"]) == 7 and counts["test/hop"]["multi_hop"] > 1000
     # the shipped artifact was trained on exactly these rows
     from amsrag.classify import ComplexityClassifier
 

@@ -146,3 +146,30 @@ def test_route_learn_and_library(cli_index, tmp_path) -> None:
     assert lib == {"index": str(cli_index), "size": 19, "counts": rep["counts"]}  # the bad files added nothing
     human = run("route", "library", "--index", cli_index).stdout
     assert "multi_hop" in human and "source:slice" in human and "19" in human
+
+    # the library votes in routing: a stored question is its own closest neighbour, and the trace says so
+    question = "In which city did the band behind Tinted Windows first perform?"
+    [res] = json_lines(run("retrieve", question, "--index", cli_index, "--json").stdout)
+    cx = res["trace"]["complexity"]
+    assert cx["library"]["neighbours"][0]["question"] == question and cx["library"]["n_close"] >= 1
+    assert cx["library"]["neighbours"][0]["hop"] == "multi_hop" and cx["decided_by"] in ("classifier", "library")
+    assert "query library:" in run("retrieve", question, "--index", cli_index).stdout
+
+
+def test_classifier_calibrate_stores_the_temperature_in_the_index(tmp_path, shared_data) -> None:
+    index = tmp_path / "index"
+    run("index", "build", SLICE / "passages.jsonl", "--index", index, "--json")
+    rows = []
+    for name, hop in (("honesty_hq_dev.jsonl", "multi_hop"), ("honesty_nq_test.jsonl", "one_hop")):
+        lines = (shared_data / "question_lists" / name).read_text("utf-8").splitlines()[:40]
+        rows += [{"question": json.loads(line)["question"], "hop": hop} for line in lines]
+    labels = tmp_path / "mine.jsonl"
+    labels.write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
+    [res] = json_lines(run("classifier", "calibrate", "--qa", labels, "--index", index, "--json").stdout)
+    assert res["questions"] == 80 and res["hop_temperature"] > 0
+    assert f"hop_temperature = {res['hop_temperature']}" in (index / "config.toml").read_text("utf-8")
+    # too few questions, or one label only: refused, nothing stored changes
+    (tmp_path / "few.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:10]), "utf-8")
+    proc = run("classifier", "calibrate", "--qa", tmp_path / "few.jsonl", "--index", index, check=False)
+    assert proc.returncode == 2 and "at least 50" in proc.stderr
+    assert f"hop_temperature = {res['hop_temperature']}" in (index / "config.toml").read_text("utf-8")

@@ -97,6 +97,10 @@ class ClassifierConfig(_Section):
     embedding_cache: str = Field(
         "", description="training-embedding cache directory; empty = classifier-embeddings under the cache root"
     )
+    hop_temperature: float = Field(
+        0.0, ge=0.0, description="the hop head's temperature refitted on this deployment's labelled questions "
+        "(`amsrag classifier calibrate --qa FILE --index DIR`); 0 = the artifact's own")
+    library: bool = Field(True, description="blend the index's query library (`amsrag route learn`) into routing")
 
 
 def _per_class(value: float) -> dict[str, float]:

@@ -5,6 +5,12 @@ clauses and possessive chains (bridges), how many named things the question ment
 Style cues of one data set (trailing "?", lower-case NQ questions) are deliberately left out: they
 would tell the data set, not the hop count. `FEATURE_VERSION` and `FEATURE_NAMES` are written into
 the artifact; a load with a mismatching spec is refused.
+
+Version 2 adds structure that holds across data sets (the hop head is judged leave-one-data-set-out):
+relation chains ("the director of the film that ..."), "of ... of" nesting, entities described instead
+of named ("the Mexican boxer born on ..."), named-entity counts, and a two-entity comparison flag, which
+also keeps such questions out of zero_hop (`is_comparison`): they need both entities' passages by
+construction, whatever a generator happens to guess.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-FEATURE_VERSION = 1
+FEATURE_VERSION = 2
 
 WH_TYPES: tuple[str, ...] = ("what", "who", "when", "where", "which", "how", "why", "yesno", "other")
 _YESNO = frozenset({"is", "are", "was", "were", "do", "does", "did", "can", "could", "has", "have", "had", "will",
@@ -35,6 +41,27 @@ _HOP_VERBS = re.compile(
     r"\b(born|died|founded|directed|wrote|written|composed|performed|produced|released|located|created|"
     r"played|starred|married|father|mother|spouse|director|author|performer|composer|founder|nationality|"
     r"country|birthplace|headquarter\w*)\b", re.I)
+_RELATION_NOUNS = (
+    r"director|father|mother|spouse|wife|husband|son|daughter|child|children|founder|author|creator|composer|"
+    r"performer|producer|writer|owner|publisher|manufacturer|developer|capital|headquarters|birthplace|"
+    r"sibling|brother|sister|uncle|aunt|grandfather|grandmother|nephew|niece|successor|predecessor|"
+    r"leader|president|mayor|governor|head|member|designer|architect|editor|singer|star|"
+    r"lyricist|screenwriter|coach|captain|team|county|country|city|state|province|district|"
+    r"university|school|college|company|label|band|album|film|novel|book|show|series|song")
+_CHAIN = re.compile(rf"\bthe (?:\w+ )?(?:{_RELATION_NOUNS})s? (?:of|for|in|from|behind) (?:the |a |an )?", re.I)
+_OF_OF = re.compile(r"\bof\b[^?,]{1,40}?\bof\b", re.I)
+_DESCRIBED = re.compile(
+    r"\b(the|a|an) (?:[A-Za-z-]+ ){0,3}?(?:man|woman|person|actor|actress|singer|band|company|city|country|town|"
+    r"film|movie|team|player|author|group|artist|writer|musician|politician|organization|organisation|club|"
+    r"school|university|show|series|album|song|novel|book|building|state|river|station)\b,? "
+    r"(who|that|which|whose|where|in which|known)\b", re.I)
+_DESCRIBED_BY_EVENT = re.compile(
+    r"\b(born|founded|established|formed|released|located|based|named)\b (in|on|at|by|after|for)\b", re.I)
+# a run of capitalised words, possibly joined by "of"/"the"/"de"/...; not the question's first word
+_NAME = re.compile(r"(?<!^)(?<![.?!] )\b[A-Z][\w'’.-]*(?: (?:(?:of|the|de|von|van|der|du|la|le) )?[A-Z][\w'’.-]*)*")
+_TWO_SIDES = re.compile(r"\b(both|same|either|neither|in common|together|also|too)\b", re.I)
+_CHOICE = re.compile(r"\b\w[^?]*?,? or \w", re.I)
+_BRIDGE_WORDS = re.compile(r"\b(this|that|the same|which also|who also|and what|and which|and who)\b", re.I)
 
 FEATURE_NAMES: tuple[str, ...] = (
     "log_words",
@@ -49,6 +76,16 @@ FEATURE_NAMES: tuple[str, ...] = (
     "years",
     "relation_words",
     *(f"wh_{w}" for w in WH_TYPES),
+    "relation_chains",
+    "of_of",
+    "described_entity",
+    "described_by_event",
+    "names",
+    "two_entity_comparison",
+    "two_entities_shared",
+    "bridge_words",
+    "commas",
+    "conjunctions",
 )
 N_FEATURES = len(FEATURE_NAMES)
 
@@ -77,8 +114,21 @@ def _capitalised_spans(words: list[str]) -> int:
     return spans
 
 
+def is_comparison(question: str) -> bool:
+    """Two named entities set against each other ("Who was born first, A or B?", "Are A and B both ...?")."""
+    names = len(_NAME.findall(question))
+    if names < 2:
+        return False
+    if _CHOICE.search(question) and (_COMPARATIVE.search(question) or _TWO_SIDES.search(question)):
+        return True
+    if _COMPARATIVE.search(question) and re.search(r"\bthan\b", question, re.I):
+        return True
+    return bool(_TWO_SIDES.search(question)) and _wh_type(_WORD.findall(question)) == "yesno"
+
+
 def question_features(question: str) -> np.ndarray:
     words = _WORD.findall(question)
+    names = len(_NAME.findall(question))
     wh = _wh_type(words)
     relative = len(_RELATIVE.findall(question)) - (1 if wh in ("what", "who", "when", "where", "which") else 0)
     values = [
@@ -94,6 +144,16 @@ def question_features(question: str) -> np.ndarray:
         float(len(_YEAR.findall(question))),
         float(len(_HOP_VERBS.findall(question))),
         *(1.0 if wh == w else 0.0 for w in WH_TYPES),
+        float(len(_CHAIN.findall(question))),
+        float(len(_OF_OF.findall(question))),
+        float(len(_DESCRIBED.findall(question))),
+        float(len(_DESCRIBED_BY_EVENT.findall(question))),
+        float(names),
+        1.0 if is_comparison(question) else 0.0,
+        1.0 if _TWO_SIDES.search(question) and names >= 2 else 0.0,
+        float(len(_BRIDGE_WORDS.findall(question))),
+        float(question.count(",")),
+        float(sum(1 for w in words if w.lower() in ("and", "but"))),
     ]
     return np.asarray(values, dtype=np.float32)
 

@@ -1,21 +1,23 @@
-"""The two-head complexity classifier, its prediction type and its artifact (npz + JSON card, `amsrag.artifacts`).
+"""The complexity classifier, its prediction type and its artifact (npz + JSON card, `amsrag.artifacts`).
 
-- hop head: p_h = p(multi_hop | needs retrieval), logistic regression on [MiniLM embedding, features];
-- knowledge head: p_k = p(zero_hop), logistic regression on the cheap features only (the 384-d embedding
-  overfits the ~800 silver rows it can learn from), trained on silver A/B/C;
-- gate: zero_hop only when the knowledge head is confident, p_k >= tau (tau fitted on the calibration
-  split; stored as the equivalent raw-logit threshold so calibration never moves a decision);
+- hop head: p_h = p(multi_hop), logistic regression on [MiniLM embedding, structural features], trained on
+  the data sets' hop structure, temperature-scaled on a calibration mix of data sets;
+- knowledge head (optional): p_k = p(zero_hop), logistic regression on the cheap features, trained only on
+  labels made with one generator (`amsrag classifier label`); absent for a generator that cannot answer
+  closed-book (the shipped artifact: the extractive default), and then p(zero_hop) = 0;
+- gate: zero_hop only when the knowledge head is confident, p_k >= tau, and never for a two-entity
+  comparison (it needs both entities' passages by construction); tau stored as a raw-logit threshold;
 - probabilities: z = p_k if the gate is open else 0;
   p(zero_hop) = z, p(one_hop) = (1 - z)(1 - p_h), p(multi_hop) = (1 - z) p_h;
-  label = argmax (zero_hop when the gate is open, since tau >= 0.5), alpha = max probability.
-  Below the gate the knowledge head's "maybe" carries no mass: zero_hop is not an available route
-  there, and the hop head's calibrated confidence is what the router should act on.
+  label = argmax, alpha = max probability;
+- query library (optional, per index): p_h is blended with the close labelled neighbours' vote
+  (`amsrag.classify.library`); the prediction says whether the library changed the label.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -23,15 +25,16 @@ from typing import Any
 import numpy as np
 
 from amsrag.artifacts import SHA256_KEY, ArtifactFormat, check_features, load_artifact, save_artifact
-from amsrag.calibration import Calibrator, IdentityCalibrator, calibrator_from_params
-from amsrag.classify.features import FEATURE_NAMES, FEATURE_VERSION, features_batch
+from amsrag.calibration import Calibrator, IdentityCalibrator, TemperatureCalibrator, calibrator_from_params
+from amsrag.classify.features import FEATURE_NAMES, FEATURE_VERSION, features_batch, is_comparison
+from amsrag.classify.library import LibrarySettings, LibraryVote, QueryLibrary, blend
 from amsrag.config import ClassifierConfig
 from amsrag.embed.encoder import DIMENSION, Encoder
 from amsrag.errors import InputError
 from amsrag.types import COMPLEXITIES, Complexity
 
-ARTIFACT_VERSION = 2
-READABLE_VERSIONS = (1, 2)  # version 1: every head reads the embedding
+ARTIFACT_VERSION = 3
+READABLE_VERSIONS = (3,)  # version 3: structural features v2, optional knowledge head
 ARTIFACT_JSON = "classifier.json"
 ARTIFACT_NPZ = "classifier.npz"
 HEADS = ("hop", "knowledge")
@@ -48,9 +51,15 @@ class ComplexityPrediction:
     label: Complexity
     probs: dict[str, float]  # over zero_hop, one_hop, multi_hop; sums to 1
     alpha: float  # calibrated probability of `label` (the max)
+    library: LibraryVote | None = None  # the close labelled neighbours' vote, when there were any
+    decided_by: str = "classifier"  # "library" when the vote changed the classifier's label
 
     def to_dict(self) -> dict[str, Any]:
-        return {"label": self.label, "probs": dict(self.probs), "alpha": self.alpha}
+        out: dict[str, Any] = {"label": self.label, "probs": dict(self.probs), "alpha": self.alpha,
+                               "decided_by": self.decided_by}
+        if self.library is not None:
+            out["library"] = self.library.to_dict()
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,11 +98,23 @@ def combine(p_multi: np.ndarray, p_zero: np.ndarray, gate: np.ndarray) -> np.nda
     return np.stack([z, (1.0 - z) * (1.0 - p_multi), (1.0 - z) * p_multi], axis=1)
 
 
-def decide(logit_hop: np.ndarray, logit_zero: np.ndarray, zero_logit: float) -> tuple[np.ndarray, np.ndarray]:
-    """(label index, gate) from raw logits only: calibration cannot move them."""
-    gate = np.asarray(logit_zero) >= zero_logit
-    label = np.where(gate, 0, np.where(np.asarray(logit_hop) >= 0, 2, 1))
+def decide(logit_hop: np.ndarray, logit_zero: np.ndarray | None, zero_logit: float,
+           comparison: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(label index, gate) from raw logits only: calibration cannot move them. `comparison`: rows the gate
+    stays shut for (two-entity comparisons)."""
+    logit_hop = np.asarray(logit_hop)
+    if logit_zero is None:
+        gate = np.zeros(logit_hop.shape, dtype=bool)
+    else:
+        gate = np.asarray(logit_zero) >= zero_logit
+        if comparison is not None:
+            gate &= ~np.asarray(comparison, dtype=bool)
+    label = np.where(gate, 0, np.where(logit_hop >= 0, 2, 1))
     return label, gate
+
+
+def comparisons(questions: Sequence[str]) -> np.ndarray:
+    return np.array([is_comparison(q) for q in questions], dtype=bool)
 
 
 def _check_question(question: Any) -> str:
@@ -103,21 +124,39 @@ def _check_question(question: Any) -> str:
 
 
 class ComplexityClassifier:
-    """Two calibrated heads combined into (label, probs, alpha); see the module docstring."""
+    """The calibrated hop head and the optional knowledge head combined into (label, probs, alpha); see the
+    module docstring."""
 
     def __init__(
         self,
         hop: Head,
-        knowledge: Head,
+        knowledge: Head | None,
         zero_logit: float,
         meta: dict[str, Any] | None = None,
         encoder: Encoder | None = None,
+        library_settings: LibrarySettings | None = None,
     ) -> None:
         self.hop = hop
         self.knowledge = knowledge
         self.zero_logit = float(zero_logit)
         self.meta: dict[str, Any] = dict(meta or {})
         self._encoder = encoder
+        self.library_settings = library_settings or LibrarySettings()
+
+    @property
+    def knows_generator(self) -> str | None:
+        """The generator whose closed-book answers the knowledge head learned (None: no knowledge head)."""
+        if self.knowledge is None:
+            return None
+        return str(self.meta.get("knowledge", {}).get("generator") or "unknown")
+
+    def with_hop_temperature(self, temperature: float) -> ComplexityClassifier:
+        """A copy whose hop head is temperature-scaled by `temperature` (a deployment's own recalibration)."""
+        if not temperature > 0:
+            raise InputError(f"the hop temperature must be positive, got {temperature}")
+        hop = self.hop.with_calibrator(TemperatureCalibrator(float(temperature)))
+        meta = {**self.meta, "hop_temperature_override": float(temperature)}
+        return ComplexityClassifier(hop, self.knowledge, self.zero_logit, meta, self._encoder, self.library_settings)
 
     # ------------------------------------------------------------ prediction
 
@@ -129,21 +168,29 @@ class ComplexityClassifier:
             self._encoder = MiniLMEncoder()
         return self._encoder
 
-    def raw_logits(self, embeddings: np.ndarray, features: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return self.hop.logits(embeddings, features), self.knowledge.logits(embeddings, features)
+    def raw_logits(self, embeddings: np.ndarray, features: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        zk = None if self.knowledge is None else self.knowledge.logits(embeddings, features)
+        return self.hop.logits(embeddings, features), zk
 
     def probabilities(
-        self, embeddings: np.ndarray, features: np.ndarray, calibrated: bool = True
+        self, embeddings: np.ndarray, features: np.ndarray, calibrated: bool = True,
+        comparison: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """(label index (n,), probs (n, 3)) for precomputed embeddings and features."""
         zh, zk = self.raw_logits(embeddings, features)
-        label, gate = decide(zh, zk, self.zero_logit)
-        if calibrated:
-            p_multi, p_zero = self.hop.calibrator.prob1(zh), self.knowledge.calibrator.prob1(zk)
-        else:
-            identity = IdentityCalibrator()
-            p_multi, p_zero = identity.prob1(zh), identity.prob1(zk)
+        label, gate = decide(zh, zk, self.zero_logit, comparison)
+        p_multi, p_zero = self.head_probabilities(zh, zk, calibrated)
         return label, combine(p_multi, p_zero, gate)
+
+    def head_probabilities(self, zh: np.ndarray, zk: np.ndarray | None,
+                           calibrated: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """(p_multi, p_zero) of raw logits; p_zero is 0 without a knowledge head."""
+        identity = IdentityCalibrator()
+        hop_cal = self.hop.calibrator if calibrated else identity
+        p_multi = hop_cal.prob1(zh)
+        if zk is None or self.knowledge is None:
+            return p_multi, np.zeros_like(p_multi)
+        return p_multi, (self.knowledge.calibrator if calibrated else identity).prob1(zk)
 
     def _vectors(self, questions: Sequence[str], query_vectors: np.ndarray | Sequence[np.ndarray] | None) -> np.ndarray:
         if query_vectors is None:
@@ -156,21 +203,33 @@ class ComplexityClassifier:
         return vectors
 
     def predict_batch(
-        self, questions: Sequence[str], query_vectors: np.ndarray | Sequence[np.ndarray] | None = None
+        self, questions: Sequence[str], query_vectors: np.ndarray | Sequence[np.ndarray] | None = None,
+        library: QueryLibrary | None = None,
     ) -> list[ComplexityPrediction]:
+        """Predictions for `questions`; with a non-empty `library`, each hop probability is blended with the
+        close labelled neighbours' vote."""
         qs = [_check_question(q) for q in questions]
         if not qs:
             return []
-        label, probs = self.probabilities(self._vectors(qs, query_vectors), features_batch(qs))
+        vectors = self._vectors(qs, query_vectors)
+        zh, zk = self.raw_logits(vectors, features_batch(qs))
+        label, gate = decide(zh, zk, self.zero_logit, comparisons(qs))
+        p_multi, p_zero = self.head_probabilities(zh, zk)
         out = []
         for i in range(len(qs)):
-            p: dict[str, float] = {c: float(probs[i, j]) for j, c in enumerate(COMPLEXITIES)}
-            c = COMPLEXITIES[int(label[i])]
-            out.append(ComplexityPrediction(label=c, probs=p, alpha=p[c]))
+            vote = library.vote(vectors[i], self.library_settings) if library is not None and len(library) else None
+            p_h = blend(float(p_multi[i]), vote) if vote is not None else float(p_multi[i])
+            probs = combine(np.array([p_h]), p_zero[i:i + 1], gate[i:i + 1])[0]
+            own = COMPLEXITIES[int(label[i])]
+            c: Complexity = own if gate[i] else ("multi_hop" if p_h >= 0.5 else "one_hop")
+            p: dict[str, float] = {name: float(probs[j]) for j, name in enumerate(COMPLEXITIES)}
+            out.append(ComplexityPrediction(label=c, probs=p, alpha=p[c], library=vote,
+                                            decided_by="library" if c != own else "classifier"))
         return out
 
-    def predict(self, question: str, query_vector: np.ndarray | None = None) -> ComplexityPrediction:
-        return self.predict_batch([question], None if query_vector is None else [query_vector])[0]
+    def predict(self, question: str, query_vector: np.ndarray | None = None,
+                library: QueryLibrary | None = None) -> ComplexityPrediction:
+        return self.predict_batch([question], None if query_vector is None else [query_vector], library)[0]
 
     # ------------------------------------------------------------ artifact
 
@@ -179,7 +238,9 @@ class ComplexityClassifier:
         arrays: dict[str, np.ndarray] = {}
         heads: dict[str, Any] = {}
         for name in HEADS:
-            head: Head = getattr(self, name)
+            head: Head | None = getattr(self, name)
+            if head is None:
+                continue
             arrays[f"{name}_coef"] = head.coef
             arrays[f"{name}_intercept"] = np.array([head.intercept])
             arrays[f"{name}_mean"] = head.mean
@@ -195,13 +256,17 @@ class ComplexityClassifier:
             "heads": heads,
             "zero_logit": self.zero_logit,
             "features": {"version": FEATURE_VERSION, "names": list(FEATURE_NAMES)},
-            **{k: v for k, v in self.meta.items() if k not in ("artifact_version", "labels", "heads", "features")},
+            "library_settings": asdict(self.library_settings),
+            **{k: v for k, v in self.meta.items()
+               if k not in ("artifact_version", "labels", "heads", "features", "library_settings")},
         }
         return save_artifact(directory, FORMAT, arrays, card)
 
     @classmethod
     def from_config(cls, config: ClassifierConfig, encoder: Encoder | None = None) -> ComplexityClassifier:
-        return cls.load(config.artifact or None, encoder=encoder)
+        """The configured artifact, with the index's own hop temperature when it was recalibrated."""
+        clf = cls.load(config.artifact or None, encoder=encoder)
+        return clf.with_hop_temperature(config.hop_temperature) if config.hop_temperature else clf
 
     @classmethod
     def load(cls, path: Path | str | None = None, encoder: Encoder | None = None) -> ComplexityClassifier:
@@ -212,9 +277,13 @@ class ComplexityClassifier:
         if spec.get("labels") != list(COMPLEXITIES):
             raise InputError(f"{artifact.card_path}: label map {spec.get('labels')} differs from {list(COMPLEXITIES)}")
         array = artifact.array
-        heads = {}
+        heads: dict[str, Head | None] = {"knowledge": None}
         for name in HEADS:
-            h = spec["heads"][name]
+            h = spec["heads"].get(name)
+            if h is None:
+                if name == "hop":
+                    raise InputError(f"{artifact.card_path}: the artifact has no hop head")
+                continue
             params = {k: array(f"{name}_cal_{k}") for k in h["calibration_params"]}
             heads[name] = Head(
                 coef=array(f"{name}_coef"), intercept=float(array(f"{name}_intercept")[0]),
@@ -222,5 +291,9 @@ class ComplexityClassifier:
                 calibrator=calibrator_from_params(h["calibration"], params),
                 use_embedding=bool(h.get("use_embedding", True)),
             )
-        meta = {k: v for k, v in spec.items() if k not in ("heads", "zero_logit", SHA256_KEY)}
-        return cls(heads["hop"], heads["knowledge"], float(spec["zero_logit"]), meta=meta, encoder=encoder)
+        meta = {k: v for k, v in spec.items() if k not in ("heads", "zero_logit", "library_settings", SHA256_KEY)}
+        settings = LibrarySettings(**spec.get("library_settings", {}))
+        hop = heads["hop"]
+        assert hop is not None
+        return cls(hop, heads["knowledge"], float(spec["zero_logit"]), meta=meta, encoder=encoder,
+                   library_settings=settings)

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
+import numpy as np
 import typer
 from rich.table import Table
 
 from amsrag.cli.common import DataOpt, JsonOpt, emit, err, generator_config, out
 from amsrag.errors import InputError
+from amsrag.progress import RichProgress
 from amsrag.types import COMPLEXITIES
+
+if TYPE_CHECKING:
+    from amsrag.calibration import CalibrationMethod
 
 classifier_app = typer.Typer(no_args_is_help=True, help="Train, calibrate, evaluate and run the complexity classifier.")
 
@@ -29,7 +35,6 @@ def _prepared(data_dir: Path | None, cap: int | None, seed: int, cache: Path | N
     from amsrag.ingest.datasets import default_data_dir
     from amsrag.learn.classifier.data import build_labelled_data
     from amsrag.learn.classifier.train import prepare
-    from amsrag.progress import RichProgress
 
     data = build_labelled_data(data_dir or default_data_dir(), cap=cap, seed=seed, silver=silver)
     encoder = MiniLMEncoder()
@@ -40,47 +45,62 @@ def _prepared(data_dir: Path | None, cap: int | None, seed: int, cache: Path | N
 
 def _print_summary(s: dict[str, Any], title: str) -> None:
     table = Table(title=title)
-    for col in ("rows", "n", "accuracy", "macro-F1", "ECE before", "ECE after", "RAA"):
+    for col in ("rows", "n", "hop accuracy", "ECE", "confident-downward"):
         table.add_column(col)
-    for key, name in (("silver_three_way", "three-way, silver rows"), ("hop_dataset", "one vs multi, dataset rows")):
-        m = s[key]
-        table.add_row(name, str(m["n"]), f"{m['accuracy']:.3f}", f"{m['macro_f1']:.3f}", f"{m['ece_before']:.3f}",
-                      f"{m['ece_after']:.3f}", f"{m['raa']:.3f}")
+    hop = s["hop"]
+    table.add_row("all", str(hop["n"]), f"{hop['accuracy']:.3f}", f"{hop['ece_after']:.3f}",
+                  f"{s['confident_downward']:.3f}")
+    for d, m in s["per_dataset"].items():
+        table.add_row(d, str(m["n"]), f"{m['accuracy']:.3f}", f"{m['ece']:.3f}", f"{m['confident_downward']:.3f}")
     out.print(table)
-    out.print(f"confident-downward (multi_hop predicted cheaper with alpha >= 0.90): "
-              f"{s['confident_downward']['all_multi_hop']:.3%} of {s['confident_downward']['n_multi_hop']}")
+    if "silver_three_way" in s:
+        m = s["silver_three_way"]
+        out.print(f"three-way on the generator's labelled rows: accuracy {m['accuracy']:.3f} of {m['n']}")
 
 
 @classifier_app.command("train")
 def train_cmd(
     data: DataOpt = None,
     out_dir: Annotated[Path, typer.Option("--out", help="where to write the artifact")] = Path("amsrag-classifier"),
-    cap: Annotated[int, typer.Option("--cap", help="dataset-derived rows per source data set (0: all)")] = 5000,
+    cap: Annotated[int, typer.Option("--cap", help="rows per data set (0: all)")] = 0,
     seed: Annotated[int, typer.Option("--seed")] = 13,
     method: Annotated[str, typer.Option("--calibration", help="temperature|platt|isotonic|none")] = "temperature",
     cache: CacheOpt = None,
     silver: SilverOpt = None,
+    generator: Annotated[str | None, typer.Option(
+        "--generator", help="the generator that made the --silver labels (recorded in the card)")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Train both heads on the labelled data, calibrate them on the calibration split, write the artifact."""
+    """Train the hop head on the data sets' hop structure (and, with --silver, the knowledge head of the
+    generator that made those labels), calibrate on the calibration mix, fit the query library's blend
+    leave-one-data-set-out, write the artifact."""
     from amsrag.learn.classifier.evaluate import evaluate_classifier, summary
+    from amsrag.learn.classifier.lodo import fit_library_settings, lodo_models
     from amsrag.learn.classifier.train import TrainConfig, train
 
+    if silver and not generator:
+        raise InputError("--silver labels describe one generator: name it with --generator (e.g. llamacpp)")
     config = TrainConfig(seed=seed, cap=cap or None, calibration=_method(method))
     labelled, prep, encoder = _prepared(data, config.cap, seed, cache, silver)
-    clf = train(labelled, prep, config, encoder.model_id)
+    clf = train(labelled, prep, config, encoder.model_id, generator=generator)
+    with RichProgress(console=err) as progress, progress.task("leave-one-data-set-out heads",
+                                                              len(labelled.datasets)) as advance:
+        models = lodo_models(prep, config, progress=lambda _d: advance(1))
+    clf.library_settings, _ = fit_library_settings(prep, models, config)
     clf.save(out_dir)
     s = summary(evaluate_classifier(clf, prep, "cal"))
     result = {"out": str(out_dir), "data_sha256": labelled.sha256, "rows": len(labelled.rows),
-              "calibration": clf.meta["calibration"], "cal_split": s}
+              "calibration": clf.meta["calibration"], "library_settings": asdict(clf.library_settings),
+              "cal_split": s}
     if as_json:
         emit(result)
         return
-    out.print(f"[green]wrote[/] {out_dir} (training data sha256 {labelled.sha256[:16]}…, {len(labelled.rows)} rows)")
+    out.print(f"[green]wrote[/] {out_dir} (training data sha256 {labelled.sha256[:16]}…, {len(labelled.rows)} rows; "
+              f"{labelled.held_out} held-out questions left out)", highlight=False)
     _print_summary(s, "calibration split")
 
 
-def _method(name: str):
+def _method(name: str) -> CalibrationMethod:
     from amsrag.calibration import CALIBRATION_METHODS
 
     if name not in CALIBRATION_METHODS:
@@ -90,37 +110,49 @@ def _method(name: str):
 
 @classifier_app.command("calibrate")
 def calibrate_cmd(
-    model: ModelOpt = None,
-    out_dir: Annotated[Path, typer.Option("--out", help="where to write the recalibrated artifact")] = Path(
-        "amsrag-classifier"),
-    method: Annotated[str, typer.Option("--method", help="temperature|platt|isotonic|none")] = "temperature",
-    data: DataOpt = None,
-    cache: CacheOpt = None,
-    silver: SilverOpt = None,
+    qa_file: Annotated[Path, typer.Option("--qa", help="labelled questions: JSONL {question, hop} or any QA "
+                                          "file `index build` reads (hop from its data set)")],
+    index: Annotated[Path, typer.Option("--index", help="the index whose configuration stores the temperature")],
+    fmt: Annotated[str, typer.Option("--format", help="auto or a data set format")] = "auto",
     as_json: JsonOpt = False,
 ) -> None:
-    """Refit the calibration (and the zero-hop gate) of an artifact on the calibration split."""
+    """Refit the hop head's temperature on YOUR labelled questions (a few hundred) and store it in the index
+    configuration: routing then acts on confidences calibrated on your own traffic."""
+    from amsrag.calibration import ece, fit_temperature
+    from amsrag.classify.features import features_batch
     from amsrag.classify.model import ComplexityClassifier
-    from amsrag.learn.classifier.evaluate import evaluate_classifier, summary
-    from amsrag.learn.classifier.train import TrainConfig, calibrate
+    from amsrag.learn.label import read_hop_labels
+    from amsrag.store.open import open_index
 
-    clf = ComplexityClassifier.load(model)
-    tc = clf.meta.get("train_config", {})
-    config = TrainConfig(**{k: v for k, v in tc.items() if k in TrainConfig.__dataclass_fields__})
-    labelled, prep, _ = _prepared(data, config.cap, config.seed, cache, silver)
-    trained_on = clf.meta.get("training_data", {}).get("sha256")
-    if trained_on and trained_on != labelled.sha256:
-        raise InputError(f"the data under {labelled.data_dir} differ from the artifact's training data "
-                         f"(sha256 {labelled.sha256[:16]}… vs {trained_on[:16]}…); its calibration split would "
-                         "overlap the training rows: retrain with `amsrag classifier train` instead")
-    info = calibrate(clf, prep, config, _method(method))
-    clf.save(out_dir)
-    s = summary(evaluate_classifier(clf, prep, "cal"))
+    questions, hops = read_hop_labels(qa_file, fmt)
+    if len(questions) < 50 or len(set(hops)) < 2:
+        raise InputError(f"{qa_file}: {len(questions)} labelled questions ({', '.join(sorted(set(hops)))}); "
+                         "a temperature needs at least 50, with both one_hop and multi_hop")
+    with open_index(index) as idx:
+        base = ComplexityClassifier.load(idx.config.classifier.artifact or None, encoder=idx.encoder)
+        with RichProgress(console=err) as progress, progress.task("embedding questions", len(questions)) as advance:
+            vectors = idx.encoder.encode(questions, progress=advance)
+        zh = base.hop.logits(vectors, features_batch(questions))
+        y = np.array([h == "multi_hop" for h in hops], dtype=int)
+        temperature = fit_temperature(zh, y)
+
+        def calibration_error(p: np.ndarray) -> float:
+            pred = (p >= 0.5).astype(int)
+            return ece(np.where(pred == 1, p, 1 - p), pred == y)
+
+        before = calibration_error(base.hop.calibrator.prob1(zh))
+        after = calibration_error(1.0 / (1.0 + np.exp(-zh / temperature)))
+        config = idx.config.model_copy(deep=True)
+        config.classifier.hop_temperature = temperature
+        idx.update_config(config)
+    result = {"index": str(index), "questions": len(questions), "hop_temperature": temperature,
+              "accuracy": float(np.mean((zh >= 0) == y)), "ece_before": before, "ece_after_in_sample": after}
     if as_json:
-        emit({"out": str(out_dir), "calibration": info, "cal_split": s})
+        emit(result)
         return
-    out.print(f"[green]wrote[/] {out_dir}: {method} calibration, zero-hop gate tau = {info['tau']}")
-    _print_summary(s, "calibration split")
+    out.print(f"[green]stored[/] hop temperature {temperature:.3f} in {index} ({len(questions)} questions; hop "
+              f"accuracy {result['accuracy']:.3f}; ECE {before:.3f} -> {after:.3f} on these same questions)",
+              highlight=False)
 
 
 @classifier_app.command("evaluate")

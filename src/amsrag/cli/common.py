@@ -52,9 +52,17 @@ def print_trace(trace: Mapping[str, Any]) -> None:
     if cx:
         probs = " ".join(f"{k} {v:.2f}" for k, v in cx["probs"].items())
         head += f"\ncomplexity [bold]{cx['label']}[/] (alpha {cx['alpha']:.3f}; {probs})"
-        if "route_label" in cx:
+        if cx.get("route_label", cx["label"]) != cx["label"]:
             head += (f" → routed as {cx['route_label']} (alpha {cx['route_alpha']:.3f}): "
                      "the generator cannot answer alone")
+        vote = cx.get("library")
+        if vote:
+            nearest = vote["neighbours"][0] if vote["neighbours"] else None
+            head += (f"\nquery library: {vote['n_close']} close labelled queries vote p(multi_hop) "
+                     f"{vote['p_multi']:.2f} with weight {vote['weight']:.2f}"
+                     + (f" (nearest {escape(repr(nearest['question']))}: {nearest['hop']}, cosine "
+                        f"{nearest['similarity']:.2f})" if nearest else "")
+                     + ("; [bold]the library decided the label[/]" if cx.get("decided_by") == "library" else ""))
     weights = " ".join(f"{r} {w:.3f}" for r, w in trace["fusion"]["weights"].items())
     head += f"\nfusion {trace['fusion']['method']} weights {weights}"
     params = trace["fusion"]

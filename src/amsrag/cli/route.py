@@ -19,7 +19,6 @@ if TYPE_CHECKING:
 
 route_app = typer.Typer(no_args_is_help=True, help="Routing: tune thresholds, routes, fusion priors and the MMR gate; "
                                                    "the query library.")
-LABEL_KEYS = ("hop", "complexity", "label")  # where a {question, hop} row may keep its label
 
 
 @route_app.command("tune")
@@ -66,58 +65,6 @@ def route_tune(
 
 
 # ---------------------------------------------------------------------------- the query library
-def read_hop_labels(path: Path, fmt: str = "auto") -> tuple[list[str], list[str]]:
-    """(questions, hop labels) of FILE: rows {question, hop} (the label may also be under `complexity` or
-    `label`), or any QA file `load_qa` reads, labelled by `hop_of_question`. Bad rows are an InputError
-    naming the file and line; nothing is returned unless every row is good."""
-    from amsrag.ingest import load_qa
-    from amsrag.ingest.formats import detect_format
-    from amsrag.ingest.readers import first_record
-    from amsrag.learn.label import hop_of_question
-
-    if fmt == "auto" and path.is_file() and detect_format(path) == "questions":
-        first = first_record(path)
-        if isinstance(first, dict) and any(k in first for k in LABEL_KEYS):
-            return _label_rows(path)
-    qa = load_qa(path, fmt=fmt)
-    if not qa.questions:
-        raise InputError(f"{path}: no questions in it; give rows {{\"question\": ..., \"hop\": \"one_hop\" | "
-                         f"\"multi_hop\"}} or a QA file")
-    return [q.question for q in qa.questions], [hop_of_question(q) for q in qa.questions]
-
-
-def _label_rows(path: Path) -> tuple[list[str], list[str]]:
-    from amsrag.classify.library import HOP_LABELS
-    from amsrag.ingest.datasets import normalise_question
-    from amsrag.ingest.readers import iter_records
-
-    questions: list[str] = []
-    hops: list[str] = []
-    for place, row in iter_records(path):
-        if not isinstance(row, dict):
-            raise InputError(f"{place}: a row must be a JSON object {{question, hop}}, got a JSON {type(row).__name__}")
-        question = row.get("question")
-        if not isinstance(question, str) or not normalise_question(question):
-            raise InputError(f"{place}: `question` must be a non-empty question, got {question!r}")
-        labels = [row[k] for k in LABEL_KEYS if k in row]
-        if not labels:
-            raise InputError(f"{place}: no hop label for {question!r}: give `hop` (or `complexity`, `label`) as "
-                             f"{' or '.join(HOP_LABELS)}")
-        if any(label != labels[0] for label in labels):
-            raise InputError(f"{place}: conflicting labels {labels} for {question!r}")
-        hop = labels[0]
-        if hop not in HOP_LABELS:
-            hint = ("; zero_hop is a complexity, not a hop structure: label single-hop questions one_hop"
-                    if hop == "zero_hop" else "")
-            raise InputError(f"{place}: unknown hop label {hop!r} for {question!r}; "
-                             f"use {' or '.join(HOP_LABELS)}{hint}")
-        questions.append(question)
-        hops.append(hop)
-    if not questions:
-        raise InputError(f"{path}: no rows in it; nothing was learned")
-    return questions, hops
-
-
 def _library_summary(library: QueryLibrary) -> dict[str, Any]:
     return {"size": len(library), "counts": library.counts()}
 
@@ -141,6 +88,7 @@ def route_learn(
 ) -> None:
     """Add labelled queries to the index's query library (embedded with the index's encoder); a question
     stored with another label is relabelled: the latest confirmation wins."""
+    from amsrag.learn.label import read_hop_labels
     from amsrag.progress import RichProgress
     from amsrag.store.open import open_index
 

@@ -3,8 +3,8 @@
 - Facts: where the data folder is (`default_data_dir`), which data sets are multi-hop / one-hop
   (`MULTI_HOP_DATASETS`, `hop_of_dataset`), the shared-data files the trainers read (`SILVER3_FILE`, ...),
   the question normalisation used to deduplicate across files (`normalise_question`).
-- The Adaptive-RAG silver complexity label files: `load_silver3` (A/B/C), `load_silver2` (B/C) ->
-  `LabelledQuestion` rows.
+- Silver complexity label files in the Adaptive-RAG A/B/C layout (`load_silver3`; `amsrag classifier label`
+  writes it) -> `LabelledQuestion` rows.
 - Loaders of the QA layouts and of amsrag's own QA JSONL. Every loader fills a `QASet`: passages
   deduplicated by content (first occurrence wins, id `passage_id_for(title, text)`, so the same
   paragraph gets the same id in every file) and questions whose `gold_passage_ids` name passages of the set.
@@ -13,8 +13,6 @@
 from __future__ import annotations
 
 import ast
-import csv
-import io
 import json
 import os
 import re
@@ -71,9 +69,8 @@ def default_data_dir() -> Path:
 
 
 # Files of the data folder that library code reads (paths relative to it).
-# Adaptive-RAG's FLAN-T5-XL silver complexity labels: three-way A/B/C, and binary single- vs multi-hop B/C.
+# Adaptive-RAG's FLAN-T5-XL silver complexity labels, three-way A/B/C (the evaluation's zero-hop group).
 SILVER3_FILE = "complexity_labels/adaptiverag_flan_t5_xl_silver_train_reconstructed.jsonl"
-SILVER2_FILE = "complexity_labels/adaptiverag_flan_t5_xl_binary_silver_single_vs_multi_3268.csv"
 # Dataset-derived hop labels of the classifier: every QA file of these folders (corpora excluded). RetrievalQA
 # is left out: its questions come from mixed sources whose hop count is unknown.
 DATASET_DIRS: tuple[str, ...] = (
@@ -123,7 +120,7 @@ def normalise_question(text: str) -> str:
 
 Split = Literal["train", "cal", "test"]
 SPLITS: tuple[Split, ...] = ("train", "cal", "test")
-LabelSource = Literal["silver3", "silver2", "dataset"]
+LabelSource = Literal["silver3", "dataset"]
 SILVER_LETTERS: dict[str, Complexity] = {"A": "zero_hop", "B": "one_hop", "C": "multi_hop"}
 _SILVER_DATASETS = {"trivia": "triviaqa", "triviaqa": "triviaqa", "nq": "nq", "squad": "squad",
                     "hotpotqa": "hotpotqa", "musique": "musique", "2wikimultihopqa": "2wikimultihopqa"}
@@ -190,45 +187,11 @@ def load_silver3(path: Path) -> list[LabelledQuestion]:
                                     "(one_hop|multi_hop) to take the hop structure from")
             dataset = name.lower()
         three = SILVER_LETTERS[letter]
-        hop = three if three != "zero_hop" else (given_hop or hop_of_dataset(dataset))
-        assert hop is not None
+        # the hop is the question's structure: a silver B/C says what one generator managed, not that
+        hop = given_hop or hop_of_dataset(dataset) or (three if three != "zero_hop" else None)
+        if hop is None:
+            raise _bad(path, n, f"no hop structure for a zero_hop row of data set {dataset!r}: add `hop`")
         rows.append(LabelledQuestion(normalise_question(question), question.strip(), dataset, "silver3", hop, three))
-    return rows
-
-
-def _binary_dataset(row_id: str) -> str:
-    if row_id.startswith("single_"):
-        return _SILVER_DATASETS.get(row_id.split("_")[1], "")
-    if _HOP_ID.match(row_id):
-        return "musique"
-    if _HEX.match(row_id):
-        return "hotpotqa" if len(row_id) == 24 else "2wikimultihopqa"
-    return ""
-
-
-def load_silver2(path: Path) -> list[LabelledQuestion]:
-    """The binary B/C silver CSV: columns include ``label`` and ``question`` (``id`` names the source)."""
-    text = _read_label_file(path)
-    reader = csv.DictReader(io.StringIO(text))
-    fields = set(reader.fieldnames or [])
-    if not {"label", "question"} <= fields:
-        raise _bad(path, 1, f"header must name `label` and `question` columns, got {sorted(fields)}")
-    rows: list[LabelledQuestion] = []
-    try:
-        for rec in reader:
-            n = reader.line_num
-            if None in rec or any(v is None for v in rec.values()):
-                raise _bad(path, n, f"expected {len(fields)} columns")
-            question, letter = rec["question"].strip(), rec["label"].strip()
-            if not question:
-                raise _bad(path, n, "empty `question`")
-            if letter not in ("B", "C"):
-                raise _bad(path, n, f"`label` must be B or C, got {letter!r}")
-            dataset = _binary_dataset(rec.get("id", "") or "")
-            hop = SILVER_LETTERS[letter]
-            rows.append(LabelledQuestion(normalise_question(question), question, dataset, "silver2", hop))
-    except csv.Error as exc:
-        raise _bad(path, reader.line_num, f"malformed CSV ({exc})") from None
     return rows
 
 

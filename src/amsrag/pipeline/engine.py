@@ -257,12 +257,14 @@ class Engine:
     def _classify(self, spec: SystemSpec, query: str, vector: np.ndarray, knows: bool,
                   timings: Timings) -> ComplexityTrace:
         t = time.perf_counter()
-        pred = self.classifier.predict(query, query_vector=vector)
+        library = self.index.query_library() if self.config.classifier.library else None
+        pred = self.classifier.predict(query, query_vector=vector, library=library)
         timings["classify"] = ms_since(t)
         label, alpha = retrieval_class(pred.label, pred.probs, pred.alpha, knows)
+        vote = pred.library.to_dict() if pred.library is not None else None
         if label != pred.label:  # what retrieval is configured by (the trace keeps both)
-            return ComplexityTrace(pred.label, dict(pred.probs), pred.alpha, label, alpha)
-        return ComplexityTrace(pred.label, dict(pred.probs), pred.alpha)
+            return ComplexityTrace(pred.label, dict(pred.probs), pred.alpha, label, alpha, vote, pred.decided_by)
+        return ComplexityTrace(pred.label, dict(pred.probs), pred.alpha, library=vote, decided_by=pred.decided_by)
 
     def _plan(self, spec: SystemSpec, complexity: ComplexityTrace | None, knows: bool) -> RoutePlan:
         cfg = self.config.router

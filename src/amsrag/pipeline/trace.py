@@ -34,6 +34,8 @@ class ComplexityTrace:
     alpha: float
     route_label: str | None = None
     route_alpha: float | None = None
+    library: dict[str, Any] | None = None  # the query library's vote (close labelled neighbours), if any
+    decided_by: str = "classifier"  # "library" when the vote changed the classifier's label
 
     @property
     def routed(self) -> tuple[str, float]:
@@ -43,8 +45,10 @@ class ComplexityTrace:
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"label": self.label, "probs": dict(self.probs), "alpha": self.alpha}
-        if self.route_label is not None:
-            out["route_label"], out["route_alpha"] = self.route_label, self.route_alpha
+        out["route_label"], out["route_alpha"] = self.routed
+        out["decided_by"] = self.decided_by
+        if self.library is not None:
+            out["library"] = dict(self.library)
         return out
 
 

@@ -1,14 +1,14 @@
-"""Labelled questions for the complexity classifier: merging, dedup, capping, stratified splits.
+"""Labelled questions for the complexity classifier: hop labels from structure, dedup, held-out exclusion, splits.
 
-Three label sources, in order of precedence for a question met in several:
-- ``silver3``: Adaptive-RAG's FLAN-T5-XL silver labels A/B/C (-> zero_hop / one_hop / multi_hop);
-- ``silver2``: the binary single-vs-multi silver labels B/C;
-- ``dataset``: the hop count of the source data set (HotpotQA/MuSiQue/2Wiki multi_hop, SQuAD/NQ/
-  TriviaQA/PopQA one_hop), read with `amsrag.ingest.load_qa`.
-The silver files are read by `amsrag.ingest.datasets` (`load_silver3`, `load_silver2`), which also names them.
-
-Every question carries a *hop* label (one_hop / multi_hop: the hop head's target) and, for silver3
-rows only, a three-way label (the knowledge head's target and the silver evaluation).
+- The hop label (one_hop / multi_hop: the hop head's target) is the question's structure: the hop count of
+  its data set (HotpotQA/MuSiQue/2Wiki multi_hop, SQuAD/NQ/TriviaQA/PopQA one_hop), read with
+  `amsrag.ingest.load_qa` from every QA file of the data folders. Silver labels never override it: they say
+  what one generator happened to answer with one retrieval, not how many passages the question needs.
+- The three-way label (zero_hop / one_hop / multi_hop: the knowledge head's target) exists only where a
+  generator labelled the question (`amsrag classifier label` -> `classifier train --silver FILE`): zero_hop
+  belongs to the generator that answers closed-book, so without silver files there is no knowledge head.
+- Questions no trained model may see are left out: every evaluated benchmark question, the demo's, and the
+  source questions of the stress set (`stress.SOURCE_FILES`; it is templated from their decompositions).
 """
 
 from __future__ import annotations
@@ -22,17 +22,13 @@ from pathlib import Path
 from amsrag.errors import InputError
 from amsrag.ingest.datasets import (
     DATASET_DIRS,
-    SILVER2_FILE,
-    SILVER3_FILE,
     LabelledQuestion,
     Split,
     hop_of_dataset,
-    load_silver2,
     load_silver3,
     normalise_question,
 )
 from amsrag.learn.common import seeded_rank
-from amsrag.types import Complexity
 
 # ---------------------------------------------------------------- dataset-derived labels
 
@@ -46,12 +42,12 @@ def dataset_files(data_dir: Path) -> list[Path]:
     return files
 
 
-def load_dataset_rows(data_dir: Path) -> list[LabelledQuestion]:
-    """Dataset-derived hop labels of every QA file under the data folders (first occurrence of a question wins)."""
+def load_dataset_rows(data_dir: Path, files: Sequence[Path] | None = None) -> list[LabelledQuestion]:
+    """Dataset-derived hop labels of every QA file under the data folders (or of `files`)."""
     from amsrag.ingest import load_qa
 
     rows: list[LabelledQuestion] = []
-    for path in dataset_files(data_dir):
+    for path in dataset_files(data_dir) if files is None else files:
         for q in load_qa(path).questions:
             hop = hop_of_dataset(q.dataset)
             if hop is not None and q.question.strip():
@@ -60,45 +56,46 @@ def load_dataset_rows(data_dir: Path) -> list[LabelledQuestion]:
     return rows
 
 
+def held_out_keys(data_dir: Path) -> set[str]:
+    """Normalised questions the classifier must not train on: evaluated benchmarks, the demo, stress sources."""
+    from amsrag.evaluate.builder import evaluated_questions, held_out_questions
+    from amsrag.learn.classifier.stress import SOURCE_FILES
+
+    keys = evaluated_questions(data_dir) | {normalise_question(q) for q in held_out_questions(data_dir)}
+    sources = [data_dir / f for f in SOURCE_FILES if (data_dir / f).is_file()]
+    keys |= {r.key for r in load_dataset_rows(data_dir, sources)}
+    return keys
+
+
 # ---------------------------------------------------------------- merging, capping, splitting
 
 
 def merge(rows: Iterable[LabelledQuestion]) -> list[LabelledQuestion]:
-    """One row per normalised question. silver3 beats silver2 beats dataset; within a source the first wins.
-
-    A silver2 row's hop label also overrides a silver3 A row's dataset-derived hop label.
-    """
-    order = {"silver3": 0, "silver2": 1, "dataset": 2}
-    best: dict[str, LabelledQuestion] = {}
-    silver2_hop: dict[str, Complexity] = {}
+    """One row per normalised question; the first data set to name it keeps it. A silver row adds its
+    three-way label to the question's dataset row (whose hop stays), or stands alone where no data set has
+    the question (its hop then from the silver file's `hop`, else its data set)."""
+    dataset_rows: dict[str, LabelledQuestion] = {}
+    silver_rows: dict[str, LabelledQuestion] = {}
     for row in rows:
         if not row.key:
             continue
-        if row.source == "silver2":
-            silver2_hop.setdefault(row.key, row.hop)
-        seen = best.get(row.key)
-        if seen is None or order[row.source] < order[seen.source]:
-            # keep the data set of the first source that named one
-            dataset = row.dataset or (seen.dataset if seen else "")
-            best[row.key] = replace(row, dataset=dataset)
-        elif not seen.dataset and row.dataset:
-            best[row.key] = replace(seen, dataset=row.dataset)
-    out = []
-    for key, row in best.items():
-        if row.source == "silver3" and row.three == "zero_hop" and key in silver2_hop:
-            row = replace(row, hop=silver2_hop[key])
-        out.append(row)
-    return out
+        target = silver_rows if row.source == "silver3" else dataset_rows
+        target.setdefault(row.key, row)
+    out = dict(dataset_rows)
+    for key, row in silver_rows.items():
+        seen = out.get(key)
+        out[key] = row if seen is None else replace(seen, three=row.three, source="silver3")
+    return [out[k] for k in sorted(out)]
 
 
-def cap_dataset_rows(rows: Sequence[LabelledQuestion], cap: int | None, seed: int) -> list[LabelledQuestion]:
-    """At most `cap` dataset-derived rows per data set (a seeded hash order picks them); silver rows all stay."""
+def cap_rows(rows: Sequence[LabelledQuestion], cap: int | None, seed: int) -> list[LabelledQuestion]:
+    """At most `cap` rows per data set without a three-way label (a seeded hash order picks them)."""
     if cap is None:
         return list(rows)
     by_dataset: dict[str, list[LabelledQuestion]] = defaultdict(list)
     kept: list[LabelledQuestion] = []
     for row in rows:
-        (by_dataset[row.dataset] if row.source == "dataset" else kept).append(row)
+        (by_dataset[row.dataset] if row.three is None else kept).append(row)
     for dataset in sorted(by_dataset):
         group = sorted(by_dataset[dataset], key=lambda r: seeded_rank(seed, r.key))
         kept += group[:cap]
@@ -108,10 +105,10 @@ def cap_dataset_rows(rows: Sequence[LabelledQuestion], cap: int | None, seed: in
 def stratified_split(
     rows: Sequence[LabelledQuestion], seed: int, fractions: tuple[float, float] = (0.1, 0.1)
 ) -> list[LabelledQuestion]:
-    """80/10/10 (by default) within each stratum (source, data set, hop, three-way label); rows sorted by key."""
-    strata: dict[tuple[str, str, str, str], list[LabelledQuestion]] = defaultdict(list)
+    """80/10/10 (by default) within each stratum (data set, hop, three-way label); rows sorted by key."""
+    strata: dict[tuple[str, str, str], list[LabelledQuestion]] = defaultdict(list)
     for row in rows:
-        strata[(row.source, row.dataset, row.hop, row.three or "")].append(row)
+        strata[(row.dataset, row.hop, row.three or "")].append(row)
     out: list[LabelledQuestion] = []
     for stratum in sorted(strata):
         group = sorted(strata[stratum], key=lambda r: seeded_rank(seed, r.key))
@@ -128,19 +125,24 @@ class LabelledData:
     rows: list[LabelledQuestion]
     sha256: str
     data_dir: str
+    held_out: int = 0  # questions left out as evaluated / demo / stress-source questions
+    silver_files: tuple[str, ...] = ()
 
     def split(self, name: Split) -> list[LabelledQuestion]:
         return [r for r in self.rows if r.split == name]
+
+    @property
+    def datasets(self) -> list[str]:
+        return sorted({r.dataset for r in self.rows})
 
     def counts(self) -> dict[str, dict[str, int]]:
         """Class counts per split and label kind, and per split and source data set."""
         out: dict[str, Counter[str]] = {}
         for row in self.rows:
-            hop_key = f"{row.split}/hop"
-            out.setdefault(hop_key, Counter())[row.hop] += 1
+            out.setdefault(f"{row.split}/hop", Counter())[row.hop] += 1
             if row.three:
                 out.setdefault(f"{row.split}/silver3", Counter())[row.three] += 1
-            out.setdefault(f"{row.split}/dataset", Counter())[f"{row.dataset}:{row.source}"] += 1
+            out.setdefault(f"{row.split}/dataset", Counter())[row.dataset] += 1
         return {k: dict(sorted(v.items())) for k, v in sorted(out.items())}
 
 
@@ -152,18 +154,19 @@ def data_hash(rows: Sequence[LabelledQuestion], cap: int | None, seed: int) -> s
     return h.hexdigest()
 
 
-def build_labelled_data(data_dir: Path, cap: int | None = 5000, seed: int = 13,
+def build_labelled_data(data_dir: Path, cap: int | None = None, seed: int = 13,
                         silver: Sequence[Path] | None = None) -> LabelledData:
-    """Everything above, end to end: the labelled, deduplicated, capped and split rows, and their hash.
+    """Everything above, end to end: the labelled, deduplicated, held-out-free, split rows, and their hash.
 
-    `silver`: three-way silver files of another generator (`amsrag classifier label`) replacing the
-    shipped FLAN-T5-XL ones — the knowledge head is generator-specific."""
+    `silver`: three-way labels made with the configured generator (`amsrag classifier label`): the knowledge
+    head is trained from them, and only from them."""
     data_dir = Path(data_dir)
     if not data_dir.is_dir():
         raise InputError(f"{data_dir}: data folder not found (pass --data or set AMSRAG_DATA)")
-    silver3 = ([row for path in silver for row in load_silver3(Path(path))] if silver
-               else load_silver3(data_dir / SILVER3_FILE))
-    silver2 = load_silver2(data_dir / SILVER2_FILE)
-    merged = merge([*silver3, *silver2, *load_dataset_rows(data_dir)])
-    rows = stratified_split(cap_dataset_rows(merged, cap, seed), seed)
-    return LabelledData(rows=rows, sha256=data_hash(rows, cap, seed), data_dir=str(data_dir))
+    silver_rows = [row for path in silver or () for row in load_silver3(Path(path))]
+    merged = merge([*load_dataset_rows(data_dir), *silver_rows])
+    held_out = held_out_keys(data_dir)
+    kept = [r for r in merged if r.key not in held_out]
+    rows = stratified_split(cap_rows(kept, cap, seed), seed)
+    return LabelledData(rows=rows, sha256=data_hash(rows, cap, seed), data_dir=str(data_dir),
+                        held_out=len(merged) - len(kept), silver_files=tuple(str(p) for p in silver or ()))

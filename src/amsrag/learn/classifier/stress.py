@@ -37,6 +37,8 @@ from amsrag.ingest.datasets import MUSIQUE_FILES, normalise_question
 from amsrag.learn.common import seeded_rank
 
 WIKI_FILE = "2wikimultihopqa/migres_2wiki_train_500_decomp.json"
+# The files the templates read: the classifier never trains on their own questions.
+SOURCE_FILES: tuple[str, ...] = (WIKI_FILE, *MUSIQUE_FILES)
 # Mixed into every rank key, so this set's template order is its own even where other samplers share a seed.
 _SALT = "stress set by templates"
 

@@ -140,8 +140,12 @@ function renderStrategy(trace) {
   $("strategy").replaceChildren(
     el("div", {}, el("span", { class: "pill strong", id: "strategy-value" }, "Strategy " + trace.strategy),
       el("span", { class: "pill" }, "system " + trace.system),
-      cx ? el("span", { class: "pill" }, cx.label) : null),
+      cx ? el("span", { class: "pill" }, cx.label) : null,
+      cx && cx.decided_by === "library" ? el("span", { class: "pill", id: "library-decided" }, "decided by the query library") : null),
     el("p", { id: "strategy-reason" }, trace.reason || ""),
+    cx && cx.library ? el("p", { class: "muted", id: "library-vote" },
+      `query library: ${cx.library.n_close} close labelled queries vote p(multi_hop) ${fmt(cx.library.p_multi)} ` +
+      `with weight ${fmt(cx.library.weight)}`) : null,
     el("p", { class: "muted" }, `${trace.retriever_calls} retriever call(s): ` +
       ((trace.retrievers || []).map((r) => r.name).join(", ") || "none")));
 }
