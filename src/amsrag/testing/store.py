@@ -198,6 +198,7 @@ class PassageIndexConformance(ABC):
         with pytest.raises(InputError, match="dimensions"):
             idx.save_query_library(QueryLibrary.empty(dim=3))
         assert idx.query_library() == library
+        assert idx.stats()["query_library"] == len(library)
 
         assert list(idx.iter_passages()) == passages and len(idx) == 6
         after = idx.stats()

@@ -252,6 +252,7 @@ class EmbeddedIndex:
             "bm25": {"method": self.config.bm25.method, "vocabulary": len(self.bm25_index.cache.vocab),
                      "tokens": int(self.bm25_index.cache.flat.size)},
             "graph": {"entities": self.entity_graph.n_entities, "edges": self.entity_graph.n_edges},
+            "query_library": len(self.query_library()),
             "disk_bytes": size,
             "created": self.manifest["created"],
             "updated": self.manifest["updated"],

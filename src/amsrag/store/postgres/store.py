@@ -322,12 +322,14 @@ class PostgresIndex:
                                      "AND c.relkind = 'r'",
                                      (schema.SCHEMA,)))
             version = schema.installed_version(c)
+            library = _scalar(c.execute("SELECT count(*) FROM query_library"))
             return {"index": self.path, "backend": self.backend, "passages": int(meta["n_passages"]),
                     "documents": int(docs), "generation": int(meta["generation"]),
                     "embedding_model": meta["params"]["dense"]["model_id"], "dense_search": "hnsw (pgvector)",
                     "bm25": {"method": self.config.bm25.method, "vocabulary": int(vocab),
                              "tokens": int(meta["bm25_stats"]["total_len"])},
-                    "graph": {"entities": int(ents), "edges": int(edges)}, "disk_bytes": int(size),
+                    "graph": {"entities": int(ents), "edges": int(edges)}, "query_library": int(library),
+                    "disk_bytes": int(size),
                     "schema_version": version, "created": meta["created"], "updated": meta["updated"]}
         return self.read(q)
 
