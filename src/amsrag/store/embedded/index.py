@@ -21,7 +21,6 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
-import tempfile
 import time
 import zipfile
 from collections.abc import Iterable, Iterator, Sequence
@@ -41,7 +40,7 @@ from amsrag.retrieve.base import Retriever
 from amsrag.retrieve.bm25 import BM25Index, BM25Retriever
 from amsrag.retrieve.dense import DenseRetriever, VectorIndex
 from amsrag.retrieve.graph import EntityGraph, GraphRetriever
-from amsrag.store.embedded.manifest import MANIFEST, fsync_dir, read_manifest, write_json_atomic
+from amsrag.store.embedded.manifest import MANIFEST, fsync_dir, read_manifest, write_atomic, write_json_atomic
 from amsrag.store.embedded.sqlite import PassageTable
 from amsrag.store.query_library import QueryLibrary
 from amsrag.store.writes import (
@@ -287,18 +286,8 @@ class EmbeddedIndex:
         with self._write_lock():
             for old in self.path.glob(f".{LIBRARY_FILE}.*.tmp"):  # left by a save that crashed
                 old.unlink(missing_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{LIBRARY_FILE}.", suffix=".tmp", dir=self.path)
-            try:
-                os.fchmod(fd, 0o644)
-                with os.fdopen(fd, "wb") as fh:
-                    arrays: dict[str, Any] = {"format": np.int64(LIBRARY_FORMAT), **saved.to_arrays()}
-                    np.savez(fh, **arrays)
-                    fh.flush()
-                    os.fsync(fh.fileno())
-                os.replace(tmp, path)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+            arrays: dict[str, Any] = {"format": np.int64(LIBRARY_FORMAT), **saved.to_arrays()}
+            write_atomic(path, lambda fh: np.savez(fh, **arrays))
             self._library = (_stamp(path), saved)
 
     # ---------------------------------------------------------------- writing

@@ -5,21 +5,23 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from amsrag.errors import IndexCorruptError
 
 MANIFEST = "manifest.json"
 
 
-def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    """Write then rename, with fsync of the file and its directory, so readers see old or new, never half."""
+def write_atomic(path: Path, write: Callable[[BinaryIO], None]) -> None:
+    """`write(file)` to a temporary file beside `path`, fsync, rename over `path`, fsync the directory:
+    readers see the old file or the new one, never half; a failed write leaves no temporary file."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        os.fchmod(fd, 0o644)  # mkstemp creates 0600; the manifest is as readable as the rest of the index
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=2, sort_keys=True)
+        os.fchmod(fd, 0o644)  # mkstemp creates 0600; the file is as readable as the rest of the index
+        with os.fdopen(fd, "wb") as f:
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -27,6 +29,10 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
         Path(tmp).unlink(missing_ok=True)
         raise
     fsync_dir(path.parent)
+
+
+def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    write_atomic(path, lambda f: f.write(json.dumps(data, indent=2, sort_keys=True).encode("utf-8")))
 
 
 def fsync_dir(directory: Path) -> None:
