@@ -261,10 +261,11 @@ class Engine:
         pred = self.classifier.predict(query, query_vector=vector, library=library)
         timings["classify"] = ms_since(t)
         label, alpha = retrieval_class(pred.label, pred.probs, pred.alpha, knows)
-        vote = pred.library.to_dict() if pred.library is not None else None
         if label != pred.label:  # what retrieval is configured by (the trace keeps both)
-            return ComplexityTrace(pred.label, dict(pred.probs), pred.alpha, label, alpha, vote, pred.decided_by)
-        return ComplexityTrace(pred.label, dict(pred.probs), pred.alpha, library=vote, decided_by=pred.decided_by)
+            return ComplexityTrace(pred.label, dict(pred.probs), pred.alpha, label, alpha, pred.library,
+                                   pred.decided_by)
+        return ComplexityTrace(pred.label, dict(pred.probs), pred.alpha, library=pred.library,
+                               decided_by=pred.decided_by)
 
     def _plan(self, spec: SystemSpec, complexity: ComplexityTrace | None, knows: bool) -> RoutePlan:
         cfg = self.config.router

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from amsrag.fuse import FusedList, MMRResult
 
 if TYPE_CHECKING:
+    from amsrag.classify.library import LibraryVote
     from amsrag.correct.actions import Correction
     from amsrag.correct.sufficiency import Sufficiency
     from amsrag.pipeline.execute import RetrieverRun
@@ -34,7 +35,7 @@ class ComplexityTrace:
     alpha: float
     route_label: str | None = None
     route_alpha: float | None = None
-    library: dict[str, Any] | None = None  # the query library's vote (close labelled neighbours), if any
+    library: LibraryVote | None = None  # the query library's vote (close labelled neighbours), if any
     decided_by: str = "classifier"  # "library" when the vote changed the classifier's label
 
     @property
@@ -48,7 +49,7 @@ class ComplexityTrace:
         out["route_label"], out["route_alpha"] = self.routed
         out["decided_by"] = self.decided_by
         if self.library is not None:
-            out["library"] = dict(self.library)
+            out["library"] = self.library.to_dict()
         return out
 
 

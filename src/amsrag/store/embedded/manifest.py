@@ -14,7 +14,7 @@ from amsrag.errors import IndexCorruptError
 MANIFEST = "manifest.json"
 
 
-def write_atomic(path: Path, write: Callable[[BinaryIO], None]) -> None:
+def write_atomic(path: Path, write: Callable[[BinaryIO], object]) -> None:
     """`write(file)` to a temporary file beside `path`, fsync, rename over `path`, fsync the directory:
     readers see the old file or the new one, never half; a failed write leaves no temporary file."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
