@@ -164,6 +164,6 @@ def _answers(out: Console, engine, questions: list[QAExample]) -> None:
 def _class_cell(cx: dict) -> str:
     """The class and alpha; for zero_hop with a generator that cannot answer alone, the hop class routed by."""
     cell = f"{cx['label']} ({cx['alpha']:.2f})"
-    if "route_label" in cx:
+    if cx.get("route_label", cx["label"]) != cx["label"]:
         cell += f" → routed as {cx['route_label']} ({cx['route_alpha']:.2f})"
     return cell
