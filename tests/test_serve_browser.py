@@ -51,6 +51,14 @@ def test_ask_in_the_browser_shows_answer_and_route(built_index, tmp_path, slice_
                 break
         else:
             pytest.fail("no slice question got an answer with citations")
+        # a confirmed route in the query library: the question's own vote shows in the route panel
+        label = expected["trace"]["complexity"]["route_label"]
+        added = httpx.post(f"{server.url}/v1/route/library", headers={"X-API-Key": KEY}, timeout=60,
+                           json={"queries": [{"question": question, "hop": label}], "source": "browser-test"})
+        assert added.status_code == 200, added.text
+        expected = httpx.post(f"{server.url}/v1/ask", json={"question": question, "explain": True},
+                              headers={"X-API-Key": KEY}, timeout=60).json()
+        assert expected["trace"]["complexity"]["library"]["neighbours"][0]["question"] == question
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS, headless=True,
                                          timeout=60_000)
@@ -86,6 +94,9 @@ def test_ask_in_the_browser_shows_answer_and_route(built_index, tmp_path, slice_
                 assert f"θl {cfg.theta_low}" in page.inner_text("#alpha-gauge")
                 assert page.inner_text("#strategy-value") == f"Strategy {trace['strategy']}"
                 assert page.inner_text("#strategy-reason") == trace["reason"]
+                vote = page.inner_text("#library-vote")
+                assert "query library: 1 close labelled queries" in vote
+                assert f"{trace['complexity']['library']['p_multi']:.3f}" in vote
                 names = [r["name"] for r in trace["retrievers"]]
                 for name in names:
                     assert page.locator(f"#retrievers [data-retriever='{name}'] tbody tr").count() >= 1
