@@ -186,3 +186,24 @@ def test_errors_are_clear_and_change_nothing() -> None:
         with pytest.raises(InputError, match="probability"):
             blend(p, vote)
     assert HOP_LABELS == ("one_hop", "multi_hop")
+
+
+def test_margin_weighting_by_hand() -> None:
+    settings = LibrarySettings(threshold=0.75, k=10, strength=2.0, weighting="margin")
+    vote = tiny().vote(np.asarray([2.0, 0.0]), settings)
+    assert vote is not None and vote.n_close == 2
+    # weights: a (1.0 - 0.75) / 0.25 = 1, b (0.8 - 0.75) / 0.25 = 0.2; S = 1.2
+    assert vote.p_multi == pytest.approx(0.2 / 1.2, abs=1e-5)
+    assert vote.weight == pytest.approx(1.2 / 3.2, abs=1e-5)
+    # one neighbour just over a loose threshold barely moves the route; an exact duplicate moves it fully
+    loose = LibrarySettings(threshold=0.3, k=10, strength=0.5, weighting="margin")
+    lib = QueryLibrary([QB], np.asarray(["multi_hop"]), np.asarray([[0.8, 0.6]], np.float32), ["t"])
+    far = lib.vote(np.asarray([0.0, 1.0]), loose)  # cosine 0.6
+    near = lib.vote(np.asarray([0.8, 0.6]), loose)  # cosine 1.0
+    assert far is not None and near is not None
+    assert far.weight == pytest.approx((0.3 / 0.7) / (0.3 / 0.7 + 0.5), abs=1e-5)
+    assert near.weight == pytest.approx(1.0 / 1.5, abs=1e-5) and far.weight < near.weight
+    batch = lib.vote_batch(np.asarray([[0.0, 1.0], [0.8, 0.6]]), loose)
+    assert batch.weight == pytest.approx([far.weight, near.weight], abs=1e-6)
+    with pytest.raises(InputError, match="weighting"):
+        LibrarySettings(weighting="softmax")  # type: ignore[arg-type]

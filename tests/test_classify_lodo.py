@@ -57,10 +57,11 @@ def test_recalibration_and_the_library_on_held_out_data() -> None:
     assert all(r["rows"] == 50 and r["after"]["n"] == 50 for r in recal.values())
     settings, trace = fit_library_settings(prep, models, config, size=100)
     grid = LIBRARY_GRID
-    assert len(trace) == len(grid["threshold"]) * len(grid["k"]) * len(grid["strength"])
+    assert len(trace) == 2 * len(grid["threshold"]) * len(grid["k"]) * len(grid["strength"])
     assert settings.threshold in grid["threshold"] and settings.strength in grid["strength"]
-    best = max(t["mean_cal_accuracy"] for t in trace)
-    assert any(t["mean_cal_accuracy"] == best and t["threshold"] == settings.threshold for t in trace)
+    best = max(t["score"] for t in trace)
+    assert any(t["score"] == best and t["threshold"] == settings.threshold for t in trace)
+    assert all(t["mean_harm_unrelated"] <= 0.0 and t["score"] <= t["mean_cal_accuracy"] for t in trace)
     curve = library_curve(prep, models, config, settings, sizes=(0, 100))
     for d in DATASETS:
         own = curve[d]["own"]

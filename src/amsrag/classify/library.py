@@ -3,8 +3,9 @@
 An index keeps labelled queries (question, hop label one_hop | multi_hop, where the label came
 from) with their 384-d MiniLM embeddings (`PassageIndex.query_library()`). For a new query,
 `QueryLibrary.vote(query_vector, LibrarySettings())` looks at its k nearest stored queries; those
-with a cosine of at least `threshold` are close, and their cosine-weighted share of multi_hop is
-`p_lib`, weighed by w = S / (S + strength) (S: the sum of the close cosines). `blend` mixes it into
+with a cosine of at least `threshold` are close, and their weighted share of multi_hop (each weighs its
+cosine, or its margin over the threshold: `LibrarySettings.weights`) is `p_lib`, weighed by
+w = S / (S + strength) (S: the sum of the close neighbours' weights). `blend` mixes it into
 the classifier's calibrated probability: (1 - w) p + w p_lib; with no close neighbour, p itself.
 
 The library itself is defined on the store's layer (`amsrag.store.query_library`: both backends
@@ -22,6 +23,7 @@ from amsrag.store.query_library import (
     LibrarySettings,
     LibraryVote,
     QueryLibrary,
+    Weighting,
 )
 
 
@@ -36,4 +38,4 @@ def blend(p_multi_classifier: float, vote: LibraryVote | None) -> float:
 
 
 __all__ = ["HOP_LABELS", "BatchVotes", "Hop", "LibraryAddReport", "LibrarySettings", "LibraryVote", "QueryLibrary",
-           "blend"]
+           "Weighting", "blend"]

@@ -35,14 +35,21 @@ BATCH_CELLS = 1 << 24  # vote_batch: at most this many similarities (64 MB of fl
 SHOWN_NEIGHBOURS = 3
 
 
+Weighting = Literal["cosine", "margin"]
+
+
 @dataclass(frozen=True, slots=True)
 class LibrarySettings:
     """How the library votes: the k nearest queries are looked at, those with a cosine of at least
-    `threshold` count as close, and their vote weighs w = S / (S + strength), S the sum of their cosines."""
+    `threshold` count as close, each with a weight — its cosine (`cosine`), or how far its cosine clears
+    the threshold, (cos - threshold) / (1 - threshold) (`margin`: a neighbour just at the threshold
+    barely counts, a duplicate counts 1, so a loose threshold cannot let one distant query swing a
+    route) — and their vote weighs w = S / (S + strength), S the sum of their weights."""
 
     threshold: float = 0.85  # cosine a neighbour needs to count as close
     k: int = 10  # neighbours looked at
-    strength: float = 2.0  # blend weight w = S / (S + strength), S = sum of the close neighbours' cosines
+    strength: float = 2.0  # blend weight w = S / (S + strength), S = sum of the close neighbours' weights
+    weighting: Weighting = "cosine"
 
     def __post_init__(self) -> None:
         if not 0.0 < self.threshold <= 1.0:
@@ -51,13 +58,23 @@ class LibrarySettings:
             raise InputError(f"library k must be a positive integer, got {self.k!r}")
         if not self.strength > 0.0:
             raise InputError(f"library strength must be positive, got {self.strength}")
+        if self.weighting not in ("cosine", "margin"):
+            raise InputError(f"library weighting must be cosine or margin, got {self.weighting!r}")
+
+    def weights(self, cosines: np.ndarray) -> np.ndarray:
+        """Each close neighbour's weight in the vote (cosines at or above the threshold)."""
+        c = np.asarray(cosines, dtype=np.float64)
+        if self.weighting == "cosine":
+            return c
+        # a floor keeps a neighbour exactly at the threshold in the vote (its share defined), nearly weightless
+        return np.maximum((c - self.threshold) / max(1.0 - self.threshold, 1e-6), 1e-6)
 
 
 @dataclass(frozen=True, slots=True)
 class LibraryVote:
     """What the close neighbours of one query say about its hop structure."""
 
-    p_multi: float  # cosine-weighted share of multi_hop among the close neighbours
+    p_multi: float  # weighted share of multi_hop among the close neighbours (LibrarySettings.weights)
     weight: float  # w in [0, 1)
     n_close: int
     max_similarity: float
@@ -217,8 +234,9 @@ class QueryLibrary:
         if not close.any():
             return None
         rows, s = top[close], s[close]
-        total = float(s.sum())
-        p_multi = float((s * self._multi[rows]).sum() / total)
+        w = settings.weights(s)
+        total = float(w.sum())
+        p_multi = float((w * self._multi[rows]).sum() / total)
         shown = tuple((self._questions[int(r)], HOP_LABELS[int(self._multi[r])], float(c))
                       for r, c in zip(rows[:SHOWN_NEIGHBOURS], s[:SHOWN_NEIGHBOURS], strict=True))
         return LibraryVote(p_multi=p_multi, weight=total / (total + settings.strength), n_close=int(close.sum()),
@@ -247,7 +265,7 @@ class QueryLibrary:
                    else np.broadcast_to(np.arange(n), sims.shape))
             s = np.take_along_axis(sims, top, axis=1).astype(np.float64)
             close = s >= settings.threshold - SIMILARITY_TOLERANCE
-            cs = np.where(close, s, 0.0)
+            cs = np.where(close, settings.weights(s), 0.0)
             total = cs.sum(axis=1)
             voted = (cs * multi[top]).sum(axis=1)
             rows = slice(start, start + len(sims))

@@ -9,6 +9,7 @@ reported on D's test rows.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from typing import Any
@@ -16,15 +17,17 @@ from typing import Any
 import numpy as np
 
 from amsrag.calibration import fit_calibrator
-from amsrag.classify.library import LibrarySettings, QueryLibrary
+from amsrag.classify.library import LibrarySettings, QueryLibrary, Weighting
 from amsrag.classify.model import ComplexityClassifier
 from amsrag.learn.classifier.evaluate import hop_metrics
 from amsrag.learn.classifier.train import Prepared, TrainConfig, calibration_mix, train_hop_only
 from amsrag.learn.common import seeded_rank
 
 LIBRARY_SIZES = (0, 100, 500, 2000)
-LIBRARY_GRID: dict[str, tuple[float, ...]] = {"threshold": (0.5, 0.6, 0.7, 0.8, 0.9), "k": (10,),
-                                              "strength": (0.5, 1.0, 2.0, 4.0, 8.0)}
+LIBRARY_GRID: dict[str, tuple[float, ...]] = {"threshold": (0.3, 0.4, 0.5, 0.6, 0.7, 0.8), "k": (5, 10, 20),
+                                              "strength": (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)}
+WEIGHTINGS: tuple[Weighting, ...] = ("cosine", "margin")
+UNRELATED_QUERIES = 20
 RECALIBRATION_ROWS = 300
 
 
@@ -110,36 +113,51 @@ def _with_settings(clf: ComplexityClassifier, settings: LibrarySettings) -> Comp
     return ComplexityClassifier(clf.hop, clf.knowledge, clf.zero_logit, clf.meta, library_settings=settings)
 
 
-def fit_library_settings(prep: Prepared, models: dict[str, ComplexityClassifier], config: TrainConfig,
-                         size: int = 500) -> tuple[LibrarySettings, list[dict[str, Any]]]:
-    """The blend settings maximising the mean LODO hop accuracy on held-out cal rows, the library holding the
-    shipped queries (the other data sets' calibration mix) and `size` of the held-out data set's train rows;
-    ties go to the higher threshold (the library speaks less)."""
-    libraries = {d: library_of(prep, base_rows(prep, config, d)
-                               | sample_rows(prep, prep.mask("train", dataset=d), size, config.seed, "library"),
-                               "train") for d in models}
+def fit_library_settings(
+    prep: Prepared, models: dict[str, ComplexityClassifier], config: TrainConfig, size: int = 500,
+    unrelated: int = UNRELATED_QUERIES,
+) -> tuple[LibrarySettings, list[dict[str, Any]]]:
+    """The blend settings maximising, leave-one-data-set-out on held-out cal rows, the mean hop accuracy with a
+    library of mixed traffic (the other data sets' calibration mix and `size` of the held-out data set's train
+    rows) plus the mean harm (≤ 0) of a small library of `unrelated` queries from the other data sets — a
+    deployment's first few labelled questions must not swing routes they have nothing to do with. Ties go to
+    the higher threshold (the library speaks less)."""
+    mixed, small, alone = {}, {}, {}
+    for d, clf in models.items():
+        base = base_rows(prep, config, d)
+        mixed[d] = library_of(prep, base | sample_rows(prep, prep.mask("train", dataset=d), size, config.seed,
+                                                       "library"), "train")
+        small[d] = library_of(prep, sample_rows(prep, base, unrelated, config.seed, "unrelated"), "unrelated")
+        rows = prep.mask("cal", dataset=d)
+        alone[d] = _accuracy(clf, prep, rows, None)
     trace, best = [], (-1.0, 0.0, LibrarySettings())
-    for threshold in LIBRARY_GRID["threshold"]:
-        for k in LIBRARY_GRID["k"]:
-            for strength in LIBRARY_GRID["strength"]:
-                settings = LibrarySettings(threshold=threshold, k=int(k), strength=strength)
-                accs = []
-                for d, clf in models.items():
-                    rows = prep.mask("cal", dataset=d)
-                    p, _ = hop_outputs(_with_settings(clf, settings), prep, rows, libraries[d])
-                    accs.append(float(np.mean((p >= 0.5) == prep.hop_y[rows])))
-                mean = float(np.mean(accs))
-                trace.append({**asdict(settings), "mean_cal_accuracy": mean})
-                if (mean, threshold) > (best[0], best[1]):
-                    best = (mean, threshold, settings)
+    grid = itertools.product(WEIGHTINGS, LIBRARY_GRID["threshold"], LIBRARY_GRID["k"], LIBRARY_GRID["strength"])
+    for weighting, threshold, k, strength in grid:
+        settings = LibrarySettings(threshold=threshold, k=int(k), strength=strength, weighting=weighting)
+        gains, harms = [], []
+        for d, clf in models.items():
+            tuned, rows = _with_settings(clf, settings), prep.mask("cal", dataset=d)
+            gains.append(_accuracy(tuned, prep, rows, mixed[d]))
+            harms.append(min(0.0, _accuracy(tuned, prep, rows, small[d]) - alone[d]))
+        score = float(np.mean(gains) + np.mean(harms))
+        trace.append({**asdict(settings), "mean_cal_accuracy": float(np.mean(gains)),
+                      "mean_harm_unrelated": float(np.mean(harms)), "score": score})
+        if (round(score, 9), threshold) > (round(best[0], 9), best[1]):
+            best = (score, threshold, settings)
     return best[2], trace
+
+
+def _accuracy(clf: ComplexityClassifier, prep: Prepared, rows: np.ndarray, library: QueryLibrary | None) -> float:
+    p, _ = hop_outputs(clf, prep, rows, library)
+    return float(np.mean((p >= 0.5) == prep.hop_y[rows]))
 
 
 def library_curve(prep: Prepared, models: dict[str, ComplexityClassifier], config: TrainConfig,
                   settings: LibrarySettings, sizes: Sequence[int] = LIBRARY_SIZES) -> dict[str, Any]:
     """Per held-out data set: hop metrics on its test rows with a library of 0 (none), 100, 500, 2,000 of its
     labelled train questions (capped by what it has): alone (`own`: a deployment's library) and beside the
-    other data sets' calibration mix (`mixed`: a library of mixed traffic, as the settings were fitted)."""
+    other data sets' calibration mix (`mixed`: a library of mixed traffic, as the settings were fitted); and
+    with only a few queries unrelated to it (`unrelated`: the harm a young library may do)."""
     out: dict[str, Any] = {}
     for d, clf in models.items():
         tuned = _with_settings(clf, settings)
@@ -153,4 +171,7 @@ def library_curve(prep: Prepared, models: dict[str, ComplexityClassifier], confi
                 library = library_of(prep, library_rows, "train") if library_rows.any() else None
                 p, _ = hop_outputs(tuned, prep, test, library)
                 out[d][kind][str(size)] = {**metrics_of(p, prep.hop_y[test]), "library": int(library_rows.sum())}
+        unrelated = sample_rows(prep, base, UNRELATED_QUERIES, config.seed, "unrelated")
+        p, _ = hop_outputs(tuned, prep, test, library_of(prep, unrelated, "unrelated"))
+        out[d]["unrelated"] = {**metrics_of(p, prep.hop_y[test]), "library": int(unrelated.sum())}
     return out
