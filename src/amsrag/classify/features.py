@@ -88,6 +88,7 @@ FEATURE_NAMES: tuple[str, ...] = (
     "conjunctions",
 )
 N_FEATURES = len(FEATURE_NAMES)
+COMPARISON = FEATURE_NAMES.index("two_entity_comparison")  # the column `is_comparison` fills
 
 
 def _wh_type(words: list[str]) -> str:

@@ -26,7 +26,7 @@ import numpy as np
 
 from amsrag.artifacts import SHA256_KEY, ArtifactFormat, check_features, load_artifact, save_artifact
 from amsrag.calibration import Calibrator, IdentityCalibrator, TemperatureCalibrator, calibrator_from_params
-from amsrag.classify.features import FEATURE_NAMES, FEATURE_VERSION, features_batch, is_comparison
+from amsrag.classify.features import COMPARISON, FEATURE_NAMES, FEATURE_VERSION, features_batch
 from amsrag.classify.library import LibrarySettings, LibraryVote, QueryLibrary, blend
 from amsrag.config import ClassifierConfig
 from amsrag.embed.encoder import DIMENSION, Encoder
@@ -113,8 +113,9 @@ def decide(logit_hop: np.ndarray, logit_zero: np.ndarray | None, zero_logit: flo
     return label, gate
 
 
-def comparisons(questions: Sequence[str]) -> np.ndarray:
-    return np.array([is_comparison(q) for q in questions], dtype=bool)
+def comparisons(features: np.ndarray) -> np.ndarray:
+    """The two-entity-comparison rows of a feature matrix (`features_batch` computed `is_comparison` there)."""
+    return np.asarray(features)[:, COMPARISON] > 0
 
 
 def _check_question(question: Any) -> str:
@@ -212,8 +213,9 @@ class ComplexityClassifier:
         if not qs:
             return []
         vectors = self._vectors(qs, query_vectors)
-        zh, zk = self.raw_logits(vectors, features_batch(qs))
-        label, gate = decide(zh, zk, self.zero_logit, comparisons(qs))
+        features = features_batch(qs)
+        zh, zk = self.raw_logits(vectors, features)
+        label, gate = decide(zh, zk, self.zero_logit, comparisons(features))
         p_multi, p_zero = self.head_probabilities(zh, zk)
         out = []
         for i in range(len(qs)):

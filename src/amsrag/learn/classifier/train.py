@@ -87,8 +87,8 @@ def prepare(
 ) -> Prepared:
     questions = [r.question for r in data.rows]
     embeddings = embed_questions(questions, encoder, cache_dir=cache_dir, progress=progress)
-    return Prepared(rows=list(data.rows), embeddings=embeddings, features=features_batch(questions),
-                    comparison=comparisons(questions))
+    features = features_batch(questions)
+    return Prepared(rows=list(data.rows), embeddings=embeddings, features=features, comparison=comparisons(features))
 
 
 def dataset_weights(datasets: np.ndarray) -> np.ndarray:
