@@ -32,7 +32,7 @@ def _notice(quiet: bool):
 
 
 def _job_summary(index: PassageIndex, report: JobReport, as_json: bool, what: str) -> None:
-    summary = {"index": index.location, **report.to_dict(), "passages_in_index": len(index)}
+    summary = {"index": index.location, **report.to_dict(), "passages": len(index)}
     if as_json:
         emit(summary)
         return

@@ -37,7 +37,7 @@ class JobReport:
     """What an ingest or sync job did, summed over its batches."""
 
     files: int = 0
-    passages: int = 0  # read from the inputs
+    received: int = 0  # passages read from the inputs
     added: int = 0
     skipped_existing: int = 0  # identical passage already stored
     skipped_duplicate_content: int = 0  # same content stored under another id / document
@@ -97,7 +97,7 @@ class Job:
                     if registry.admit(p, place):
                         hashes[p.content_hash] = None
                         self.doc_ids.add(p.doc_id or p.id)
-                        self.report.passages += 1
+                        self.report.received += 1
                 adv(1)
         self.report.files += len(files)
         need = self.index.unembedded(list(hashes))
@@ -173,8 +173,8 @@ def ingest_inputs(index: PassageIndex, inputs: Sequence[Path | str], fmt: str = 
     job = Job(index, progress, notice, fmt)
     files = _files(inputs, fmt)
     need = job.scan(files)
-    if not job.report.passages:
-        raise InputError(f"no passages found in {', '.join(map(str, inputs))}; nothing was added")
+    if not job.report.received:
+        raise InputError(f"empty corpus: no passages found in {', '.join(map(str, inputs))}; nothing was added")
     batch_size = index.config.ingest.batch_passages
     with job.progress.task("dense: embed", len(need)) as adv:
         if replace:

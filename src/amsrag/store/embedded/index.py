@@ -662,9 +662,11 @@ class EmbeddedIndex:
         if vectors is None:
             known = self.table.vectors_by_hash(hashes, DIMENSION)
             todo = [i for i, h in enumerate(hashes) if h not in known]
-            with progress.task("dense: embed", len(todo)) as adv:
-                fresh = self.encoder.encode([passage_text_for_embedding(added[i].title, added[i].text)
-                                             for i in todo], adv)
+            fresh = np.zeros((0, DIMENSION), np.float32)
+            if todo:
+                with progress.task("dense: embed", len(todo)) as adv:
+                    fresh = self.encoder.encode([passage_text_for_embedding(added[i].title, added[i].text)
+                                                 for i in todo], adv)
             embedded = len(todo)
             known.update({hashes[i]: fresh[j] for j, i in enumerate(todo)})
             vectors = (np.stack([known[h] for h in hashes]) if hashes
