@@ -29,6 +29,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import CACHE, ROOT, SHARED_DATA, load_benchmark
@@ -130,7 +131,11 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=4 * 3600)
     ap.add_argument("--resume-budget", type=float, default=4 * 3600,
                     help="kill the resumed run after this many seconds (a second kill -9) if it has not finished")
+    ap.add_argument("--render-only", action="store_true", help="rewrite ingest.md from ingest.json")
     args = ap.parse_args()
+    if args.render_only:
+        save(json.loads((DOCS / "ingest.json").read_text(encoding="utf-8")))
+        return
     work = args.work
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
@@ -139,7 +144,7 @@ def main() -> None:
     print(f"files: big {sizes['big'] / 1e6:.1f} MB, small {sizes['small'] / 1e6:.1f} MB", flush=True)
     result: dict[str, object] = {"command": "OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE python benchmarks/ingest.py "
                                             f"--mb {args.mb:g} --small-mb {args.small_mb:g} "
-                                            f"--kill-after {args.kill_after:g}",
+                                            f"--kill-after {args.kill_after:g} --resume-budget {args.resume_budget:g}",
                                  "bytes": sizes}
     n_small, n_big = expected_passages(small), expected_passages(big)
     result["expected_passages"] = {"small": n_small, "big": n_big}
@@ -179,6 +184,56 @@ def main() -> None:
 def save(result: dict[str, object]) -> None:
     DOCS.mkdir(parents=True, exist_ok=True)
     (DOCS / "ingest.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    (DOCS / "ingest.md").write_text(render(result), encoding="utf-8")
+
+
+def _rate(run: dict[str, Any], embedded: int) -> str:
+    return f"{embedded / run['seconds']:.2f}" if run.get("seconds") else "–"
+
+
+def render(r: dict[str, Any]) -> str:
+    """docs/benchmarks/ingest.md from the results so far."""
+    n = r["expected_passages"]
+    lines = ["# Large-file ingest: memory, throughput, resume after kill -9", "",
+             f"Command: `{r['command']}` (results: `ingest.json`). A {r['bytes']['big'] / 1e6:.1f} MB plain-text "
+             f"file of real paragraphs ({n['big']:,} passages of ≤ 200 tokens) and a "
+             f"{r['bytes']['small'] / 1e6:.1f} MB one ({n['small']:,} passages); each phase is its own `amsrag` "
+             "process, RSS sampled from /proc every 0.2 s. Two shared cores; other jobs ran beside it, so rates "
+             "are lower bounds.", "",
+             "| phase | exit | seconds | peak RSS MB | passages in index | staged vectors | check |",
+             "|---|---:|---:|---:|---:|---:|---|"]
+    for key, label in (("killed", "build 50 MB, SIGKILL"), ("resumed", "add 50 MB (resume)"),
+                       ("small", "build small file")):
+        run = r.get(key)
+        if run:
+            lines.append(f"| {label} | {run['rc']} | {run['seconds']} | {run['peak_rss_mb']} | {run['passages']:,} | "
+                         f"{run['staged_vectors']:,} | {'ok' if run['check_ok'] else 'FAILED'} |")
+    killed, resumed = r.get("killed"), r.get("resumed")
+    if killed:
+        scan = [mb for t, mb in killed["rss_timeline_mb"] if mb < 400]
+        lines += ["", f"While the 50 MB file is read and chunked (first pass, before the encoder loads) RSS stays at "
+                      f"{max(scan) if scan else 0:.0f} MB; with the encoder running it is "
+                      f"{killed['peak_rss_mb']:.0f} MB and flat from then on (see `rss_timeline_mb`): the "
+                      "onnxruntime CPU arena holds the activations of the largest batch (32 × 256 tokens), "
+                      "independent of the file's size. The kill left "
+                      f"{killed['staged_vectors']:,} staged vectors and {killed['passages']:,} committed passages; "
+                      f"`index check` {'passed' if killed['check_ok'] else 'FAILED'}."]
+    if resumed:
+        lines += ["", f"The resumed run printed `{resumed.get('resume_message')}`; "
+                      + ("it finished with exactly the file's passages "
+                         f"({resumed['passages']:,} of {n['big']:,})." if resumed.get("finished") and resumed["exact"]
+                         else f"it was stopped after {resumed['seconds']:.0f} s (the time budget) with "
+                              f"{resumed['passages']:,} passages committed and {resumed['staged_vectors']:,} staged; "
+                              "a further `index add` resumes again.")]
+    small = r.get("small")
+    if small and killed:
+        lines += ["", f"Peak RSS: {small['peak_rss_mb']:.0f} MB for the {r['bytes']['small'] / 1e6:.0f} MB file, "
+                      f"{max(killed['peak_rss_mb'], (resumed or killed)['peak_rss_mb']):.0f} MB for the 50 MB file; "
+                      f"the small build ran at {small['passages_per_s']} passages/s end to end (embedding, BM25, "
+                      "NER, writes)."]
+    lines += ["", "Before this change `amsrag index add` of a 50 MB file read it whole, embedded every passage in "
+                  "one transaction (3.2 GB after 9 min, unfinished) and lost all work to a kill -9.", ""]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

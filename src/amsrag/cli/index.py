@@ -227,13 +227,12 @@ def index_export(
     t = time.perf_counter()
     with EmbeddedIndex.open(index) as src, RichProgress(console=err) as progress:
         report = export_index(src, to, progress)
-    summary = {"index": index, "to": _redacted(to), "passages": report.added,
-               "seconds": round(time.perf_counter() - t, 3)}
+    target, seconds = _redacted(to), round(time.perf_counter() - t, 3)
     if as_json:
-        emit(summary)
+        emit({"index": index, "to": target, "passages": report.added, "seconds": seconds})
     else:
-        out.print(f"[green]exported {report.added}[/] passages from {escape(index)} to {escape(summary['to'])} "
-                  f"in {summary['seconds']:.1f} s (vectors copied, nothing re-embedded)")
+        out.print(f"[green]exported {report.added}[/] passages from {escape(index)} to {escape(target)} "
+                  f"in {seconds:.1f} s (vectors copied, nothing re-embedded)")
 
 
 def _redacted(url: str) -> str:

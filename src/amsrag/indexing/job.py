@@ -59,7 +59,7 @@ class JobReport:
 
 
 @dataclass
-class _File:
+class JobFile:
     """One source file of a job, with the fingerprint it is recorded under when written in full."""
 
     source: SourceFile
@@ -85,7 +85,7 @@ class Job:
         self.notice(message)
 
     # ---------------------------------------------------------------- pass 1
-    def scan(self, files: Sequence[_File]) -> list[str]:
+    def scan(self, files: Sequence[JobFile]) -> list[str]:
         """Read and chunk every file once (errors surface before any write); the content hashes of the
         passages that need a vector, each once."""
         registry = IdRegistry()
@@ -110,7 +110,7 @@ class Job:
         return need
 
     # ---------------------------------------------------------------- pass 2
-    def passages_of(self, f: _File) -> Iterator[Passage]:
+    def passages_of(self, f: JobFile) -> Iterator[Passage]:
         for _, p in self.reader.passages(f.source):
             yield p
 
@@ -157,8 +157,8 @@ class Job:
         self.report.batches += 1
 
 
-def _files(inputs: Sequence[Path | str], fmt: str) -> list[_File]:
-    return [_File(s, s.fingerprint()) for root in input_roots(inputs) for s in source_files(root, fmt)]
+def _files(inputs: Sequence[Path | str], fmt: str) -> list[JobFile]:
+    return [JobFile(s, s.fingerprint()) for root in input_roots(inputs) for s in source_files(root, fmt)]
 
 
 def ingest_inputs(index: PassageIndex, inputs: Sequence[Path | str], fmt: str = "auto", replace: bool = False,
@@ -178,7 +178,7 @@ def ingest_inputs(index: PassageIndex, inputs: Sequence[Path | str], fmt: str = 
     batch_size = index.config.ingest.batch_passages
     with job.progress.task("dense: embed", len(need)) as adv:
         if replace:
-            _replace_files(job, files, batch_size, adv, delete=())
+            replace_files(job, files, batch_size, adv, delete=())
         else:
             batch: list[Passage] = []
             done: dict[str, tuple[str, str]] = {}
@@ -198,14 +198,14 @@ def ingest_inputs(index: PassageIndex, inputs: Sequence[Path | str], fmt: str = 
     return job.report
 
 
-def _completed(f: _File, batch: list[Passage]) -> dict[str, tuple[str, str]]:
+def _completed(f: JobFile, batch: list[Passage]) -> dict[str, tuple[str, str]]:
     """The documents of a text / Markdown file once all its passages are read ({doc_id: (fp, key)})."""
     if f.source.path.suffix.lower() in (".jsonl", ".json", ".gz"):
         return {}  # passage files: their records are documents of their own
     return {f.source.key: (f.fingerprint, f.source.key)}
 
 
-def _replace_files(job: Job, files: Sequence[_File], batch_size: int, adv: Advance, delete: Sequence[str]) -> None:
+def replace_files(job: Job, files: Sequence[JobFile], batch_size: int, adv: Advance, delete: Sequence[str]) -> None:
     """put_documents per batch of whole files; `delete` goes with the first batch (so content moved from
     a deleted document to a new one keeps its vector)."""
     pending: list[Document] = []
@@ -222,7 +222,7 @@ def _replace_files(job: Job, files: Sequence[_File], batch_size: int, adv: Advan
         job.put_batch(pending, delete if first else (), adv)
 
 
-def _documents_of(job: Job, f: _File) -> list[Document]:
+def _documents_of(job: Job, f: JobFile) -> list[Document]:
     """The documents of one file, each fingerprinted by the file (grouped by doc_id in file order)."""
     groups: dict[str, list[Passage]] = {}
     for p in job.passages_of(f):

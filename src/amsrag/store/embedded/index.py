@@ -610,8 +610,7 @@ class EmbeddedIndex:
                                 [r.row for r in stored], mat, [])
                             adv(len(stored))
                         else:
-                            comps[name] = EntityGraph.build(stored, self.config.graph, progress)
-                            adv(len(stored))
+                            comps[name] = EntityGraph.build(stored, self.config.graph, adv)
                 self._remove_orphans()
                 written = {name: self._write_component(name, gen, comp) for name, comp in comps.items()}
                 staged = {"generation": gen, "written": written, "embedded": report.reembedded, **comps}
