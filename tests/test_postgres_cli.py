@@ -45,7 +45,7 @@ def test_export_then_every_index_command_on_the_url(built_index, pg_url, tmp_pat
     extra.write_text(json.dumps({"id": "pg-new", "title": "Zyxwv Quartet",
                                  "text": "The Zyxwv Quartet is a string quartet founded in Oslo."}) + "\n")
     added = one_json(run("index", "add", extra, "--index", pg_url, "--json").stdout)
-    assert added["added"] == 1 and added["passages"] == len(built_index) + 1
+    assert added["added"] == 1 and added["passages_in_index"] == len(built_index) + 1
     hits = one_json(run("search", "Zyxwv quartet", "--index", pg_url, "--json").stdout)["hits"]
     assert hits[0]["id"] == "pg-new"
     deleted = one_json(run("index", "delete", "pg-new", "--index", pg_url, "--json").stdout)

@@ -185,6 +185,14 @@ def test_reads_from_a_streaming_replica(pg_server, slice_passages, slice_vectors
             served = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
                                   "AND application_name <> 'psql' AND pid <> pg_backend_pid()").fetchone()[0]
         assert served >= 1  # the index's read pool is connected to the replica
+        # what a writer must see at once is read where it wrote (the replica is read-only, maybe behind)
+        hashes = [p.content_hash for p in slice_passages[12:14]]
+        idx.stage_vectors(hashes, slice_vectors[12:14])
+        assert idx.count_staged(hashes) == 2 and idx.unembedded(hashes) == []
+        from amsrag.store.documents import Document
+
+        idx.put_documents([Document.of("doc", slice_passages[12:14], "fp", "src/doc")])
+        assert idx.documents("src/")["doc"].content_hash == "fp" and idx.check().ok
         idx.close()
     finally:
         replica.stop()

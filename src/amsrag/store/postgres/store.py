@@ -1,9 +1,11 @@
 """The PostgreSQL + pgvector index: the same PassageIndex as the embedded store, in a database.
 
 Passages, their vectors (pgvector, HNSW with cosine), BM25 term and posting tables, the entity
-graph (entities, mentions) and the query library live in the `amsrag` schema. Every add, delete or
-library save is one transaction, serialised across processes by an advisory lock, so several amsrag
-processes can share one database and see each other's writes as soon as they commit. Reads go through a psycopg pool; a
+graph (entities, mentions), each document's source fingerprint, the vectors staged by an ingest
+and the query library live in the `amsrag` schema. Every add, document put, delete, repair or
+library save is one transaction, serialised across processes by an advisory lock (staging vectors
+is a short transaction of its own, outside the lock), so several amsrag processes can share one
+database and see each other's writes as soon as they commit. Reads go through a psycopg pool; a
 failed read (server down, connection dropped) is retried once within the request timeout and then
 reported as `StoreUnavailableError`.
 """
@@ -674,6 +676,8 @@ class PostgresIndex:
         """The vectors of `chosen`: staged, or stored with a passage of the same content (one being
         replaced), else embedded now; and how many were embedded."""
         hashes = [h for _, h in chosen]
+        if not hashes:
+            return np.zeros((0, DIMENSION), np.float32), 0
         known: dict[str, np.ndarray] = {}
         for start in range(0, len(hashes), LOOKUP_CHUNK):
             part = hashes[start : start + LOOKUP_CHUNK]
@@ -687,10 +691,11 @@ class PostgresIndex:
                 fresh = self.encoder.encode([passage_text_for_embedding(chosen[i][0].title, chosen[i][0].text)
                                              for i in todo], adv)
                 known.update({hashes[i]: np.asarray(fresh[j], dtype=np.float32) for j, i in enumerate(todo)})
-        vecs = np.stack([known[h] for h in hashes]) if hashes else np.zeros((0, DIMENSION), np.float32)
-        return vecs, len(todo)
+        return np.stack([known[h] for h in hashes]), len(todo)
 
     def _tokenise(self, chosen: Sequence[tuple[Passage, str]], progress: Progress) -> list[list[str]]:
+        if not chosen:
+            return []
         with progress.task("bm25: tokenise", len(chosen)) as adv:
             tokens = []
             for n, (p, _) in enumerate(chosen):
