@@ -45,7 +45,7 @@ def test_export_then_every_index_command_on_the_url(built_index, pg_url, tmp_pat
     extra.write_text(json.dumps({"id": "pg-new", "title": "Zyxwv Quartet",
                                  "text": "The Zyxwv Quartet is a string quartet founded in Oslo."}) + "\n")
     added = one_json(run("index", "add", extra, "--index", pg_url, "--json").stdout)
-    assert added["added"] == 1 and added["passages_in_index"] == len(built_index) + 1
+    assert added["added"] == 1 and added["passages"] == len(built_index) + 1
     hits = one_json(run("search", "Zyxwv quartet", "--index", pg_url, "--json").stdout)["hits"]
     assert hits[0]["id"] == "pg-new"
     deleted = one_json(run("index", "delete", "pg-new", "--index", pg_url, "--json").stdout)
@@ -86,7 +86,7 @@ def test_sync_replace_delete_check_and_repair_on_the_url(pg_url, tmp_path) -> No
     (docs / "a.md").write_text("# Alpha\n\nThe alpha notes describe zebras grazing near Oslo in the spring.\n")
     (docs / "b.md").write_text("# Beta\n\nThe beta notes describe volcanoes erupting on Iceland every decade.\n")
     built = one_json(run("index", "build", docs, "--index", pg_url, "--json", "-q").stdout)
-    assert (built["added"], built["passages_in_index"]) == (2, 2)
+    assert (built["added"], built["passages"]) == (2, 2)
     assert one_json(run("index", "check", "--index", pg_url, "--json").stdout)["ok"]
     again = one_json(run("index", "sync", docs, "--index", pg_url, "--json", "-q").stdout)
     assert (again["added"], again["embedded"], again["documents_unchanged"]) == (0, 0, 2)
@@ -96,7 +96,7 @@ def test_sync_replace_delete_check_and_repair_on_the_url(pg_url, tmp_path) -> No
     (docs / "c.md").write_text("# Gamma\n\nThe gamma notes describe glaciers retreating in Norway.\n")
     synced = one_json(run("index", "sync", docs, "--index", pg_url, "--json", "-q").stdout)
     assert (synced["documents_created"], synced["documents_replaced"], synced["documents_deleted"]) == (1, 1, 1)
-    assert (synced["added"], synced["removed"], synced["embedded"], synced["passages_in_index"]) == (2, 2, 2, 2)
+    assert (synced["added"], synced["removed"], synced["embedded"], synced["passages"]) == (2, 2, 2, 2)
     hits = one_json(run("search", "giraffes Bergen", "--index", pg_url, "--json").stdout)["hits"]
     assert hits[0]["id"] == "docs/a.md#0"
     assert one_json(run("search", "volcanoes Iceland", "--index", pg_url, "--json").stdout)["hits"] == []
@@ -107,7 +107,7 @@ def test_sync_replace_delete_check_and_repair_on_the_url(pg_url, tmp_path) -> No
     assert one_json(run("index", "add", note, "--index", pg_url, "--json", "-q").stdout)["added"] == 1
     note.write_text("# Note\n\nA note about windmills on the coast.\n")
     replaced = one_json(run("index", "add", note, "--replace", "--index", pg_url, "--json", "-q").stdout)
-    assert (replaced["added"], replaced["removed"], replaced["passages_in_index"]) == (1, 1, 3)
+    assert (replaced["added"], replaced["removed"], replaced["passages"]) == (1, 1, 3)
     deleted = one_json(run("index", "delete", "--doc", "docs/c.md", "--index", pg_url, "--json").stdout)
     assert (deleted["deleted"], deleted["documents"], deleted["passages"]) == (1, 1, 2)
     missing = run("index", "delete", "--doc", "docs/nope.md", "--index", pg_url, check=False)
