@@ -207,6 +207,9 @@ def test_large_batches_run_as_jobs(live) -> None:
     assert r.headers["location"] == r.json()["status_url"]
     job = wait_job(client, r.headers["location"])
     assert job["status"] == "succeeded" and job["result"]["added"] == 6, job
+    step = job["progress"]  # the last step of the write, with its counts, rate and ETA
+    assert step["state"] == "done" and step["done"] == step["total"] and step["eta_s"] == 0.0, job
+    assert set(step) == {"task", "state", "done", "total", "rate", "eta_s", "elapsed_s"}
     assert client.get("/v1/documents/job-5").status_code == 200
     # a job whose write fails reports why; nothing of it is stored
     clash = [{"id": "job-0", "text": "different content under an existing id"}]

@@ -21,6 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from amsrag import __version__
 from amsrag.errors import AmsragError, IndexCorruptError
+from amsrag.pipeline.engine import QuestionError, check_question
 from amsrag.serve.errors import ApiError, error_body
 from amsrag.serve.limits import Admission, BodyLimit, KeyCheck
 from amsrag.serve.service import Service
@@ -70,10 +71,9 @@ def question_of(body: RetrieveBody | AskBody, limit: int) -> str:
     if body.query is not None and body.question is not None:
         raise ApiError(422, "invalid_request", "give `query` or `question`, not both")
     q = body.query if body.query is not None else body.question
-    if q is None or not q.strip():
+    if q is None:
         raise ApiError(422, "invalid_request", "a non-empty `query` (or `question`) is required")
-    if len(q) > limit:
-        raise ApiError(422, "question_too_long", f"the question has {len(q)} characters; the limit is {limit}")
+    check_question(q, limit)  # a QuestionError: 422 with the engine's and the CLI's message
     return q
 
 
@@ -162,6 +162,8 @@ def create_app(service: Service, warm: bool = True) -> FastAPI:
 
     @app.exception_handler(AmsragError)
     async def _amsrag(request: Request, exc: AmsragError) -> JSONResponse:
+        if isinstance(exc, QuestionError):  # too long or empty: refused before any work, wherever it was caught
+            return _error(service, 422, exc.code, str(exc))
         if isinstance(exc, IndexCorruptError):
             return _error(service, 500, "index_error", str(exc))
         return _error(service, 400, "invalid_input", str(exc))

@@ -17,7 +17,9 @@ from amsrag.errors import InputError
 from amsrag.ingest.datasets import normalise_question
 from amsrag.ingest.readers import passage_from_record
 from amsrag.pipeline import Engine
+from amsrag.pipeline.engine import QuestionError, check_question
 from amsrag.pipeline.systems import SYSTEMS
+from amsrag.progress import Progress
 from amsrag.serve.jobs import Job, Writer
 from amsrag.serve.limits import ReadWriteLock
 from amsrag.serve.metrics import Metrics
@@ -36,6 +38,7 @@ class Service:
     def __init__(self, engine: Engine, config: ServeConfig, metrics: Metrics | None = None,
                  ask: Callable[[str, str], Any] | None = None) -> None:
         self.engine = engine
+        self.engine.max_question_chars = config.max_question_chars  # one limit: the engine refuses what we do
         self.config = config
         self.metrics = metrics or Metrics()
         self.lock = ReadWriteLock()
@@ -155,10 +158,10 @@ class Service:
             seen[p.id] = i
         return passages
 
-    def add(self, passages: list[Passage]) -> dict[str, Any]:
-        """Runs on the writer thread."""
+    def add(self, passages: list[Passage], progress: Progress | None = None) -> dict[str, Any]:
+        """Runs on the writer thread; `progress` gets the index's steps (a background job's status shows them)."""
         with self.lock.write():
-            report = self.engine.index.add(passages)
+            report = self.engine.index.add(passages, progress=progress)
             self._after_write()
         return {"received": report.received, "added": report.added, "skipped_existing": report.skipped_existing,
                 "skipped_duplicate_content": report.skipped_duplicate_content,
@@ -181,11 +184,12 @@ class Service:
             raise InputError(f"{len(queries)} queries in one request; the limit is "
                              f"{self.config.max_passages_per_request}: split the batch")
         for i, (question, hop) in enumerate(queries):
+            try:
+                check_question(question, self.config.max_question_chars)
+            except QuestionError as exc:
+                raise InputError(f"queries[{i}]: {exc}; nothing was added") from None
             if not normalise_question(question):
                 raise InputError(f"queries[{i}]: the question is empty; nothing was added")
-            if len(question) > self.config.max_question_chars:
-                raise InputError(f"queries[{i}]: the question has {len(question)} characters; the limit is "
-                                 f"{self.config.max_question_chars}")
             if hop not in HOP_LABELS:
                 raise InputError(f"queries[{i}]: unknown hop label {hop!r} for question {question!r}; use "
                                  f"{' or '.join(HOP_LABELS)}; nothing was added")
@@ -227,7 +231,7 @@ class Service:
         self._warm(with_ask=False)
 
     def start_add_job(self, passages: list[Passage]) -> Job:
-        return self.writer.start_job("add_documents", len(passages), lambda: self.add(passages))
+        return self.writer.start_job("add_documents", len(passages), lambda progress: self.add(passages, progress))
 
     def _job_finished(self, job: Job) -> None:
         self.metrics.jobs.labels(job.status).inc()
