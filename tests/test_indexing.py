@@ -164,7 +164,7 @@ def test_bad_input_is_refused_before_anything_is_written(tmp_path: Path) -> None
     (docs / "zz-nul.txt").write_bytes(b"\x00\x00\x01\x02\n\x00")
     write(docs / "aa-new.md", "# New\n\nA new file that must not be added alone.\n")
     code, out = invoke("index", "sync", str(docs), "--index", str(idx_dir))
-    assert code == 2 and "zz-nul.txt: no text in this file" in out
+    assert code == 2 and "zz-nul.txt: this file has no text" in out
     with EmbeddedIndex.open(idx_dir) as idx:
         assert len(idx) == 4 and idx.get("kb/aa-new.md#0") is None
     # a build refused for bad input leaves no index behind

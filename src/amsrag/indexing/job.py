@@ -132,7 +132,7 @@ class Job:
     def add_batch(self, passages: list[Passage], doc_hashes: dict[str, tuple[str, str]], advance: Advance) -> None:
         self.embed_missing(passages, advance)
         t = time.perf_counter()
-        r = self.index.add(passages, doc_hashes=doc_hashes)
+        r = self.index.add(passages, self.progress, doc_hashes=doc_hashes)
         self.report.seconds["commit"] = self.report.seconds.get("commit", 0.0) + time.perf_counter() - t
         self.report.added += r.added
         self.report.skipped_existing += r.skipped_existing
@@ -143,7 +143,7 @@ class Job:
     def put_batch(self, documents: list[Document], delete: Sequence[str], advance: Advance) -> None:
         self.embed_missing([p for d in documents for p in d.passages], advance)
         t = time.perf_counter()
-        r = self.index.put_documents(documents, delete=delete)
+        r = self.index.put_documents(documents, self.progress, delete=delete)
         self.report.seconds["commit"] = self.report.seconds.get("commit", 0.0) + time.perf_counter() - t
         self.report.added += r.added
         self.report.removed += r.removed

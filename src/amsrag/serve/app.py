@@ -8,7 +8,7 @@ import logging
 import time
 from contextlib import asynccontextmanager
 from importlib import resources
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -55,6 +55,15 @@ class DocumentsBody(_Body):
     passages: list[Any] = Field(description="passage objects {id?, title?, text, doc_id?, metadata?}")
     background: bool | None = Field(
         None, description="run as a background job (default: when the batch exceeds the job threshold)")
+
+
+class DocumentBody(_Body):
+    text: str | None = Field(None, description="the document's text, chunked as `amsrag index add` chunks a file")
+    format: Literal["text", "markdown"] = Field("text", description="how `text` is split: text or markdown")
+    title: str = Field("", description="fallback passage title (Markdown takes its first heading)")
+    passages: list[Any] | None = Field(
+        None, description="or the document's passages {id?, title?, text, metadata?} (ids default to DOC_ID#n)")
+    metadata: dict[str, Any] | None = Field(None, description="metadata of every chunk of `text`")
 
 
 class LibraryQuery(_Body):
@@ -205,6 +214,12 @@ def create_app(service: Service, warm: bool = True) -> FastAPI:
         result = await _write(service, cfg.request_timeout_s, service.add, passages)
         return JSONResponse(result)
 
+    @app.put("/v1/documents/{doc_id:path}", dependencies=auth, tags=["documents"],
+             summary="Replace (or create) a whole document: unchanged passages stay, only new content is embedded")
+    async def put_document(doc_id: str, body: DocumentBody) -> dict[str, Any]:
+        document = service.parse_document(doc_id, body.text, body.format, body.title, body.passages, body.metadata)
+        return await _write(service, cfg.request_timeout_s, service.put, document)
+
     @app.get("/v1/documents/{pid:path}", dependencies=auth, tags=["documents"], summary="One stored passage")
     async def get_document(pid: str) -> dict[str, Any]:
         doc = await asyncio.to_thread(service.document, pid)
@@ -212,16 +227,20 @@ def create_app(service: Service, warm: bool = True) -> FastAPI:
             raise ApiError(404, "not_found", f"no passage with id {pid!r}")
         return doc
 
-    @app.delete("/v1/documents/{pid:path}", dependencies=auth, tags=["documents"], summary="Delete one passage")
-    async def delete_document(pid: str) -> dict[str, Any]:
+    @app.delete("/v1/documents/{pid:path}", dependencies=auth, tags=["documents"],
+                summary="Delete one passage, or with ?document=true every passage of the document PID")
+    async def delete_document(pid: str, document: bool = False) -> dict[str, Any]:
         def delete() -> dict[str, Any] | None:
+            if document:
+                return service.delete_document(pid)
             if service.engine.index.get(pid) is None:
                 return None
             return service.delete([pid])
 
         result = await _write(service, cfg.request_timeout_s, delete)
         if result is None:
-            raise ApiError(404, "not_found", f"no passage with id {pid!r}; nothing was deleted")
+            what = "document" if document else "passage"
+            raise ApiError(404, "not_found", f"no {what} with id {pid!r}; nothing was deleted")
         return result
 
     # ---------------------------------------------------------------- the query library
