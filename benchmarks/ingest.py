@@ -117,9 +117,11 @@ def index_counts(index: Path) -> dict[str, object]:
 
 
 def expected_passages(path: Path) -> int:
+    """The passages the index holds once `path` is in: distinct content (a chunk repeated in the file is
+    stored once)."""
     from amsrag.ingest import iter_passages
 
-    return sum(1 for _ in iter_passages([path]))
+    return len({p.content_hash for p in iter_passages([path])})
 
 
 def main() -> None:
