@@ -20,7 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from amsrag import __version__
-from amsrag.errors import AmsragError, IndexCorruptError
+from amsrag.errors import AmsragError, IndexBusyError, IndexCorruptError
 from amsrag.pipeline.engine import QuestionError, check_question
 from amsrag.serve.errors import ApiError, error_body
 from amsrag.serve.limits import Admission, BodyLimit, KeyCheck
@@ -175,6 +175,8 @@ def create_app(service: Service, warm: bool = True) -> FastAPI:
             return _error(service, 422, exc.code, str(exc))
         if isinstance(exc, IndexCorruptError):
             return _error(service, 500, "index_error", str(exc))
+        if isinstance(exc, IndexBusyError):
+            return _error(service, 503, "index_busy", str(exc), {"Retry-After": "5"})
         return _error(service, 400, "invalid_input", str(exc))
 
     @app.exception_handler(Exception)

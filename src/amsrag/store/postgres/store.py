@@ -32,7 +32,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from amsrag import INDEX_FORMAT_VERSION, __version__
 from amsrag.config import AmsragConfig
 from amsrag.embed.encoder import DIMENSION, Encoder, MiniLMEncoder, passage_text_for_embedding
-from amsrag.errors import AmsragError, IndexMismatchError, IndexNotFoundError, InputError
+from amsrag.errors import AmsragError, IndexBusyError, IndexMismatchError, IndexNotFoundError, InputError
 from amsrag.progress import NullProgress, Progress
 from amsrag.retrieve.base import Retriever
 from amsrag.retrieve.bm25 import BM25Tokenizer, passage_text_for_bm25
@@ -1049,5 +1049,5 @@ def _lock(conn: psycopg.Connection) -> None:
     try:
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (schema.WRITE_LOCK_KEY,))
     except psycopg.errors.LockNotAvailable as exc:
-        raise InputError(f"the index is being written by another process; gave up after {LOCK_TIMEOUT_S:.0f} s") \
+        raise IndexBusyError(f"the index is being written by another process; gave up after {LOCK_TIMEOUT_S:.0f} s") \
             from exc
