@@ -24,8 +24,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs" / "benchmarks"
 SOURCES = {"nodejs": Path("/usr/share/doc/nodejs/api"), "pip": Path("/usr/share/doc/python3-pip/html")}
-QUESTION = "What is the default value of the highWaterMark option of a readable stream?"
-MARKER = "The default highWaterMark of a readable stream in this copy of the docs is 77 kibibytes."
+QUESTION = "Who maintains the stream documentation of this copy of the Node.js docs?"
+MARKER = "The stream documentation of this copy of the Node.js docs is maintained by Zorbulax Quintessa."
 
 
 def amsrag(*args: str, timeout: float = 7200) -> dict[str, Any]:
