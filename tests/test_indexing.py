@@ -276,3 +276,31 @@ def test_a_full_disk_is_a_clear_error_and_loses_nothing(tmp_path: Path, monkeypa
         assert len(idx) == 4 and not [p for p in (tmp_path / "idx").iterdir() if p.name.endswith(".tmp")]
         assert idx.check().ok
         assert sync_folders(idx, [docs]).added == 1 and len(idx) == 5
+
+
+def test_refresh_never_mixes_a_published_generation_with_a_newer_commit(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    import amsrag.store.embedded.index as embedded
+
+    docs = make_docs(tmp_path / "kb")
+    with EmbeddedIndex.create(tmp_path / "idx") as idx:
+        ingest_inputs(idx, [docs])
+    reader = EmbeddedIndex.open(tmp_path / "idx")
+    assert reader.retriever("bm25").search("Lisbon 2019", k=3)
+    with EmbeddedIndex.open(tmp_path / "idx") as writer:
+        write(docs / "more.md", "# More\n\nThe harbour opens at dawn.\n")
+        sync_folders(writer, [docs])  # published
+    with EmbeddedIndex.open(tmp_path / "idx") as crasher:
+
+        def power_cut(*args, **kwargs):
+            raise KeyboardInterrupt  # the delete is committed; its manifest never written
+
+        monkeypatch.setattr(embedded, "write_json_atomic", power_cut)
+        with pytest.raises(KeyboardInterrupt):
+            crasher.delete_documents(["kb/intro.md"])
+        monkeypatch.undo()
+    assert reader.stale() and reader.refresh()
+    hits = reader.retriever("bm25").search("project began in Lisbon in 2019", k=5)
+    assert all(not h.id.startswith("kb/intro.md") for h in hits)
+    assert len(reader) == 3 and not reader.stale() and reader.check().ok
+    reader.close()

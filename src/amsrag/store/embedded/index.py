@@ -97,6 +97,7 @@ class EmbeddedIndex:
         self._info: dict[int, tuple[str, str]] = {}
         self._row_of: dict[str, int] = {}
         self._library: tuple[tuple[int, int, int] | None, QueryLibrary] | None = None  # (file stamp, library)
+        self._locked = False  # this object holds the write lock (a refresh must not take it again)
         self._load_row_info()
 
     # ---------------------------------------------------------------- opening
@@ -240,13 +241,10 @@ class EmbeddedIndex:
             try:
                 bm25, vectors, graph = (self._load_one(n) for n in COMPONENTS)
             except (FileNotFoundError, IndexCorruptError) as exc:
-                on_disk = read_manifest(self.path)
-                if on_disk.get("generation") == self.manifest.get("generation"):
+                if read_manifest(self.path).get("generation") == self.manifest.get("generation"):
                     raise IndexCorruptError(f"index at {self.path}: a derived index cannot be read ({exc}); "
                                             f"rebuild it with `amsrag index repair --index {self.path}`") from exc
-                self.manifest = on_disk
-                self._retrievers = {}
-                self._load_row_info()
+                self.refresh()
                 continue
             self._bm25, self._vectors, self._graph = bm25, vectors, graph
             return
@@ -676,20 +674,32 @@ class EmbeddedIndex:
         return report
 
     def stale(self) -> bool:
-        """True when another process published a write (a newer manifest) since this one loaded it."""
-        return read_manifest(self.path).get("generation") != self.manifest.get("generation")
+        """True when another process published a write (a newer manifest) since this one loaded it, or
+        committed one to SQLite that its manifest does not show yet."""
+        generation = self.manifest.get("generation")
+        return read_manifest(self.path).get("generation") != generation or self.table.generation != generation
 
     def refresh(self) -> bool:
         """Pick up a write another process published since this one loaded the manifest; True when
-        there was one."""
+        there was one. The passage rows (read from SQLite) and the derived indexes (named by the
+        manifest) must describe the same generation: when SQLite is ahead — a writer between its
+        commit and its manifest, or one that died there — this waits for that writer's lock and
+        completes the write if it was left unfinished."""
+        changed = False
         on_disk = read_manifest(self.path)
-        if on_disk.get("generation") == self.manifest.get("generation"):
-            return False
-        self.manifest = on_disk
+        if on_disk.get("generation") != self.manifest.get("generation"):
+            self._reload(on_disk)
+            changed = True
+        if not self._locked and self.table.generation != self.manifest.get("generation"):
+            self.sync()
+            changed = True
+        return changed
+
+    def _reload(self, manifest: dict[str, Any]) -> None:
+        self.manifest = manifest
         self._bm25 = self._vectors = self._graph = None
         self._retrievers = {}
         self._load_row_info()
-        return True
 
     def _load_row_info(self) -> None:
         self._info = {r: (pid, title) for r, pid, title in self.table.row_info()}
@@ -812,10 +822,12 @@ class EmbeddedIndex:
                         raise IndexBusyError(f"index {self.path} is being written by another process; "
                                              f"gave up after {LOCK_TIMEOUT_S:.0f} s") from None
                     time.sleep(0.1)
+            self._locked = True
             self.refresh()
             with self._storage_errors(cleanup=True):
                 yield
         finally:
+            self._locked = False
             os.close(fd)
         fsync_dir(self.path)
 
