@@ -147,23 +147,23 @@ def test_folder_recursive_sorted_with_relative_doc_ids(tmp_path: Path) -> None:
     write(root / "a" / "notes.jsonl", json.dumps({"id": "j1", "text": "json passage"}) + "\n")
     write(root / ".hidden" / "x.txt", "hidden")
     write(root / "ignored.csv", "a,b")
-    write(root / "blank.txt", "  \n\n ")
     got = list(iter_passages([root], chunking=ChunkConfig(max_tokens=64, overlap_tokens=0)))
-    assert [p.id for p in got] == ["j1", "a/z.md#0", "a/z.md#1", "b.txt#0"]
+    assert [p.id for p in got] == ["j1", "docs/a/z.md#0", "docs/a/z.md#1", "docs/b.txt#0"]
     zed, part, bee = got[1], got[2], got[3]
-    assert (zed.title, zed.text, zed.doc_id) == ("Zed", "Zed body.", "a/z.md")
+    assert (zed.title, zed.text, zed.doc_id) == ("Zed", "Zed body.", "docs/a/z.md")
     assert zed.metadata == {"source": str(root / "a" / "z.md"), "chunk": 0, "section": ""}
     assert (part.title, part.metadata["section"], part.metadata["chunk"]) == ("Zed › Part", "Part", 1)
-    assert (bee.title, bee.text, bee.doc_id) == ("b", "Bee text. Second sentence.", "b.txt")
+    assert (bee.title, bee.text, bee.doc_id) == ("b", "Bee text. Second sentence.", "docs/b.txt")
 
 
 def test_folder_with_explicit_format_reads_only_its_files(tmp_path: Path) -> None:
-    write(tmp_path / "a.txt", "Plain.")
-    write(tmp_path / "b.md", "# B\n\nMark.")
-    assert [p.id for p in iter_passages([tmp_path], fmt="text")] == ["a.txt#0"]
-    assert [p.id for p in iter_passages([tmp_path], fmt="markdown")] == ["b.md#0"]
+    root = tmp_path / "kb"
+    write(root / "a.txt", "Plain.")
+    write(root / "b.md", "# B\n\nMark.")
+    assert [p.id for p in iter_passages([root], fmt="text")] == ["kb/a.txt#0"]
+    assert [p.id for p in iter_passages([root], fmt="markdown")] == ["kb/b.md#0"]
     with pytest.raises(InputError, match=r"no supported files .*\.jsonl"):
-        list(iter_passages([tmp_path], fmt="jsonl"))
+        list(iter_passages([root], fmt="jsonl"))
 
 
 def test_single_file_doc_id_is_its_name(tmp_path: Path) -> None:
@@ -172,17 +172,46 @@ def test_single_file_doc_id_is_its_name(tmp_path: Path) -> None:
     assert (p.id, p.doc_id, p.title) == ("guide.md#0", "guide.md", "guide")
 
 
-def test_same_relative_path_under_two_roots_is_a_duplicate(tmp_path: Path) -> None:
-    write(tmp_path / "one" / "x.txt", "One.")
-    write(tmp_path / "two" / "x.txt", "Two.")
-    with pytest.raises(InputError, match=r"duplicate passage id 'x\.txt#0'"):
-        list(iter_passages([tmp_path / "one", tmp_path / "two"]))
+def test_two_folders_never_collide_their_ids_are_namespaced_by_folder(tmp_path: Path) -> None:
+    write(tmp_path / "one" / "index.md", "One.")
+    write(tmp_path / "two" / "index.md", "Two.")
+    got = list(iter_passages([tmp_path / "one", tmp_path / "two"]))
+    assert [(p.id, p.doc_id) for p in got] == [("one/index.md#0", "one/index.md"), ("two/index.md#0", "two/index.md")]
 
 
-def test_empty_files_yield_nothing(tmp_path: Path) -> None:
-    assert list(iter_passages([write(tmp_path / "e.txt", "")])) == []
-    assert list(iter_passages([write(tmp_path / "w.md", " \n\t\n")])) == []
+def test_folders_of_the_same_name_must_be_named_apart(tmp_path: Path) -> None:
+    write(tmp_path / "a" / "api" / "x.md", "A.")
+    write(tmp_path / "b" / "api" / "x.md", "B.")
+    with pytest.raises(InputError, match=r"both named 'api'.*other-api="):
+        list(iter_passages([tmp_path / "a" / "api", tmp_path / "b" / "api"]))
+    got = list(iter_passages([tmp_path / "a" / "api", f"node={tmp_path / 'b' / 'api'}"]))
+    assert [p.id for p in got] == ["api/x.md#0", "node/x.md#0"]
+
+
+def test_blank_files_are_refused_naming_the_file(tmp_path: Path) -> None:
+    for name, content in (("e.txt", ""), ("w.md", " \n\t\n"), ("nul.txt", "\x00\x00\x01\x1f\n\x7f")):
+        path = write(tmp_path / name, content)
+        with pytest.raises(InputError, match=rf"{name}: no text in this file"):
+            list(iter_passages([path]))
     assert list(iter_passages([write(tmp_path / "h.md", "# Only a heading\n")])) == []
+
+
+def test_control_characters_are_removed_from_text(tmp_path: Path) -> None:
+    [p] = list(iter_passages([write(tmp_path / "c.txt", "Clean\x00 text\x07 here.\n")]))
+    assert p.text == "Clean text here."
+    path = write_jsonl(tmp_path / "c.jsonl", [{"id": "x", "text": "\x00\x00 \x1f"}])
+    with pytest.raises(InputError, match=r"c\.jsonl:1: passage without text"):
+        list(iter_passages([path]))
+
+
+def test_a_large_text_file_is_read_as_a_stream_of_pieces(tmp_path: Path) -> None:
+    from amsrag.ingest.readers import iter_text_blocks
+
+    para = "Sentence one of a paragraph. Sentence two of it.\n\n"
+    path = write(tmp_path / "big.txt", para * 20_000)
+    pieces = list(iter_text_blocks(path, block_chars=10_000))
+    assert len(pieces) > 50 and max(len(t) for _, t in pieces) < 10_000 + 2 * len(para)
+    assert "".join(t for _, t in pieces).replace("\n", "") == (para * 20_000).replace("\n", "")
 
 
 def test_chunk_ids_are_stable(tmp_path: Path) -> None:

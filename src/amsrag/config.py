@@ -92,6 +92,14 @@ class ChunkConfig(_Section):
     overlap_tokens: int = Field(40, ge=0)
 
 
+class IngestConfig(_Section):
+    """Index writes (`index build|add|sync`): commit batches, staging of embeddings, an input size limit."""
+
+    batch_passages: int = Field(5000, ge=1, description="passages per committed batch (one transaction each)")
+    stage_every: int = Field(128, ge=1, description="embedded passages per staged commit: what a killed ingest keeps")
+    max_file_mb: float = Field(256.0, gt=0, description="input files larger than this are refused")
+
+
 class ClassifierConfig(_Section):
     artifact: str = Field("", description="classifier artifact directory; empty = the one shipped in amsrag")
     embedding_cache: str = Field(
@@ -426,6 +434,7 @@ class AmsragConfig(_Section):
     dense: DenseConfig = Field(default_factory=DenseConfig)
     graph: GraphConfig = Field(default_factory=GraphConfig)
     chunking: ChunkConfig = Field(default_factory=ChunkConfig)
+    ingest: IngestConfig = Field(default_factory=IngestConfig)
     classifier: ClassifierConfig = Field(default_factory=ClassifierConfig)
     fusion: FusionConfig = Field(default_factory=FusionConfig)
     router: RouterConfig = Field(default_factory=RouterConfig)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
@@ -10,6 +11,20 @@ Complexity = Literal["zero_hop", "one_hop", "multi_hop"]
 COMPLEXITIES: tuple[Complexity, ...] = ("zero_hop", "one_hop", "multi_hop")
 RetrieverName = Literal["bm25", "dense", "graph"]
 RETRIEVERS: tuple[RetrieverName, ...] = ("bm25", "dense", "graph")  # the index's own retrievers, in trace order
+
+
+# C0 controls but tab and line breaks, DEL, C1 controls: never text (a NUL-only file is not a passage).
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def strip_control(text: str) -> str:
+    """`text` without control characters (tab, newline and carriage return kept)."""
+    return _CONTROL.sub("", text)
+
+
+def is_blank(text: str) -> bool:
+    """True when nothing but whitespace and control characters is left."""
+    return not strip_control(text).strip()
 
 
 def normalise_whitespace(text: str) -> str:

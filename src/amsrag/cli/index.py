@@ -1,4 +1,4 @@
-"""`amsrag index build|add|delete|stats|export`: build and maintain an index."""
+"""`amsrag index build|add|sync|delete|check|repair|stats|export`: build and maintain an index."""
 
 from __future__ import annotations
 
@@ -8,88 +8,191 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from amsrag.cli.common import FormatOpt, IndexOpt, JsonOpt, emit, err, out
 from amsrag.config import AmsragConfig
-from amsrag.progress import RichProgress
+from amsrag.indexing.job import JobReport
+from amsrag.progress import NullProgress, Progress, RichProgress
 from amsrag.store.base import PassageIndex
-from amsrag.types import Passage
 
 index_app = typer.Typer(no_args_is_help=True, help="Build and maintain an index directory.")
 
 
-def _read_inputs(inputs: list[Path], fmt: str, config: AmsragConfig) -> list[Passage]:
-    from amsrag.ingest import iter_passages
-
-    return list(iter_passages(inputs, fmt=fmt, chunking=config.chunking))
+QuietFlag = Annotated[bool, typer.Option("--quiet", "-q", help="no progress output")]
 
 
-def _ingest(index: PassageIndex, passages: list[Passage], as_json: bool) -> None:
-    with RichProgress(console=err) as progress:
-        report = index.add(passages, progress=progress)
-    summary = {"index": index.location, "received": report.received, "added": report.added,
-               "skipped_existing": report.skipped_existing,
-               "skipped_duplicate_content": report.skipped_duplicate_content, "passages": len(index),
-               "seconds": {k: round(v, 3) for k, v in report.seconds.items()}}
+def _progress(quiet: bool) -> Progress:
+    return NullProgress() if quiet else RichProgress(console=err)
+
+
+def _notice(quiet: bool):
+    return (lambda message: None) if quiet else (lambda message: err.print(escape(message), highlight=False))
+
+
+def _job_summary(index: PassageIndex, report: JobReport, as_json: bool, what: str) -> None:
+    summary = {"index": index.location, **report.to_dict(), "passages_in_index": len(index)}
     if as_json:
         emit(summary)
-    else:
-        out.print(f"[green]added {report.added}[/] passages to {index.location} "
-                  f"({report.skipped_existing} already stored, {report.skipped_duplicate_content} duplicate "
-                  f"content skipped); the index now holds {len(index)} passages")
+        return
+    parts = [f"{report.added} passages added"]
+    if report.removed or report.kept:
+        parts.append(f"{report.removed} removed, {report.kept} unchanged in changed documents")
+    if report.documents_created or report.documents_replaced or report.documents_deleted:
+        parts.append(f"documents: {report.documents_created} new, {report.documents_replaced} changed, "
+                     f"{report.documents_deleted} deleted, {report.documents_unchanged} unchanged")
+    if report.skipped_existing or report.skipped_duplicate_content:
+        parts.append(f"{report.skipped_existing} already stored, {report.skipped_duplicate_content} duplicate "
+                     f"content skipped")
+    parts.append(f"{report.embedded} embedded" + (f" ({report.resumed} resumed from an interrupted run)"
+                                                  if report.resumed else ""))
+    out.print(f"[green]{what}[/] {escape(index.location)}: " + "; ".join(parts)
+              + f"; the index now holds {len(index)} passages in {report.batches} committed batch(es), "
+                f"{report.seconds.get('total', 0):.1f} s", highlight=False)
 
 
 @index_app.command("build")
 def index_build(
-    inputs: Annotated[list[Path], typer.Argument(help="files or folders to index")],
+    inputs: Annotated[list[str], typer.Argument(help="files or folders to index (a folder as NAME=PATH to name "
+                                                    "its documents NAME/...)")],
     index: IndexOpt,
     fmt: FormatOpt = "auto",
     config_file: Annotated[Path | None, typer.Option("--config", help="TOML configuration")] = None,
     as_json: JsonOpt = False,
+    quiet: QuietFlag = False,
 ) -> None:
     """Create a new index from INPUT files or folders."""
-    from amsrag.errors import InputError
-    from amsrag.store.open import create_index
+    from amsrag.indexing import ingest_inputs
+    from amsrag.store.open import create_index, remove_empty_index
 
     config = AmsragConfig.load(config_file) if config_file else AmsragConfig()
-    passages = _read_inputs(inputs, fmt, config)
-    if not passages:
-        raise InputError(f"empty corpus: no passages found in {', '.join(map(str, inputs))}; nothing was built")
-    with create_index(index, config) as idx:
-        _ingest(idx, passages, as_json)
+    idx = create_index(index, config)
+    try:
+        with idx:
+            report = ingest_inputs(idx, inputs, fmt, progress=_progress(quiet), notice=_notice(quiet))
+            _job_summary(idx, report, as_json, "built")
+    except Exception:
+        remove_empty_index(index)  # bad input is refused before any write: leave no empty index behind
+        raise
 
 
 @index_app.command("add")
 def index_add(
-    inputs: Annotated[list[Path], typer.Argument(help="files or folders to add")],
+    inputs: Annotated[list[str], typer.Argument(help="files or folders to add (a folder as NAME=PATH)")],
     index: IndexOpt,
     fmt: FormatOpt = "auto",
+    replace: Annotated[bool, typer.Option(
+        "--replace", help="replace each input file's documents as a whole (changed passages re-embedded, "
+        "passages no longer in the file deleted)")] = False,
     as_json: JsonOpt = False,
+    quiet: QuietFlag = False,
 ) -> None:
-    """Add passages to an existing index (only new passages are embedded)."""
+    """Add passages to an existing index (only new content is embedded; an interrupted add resumes)."""
+    from amsrag.indexing import ingest_inputs
     from amsrag.store.open import open_index
 
     with open_index(index) as idx:
-        passages = _read_inputs(inputs, fmt, idx.config)
-        _ingest(idx, passages, as_json)
+        report = ingest_inputs(idx, inputs, fmt, replace=replace, progress=_progress(quiet), notice=_notice(quiet))
+        _job_summary(idx, report, as_json, "replaced in" if replace else "added to")
+
+
+@index_app.command("sync")
+def index_sync(
+    folders: Annotated[list[str], typer.Argument(help="folders to keep the index in step with (PATH or NAME=PATH)")],
+    index: IndexOpt,
+    fmt: FormatOpt = "auto",
+    keep_deleted: Annotated[bool, typer.Option(
+        "--keep-deleted", help="do not delete documents whose file is gone")] = False,
+    as_json: JsonOpt = False,
+    quiet: QuietFlag = False,
+) -> None:
+    """Sync folders into an index: add new files, replace changed ones, delete removed ones."""
+    from amsrag.indexing import sync_folders
+    from amsrag.store.open import open_index
+
+    with open_index(index) as idx:
+        report = sync_folders(idx, folders, fmt, delete=not keep_deleted, progress=_progress(quiet),
+                              notice=_notice(quiet))
+        _job_summary(idx, report, as_json, "synced")
 
 
 @index_app.command("delete")
 def index_delete(
-    ids: Annotated[list[str], typer.Argument(help="passage ids")],
-    index: IndexOpt,
+    ids: Annotated[list[str] | None, typer.Argument(help="passage ids")] = None,
+    index: IndexOpt = "",
+    doc: Annotated[list[str] | None, typer.Option("--doc", help="a document id (repeatable): delete all its "
+                                                               "passages")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Delete passages by id (all or nothing)."""
+    """Delete passages by id, or whole documents with --doc (all or nothing)."""
+    from amsrag.errors import InputError
     from amsrag.store.open import open_index
 
+    if not index:
+        raise InputError("--index is required")
+    if bool(ids) == bool(doc):
+        raise InputError("give passage ids or --doc DOC_ID (one of the two)")
     with open_index(index) as idx:
-        report = idx.delete(ids)
+        report = idx.delete_documents(doc) if doc else idx.delete(ids or [])
         if as_json:
-            emit({"index": idx.location, "deleted": report.deleted, "passages": len(idx)})
+            emit({"index": idx.location, "deleted": report.deleted, "documents": report.documents,
+                  "passages": len(idx)})
         else:
-            out.print(f"[green]deleted {report.deleted}[/] passages; the index now holds {len(idx)}")
+            what = f" ({report.documents} documents)" if doc else ""
+            out.print(f"[green]deleted {report.deleted}[/] passages{what}; the index now holds {len(idx)}")
+
+
+@index_app.command("check")
+def index_check(index: IndexOpt, as_json: JsonOpt = False) -> None:
+    """Verify the passages database, the manifest and every derived index (exit status 1 on a problem)."""
+    from amsrag.store.open import open_index_unchecked
+
+    with open_index_unchecked(index) as idx:
+        report = idx.check()
+    if as_json:
+        emit(report.to_dict())
+    elif report.ok:
+        out.print(f"[green]ok[/] {escape(report.location)}: " + escape(", ".join(report.checked)), highlight=False)
+    else:
+        for problem in report.problems:
+            err.print(f"[red]problem[/] {escape(problem)}", highlight=False)
+        if report.repairable:
+            err.print(f"repair with `amsrag index repair --index {escape(index)}` "
+                      f"(rebuilds {escape(', '.join(report.repairable))} without re-embedding stored passages)",
+                      highlight=False)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+@index_app.command("repair")
+def index_repair(
+    index: IndexOpt,
+    component: Annotated[list[str] | None, typer.Option(
+        "--component", help="rebuild this derived index even if it checks out (bm25, dense, graph)")] = None,
+    as_json: JsonOpt = False,
+    quiet: QuietFlag = False,
+) -> None:
+    """Rebuild missing or damaged derived indexes from the stored passages and vectors."""
+    from amsrag.errors import InputError
+    from amsrag.store.open import open_index_unchecked
+
+    bad = sorted(set(component or ()) - {"bm25", "dense", "graph"})
+    if bad:
+        raise InputError(f"unknown component(s) {', '.join(bad)}; choose from bm25, dense, graph")
+    with open_index_unchecked(index) as idx:
+        report = idx.repair(component or None, progress=_progress(quiet))
+        after = idx.check()
+    if as_json:
+        emit({**report.to_dict(), "ok": after.ok, "problems": after.problems})
+    elif not report.rebuilt:
+        out.print(f"[green]nothing to repair[/] in {escape(report.location)}", highlight=False)
+    else:
+        out.print(f"[green]rebuilt[/] {escape(', '.join(report.rebuilt))} in {escape(report.location)} "
+                  f"({report.reembedded} passages re-embedded, {report.seconds:.1f} s); check: "
+                  f"{'ok' if after.ok else 'still ' + escape('; '.join(after.problems))}", highlight=False)
+    if not after.ok:
+        raise typer.Exit(1)
 
 
 @index_app.command("stats")
@@ -102,9 +205,9 @@ def index_stats(index: IndexOpt, as_json: JsonOpt = False) -> None:
     if as_json:
         emit(stats)
         return
-    table = Table(title=f"index {stats['index']}", show_header=False)
+    table = Table(title=escape(f"index {stats['index']}"), show_header=False)
     for key, value in stats.items():
-        table.add_row(key, json.dumps(value) if isinstance(value, dict) else str(value))
+        table.add_row(key, escape(json.dumps(value) if isinstance(value, dict) else str(value)))
     out.print(table)
 
 
@@ -129,7 +232,7 @@ def index_export(
     if as_json:
         emit(summary)
     else:
-        out.print(f"[green]exported {report.added}[/] passages from {index} to {summary['to']} "
+        out.print(f"[green]exported {report.added}[/] passages from {escape(index)} to {escape(summary['to'])} "
                   f"in {summary['seconds']:.1f} s (vectors copied, nothing re-embedded)")
 
 

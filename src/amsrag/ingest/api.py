@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from amsrag.ingest.chunking import TokenCounter
 from amsrag.ingest.datasets import load_dataset
 from amsrag.ingest.documents import read_document
 from amsrag.ingest.formats import DATASET_FORMATS, check_format, detect_format, directory_files
-from amsrag.ingest.readers import read_passage_jsonl
+from amsrag.ingest.readers import check_size, file_fingerprint, read_passage_jsonl
 from amsrag.types import Passage, QASet, passage_id_for
 
 
@@ -42,7 +43,7 @@ def load_qa(path: Path | str, fmt: str = "auto", limit: int | None = None) -> QA
     return QASet(passages=list(islice(passages, limit)), questions=[], source=str(path))
 
 
-class _IdRegistry:
+class IdRegistry:
     """Rejects a passage id seen before, unless both are content ids of the same content."""
 
     def __init__(self) -> None:
@@ -63,11 +64,73 @@ class _IdRegistry:
         )
 
 
-class _Reader:
+@dataclass(frozen=True, slots=True)
+class SourceFile:
+    """One input file and the document key it is indexed under: `NAME/relative/path` for a file found
+    in a folder declared as NAME (by default the folder's own name), the file name for a file given
+    directly. Text and Markdown passages get doc_id = key and ids `key#n`."""
+
+    key: str
+    path: Path
+    fmt: str  # a format name, or "auto"
+
+    def fingerprint(self) -> str:
+        return file_fingerprint(self.path)
+
+
+@dataclass(frozen=True, slots=True)
+class InputRoot:
+    """An input path and the namespace of its documents (None for a single file)."""
+
+    path: Path
+    name: str | None
+
+    @classmethod
+    def parse(cls, spec: str | Path) -> InputRoot:
+        """`PATH` or `NAME=PATH`; a folder's namespace defaults to its own name."""
+        text = str(spec)
+        name: str | None = None
+        if not Path(text).exists() and "=" in text:
+            name, _, text = text.partition("=")
+            name = name.strip().strip("/")
+            if not name or any(c in name for c in "#\\"):
+                raise InputError(f"{spec}: a folder name (NAME=PATH) must be non-empty, without '#' or '\\'")
+        path = _existing(text)
+        if path.is_dir():
+            return cls(path, name or path.resolve().name or "root")
+        return cls(path, name)
+
+
+def input_roots(paths: Sequence[Path | str]) -> list[InputRoot]:
+    """The roots of the inputs; two folders of the same name must be told apart (NAME=PATH)."""
+    roots = [InputRoot.parse(p) for p in paths]
+    if not roots:
+        raise InputError("no input paths given")
+    seen: dict[str, Path] = {}
+    for root in roots:
+        if root.name is None or not root.path.is_dir():
+            continue
+        if root.name in seen and seen[root.name].resolve() != root.path.resolve():
+            raise InputError(f"two input folders are both named {root.name!r} ({seen[root.name]} and {root.path}): "
+                             f"their documents would collide; name one of them, e.g. other-{root.name}={root.path}")
+        seen[root.name] = root.path
+    return roots
+
+
+def source_files(root: InputRoot, fmt: str) -> list[SourceFile]:
+    """The files of one input root with their document keys, in sorted order."""
+    if not root.path.is_dir():
+        return [SourceFile(root.name or root.path.name, root.path, fmt)]
+    return [SourceFile(f"{root.name}/{path.relative_to(root.path).as_posix()}", path, fmt)
+            for path in directory_files(root.path, fmt)]
+
+
+class FileReader:
     """Reads the passages of input files; the token counter is loaded on first use."""
 
-    def __init__(self, chunking: ChunkConfig | None) -> None:
+    def __init__(self, chunking: ChunkConfig | None, max_file_mb: float | None = None) -> None:
         self.chunking = chunking or ChunkConfig()
+        self.max_file_mb = max_file_mb
         self._counter: TokenCounter | None = None
 
     @property
@@ -76,26 +139,21 @@ class _Reader:
             self._counter = TokenCounter()
         return self._counter
 
-    def file(self, path: Path, fmt: str, doc_id: str) -> Iterator[tuple[str, Passage]]:
+    def passages(self, source: SourceFile) -> Iterator[tuple[str, Passage]]:
         """(place, passage) of one file."""
+        path, fmt = source.path, source.fmt
+        if self.max_file_mb is not None:
+            check_size(path, self.max_file_mb)
         if fmt == "auto":
             fmt = detect_format(path)
         if fmt == "jsonl":
             yield from read_passage_jsonl(path)
         elif fmt in ("text", "markdown"):
-            for passage in read_document(path, doc_id, fmt, self.chunking, self.counter):
+            for passage in read_document(path, source.key, fmt, self.chunking, self.counter):
                 yield f"{path} (chunk {passage.metadata['chunk']})", passage
         else:
             for passage in load_dataset(path, fmt).passages:
                 yield str(path), passage
-
-    def input(self, root: Path, fmt: str) -> Iterator[tuple[str, Passage]]:
-        """(place, passage) of one input path: a file, or a directory read recursively."""
-        if not root.is_dir():
-            yield from self.file(root, fmt, root.name)
-            return
-        for path in directory_files(root, fmt):
-            yield from self.file(path, fmt, path.relative_to(root).as_posix())
 
 
 def iter_passages(
@@ -105,15 +163,15 @@ def iter_passages(
 ) -> Iterator[Passage]:
     """The passages of index inputs: passage JSONL, text / Markdown files or folders (chunked), or
     any dataset format (its QASet passages). Passage ids must be unique across all inputs; the same
-    dataset paragraph met twice (same content id) is yielded once.
+    dataset paragraph met twice (same content id) is yielded once. Inputs are `PATH` or `NAME=PATH`
+    (see `InputRoot`).
     """
     fmt = check_format(fmt)
-    roots = [_existing(p) for p in ([paths] if isinstance(paths, str | Path) else paths)]
-    if not roots:
-        raise InputError("no input paths given")
-    registry = _IdRegistry()
-    reader = _Reader(chunking)
+    roots = input_roots([paths] if isinstance(paths, str | Path) else paths)
+    registry = IdRegistry()
+    reader = FileReader(chunking)
     for root in roots:
-        for place, passage in reader.input(root, fmt):
-            if registry.admit(passage, place):
-                yield passage
+        for source in source_files(root, fmt):
+            for place, passage in reader.passages(source):
+                if registry.admit(passage, place):
+                    yield passage

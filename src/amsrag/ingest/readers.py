@@ -6,6 +6,7 @@ Every failure is an `InputError` naming the file and, for JSON Lines, the 1-base
 from __future__ import annotations
 
 import gzip
+import hashlib
 import io
 import json
 import zlib
@@ -15,9 +16,27 @@ from pathlib import Path
 from typing import Any
 
 from amsrag.errors import InputError
-from amsrag.types import Passage
+from amsrag.types import Passage, strip_control
 
 _BOM = "\ufeff"
+clean_text = strip_control
+
+
+def file_fingerprint(path: Path) -> str:
+    """sha256 of the file's bytes: what tells a changed document from an unchanged one."""
+    h = hashlib.sha256()
+    with _reading(path), open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def check_size(path: Path, max_mb: float) -> None:
+    """InputError when the file is larger than `max_mb` MiB."""
+    size = path.stat().st_size
+    if size > max_mb * 1024 * 1024:
+        raise InputError(f"{path}: {size / 1024 / 1024:.1f} MiB is larger than the input limit of {max_mb:g} MiB "
+                         f"(ingest.max_file_mb in the index configuration); split the file or raise the limit")
 
 
 def is_gzipped(path: Path) -> bool:
@@ -78,6 +97,27 @@ def read_text(path: Path) -> str:
     with _reading(path), _open_binary(path) as fh:
         data = fh.read()
     return decode_utf8(data, path).removeprefix(_BOM)
+
+
+def iter_text_blocks(path: Path, block_chars: int = 1 << 18) -> Iterator[tuple[int, str]]:
+    """(first line number, text) of consecutive pieces of a text file, each ending at a blank line once
+    it holds `block_chars` characters (or at the end of the file): a large file is read as a stream."""
+    lines: list[str] = []
+    size, first, offset = 0, 1, 0
+    with _reading(path), _open_binary(path) as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            line = decode_utf8(raw, path, offset, lineno)
+            offset += len(raw)
+            if lineno == 1:
+                line = line.removeprefix(_BOM)
+            if size >= block_chars and not line.strip():
+                yield first, "".join(lines)
+                lines, size, first = [], 0, lineno + 1
+                continue
+            lines.append(line)
+            size += len(line)
+    if lines:
+        yield first, "".join(lines)
 
 
 def iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
@@ -175,35 +215,37 @@ def _passage_id(record: dict[str, Any], place: str) -> str | None:
 
 
 def _title_and_text(record: dict[str, Any], place: str) -> tuple[str, str]:
-    title = _optional_str(record, "title", place).strip()
+    title = clean_text(_optional_str(record, "title", place)).strip()
     if "text" in record:
-        text = _optional_str(record, "text", place).strip()
+        text = clean_text(_optional_str(record, "text", place)).strip()
     elif "contents" in record:
-        text = _optional_str(record, "contents", place)
+        text = clean_text(_optional_str(record, "contents", place))
         if "title" not in record:
             title, text = split_flashrag_contents(text)
         text = text.strip()
     else:
         text = ""
     if not text:
-        raise InputError(f"{place}: passage without text: each line needs a non-empty `text` (or `contents`)")
+        raise InputError(f"{place}: passage without text: each line needs a `text` (or `contents`) that is not "
+                         f"empty once whitespace and control characters are removed")
     return title, text
 
 
-def passage_from_record(record: Any, place: str) -> Passage:
-    """One passage JSONL record `{id?, title?, text | contents, doc_id?, metadata?}`."""
+def passage_from_record(record: Any, place: str, default_doc_id: str | None = None) -> Passage:
+    """One passage JSONL record `{id?, title?, text | contents, doc_id?, metadata?}`; without a doc_id
+    the passage belongs to `default_doc_id` (its file), else to itself."""
     if not isinstance(record, dict):
         raise InputError(f"{place}: expected a JSON object per line, got {type(record).__name__}")
     title, text = _title_and_text(record, place)
     metadata = record.get("metadata")
     if metadata is not None and not isinstance(metadata, dict):
         raise InputError(f"{place}: `metadata` must be a JSON object, got {type(metadata).__name__}")
-    doc_id = _optional_str(record, "doc_id", place).strip() or None
+    doc_id = _optional_str(record, "doc_id", place).strip() or default_doc_id
     return Passage.make(text=text, title=title, id=_passage_id(record, place), doc_id=doc_id, metadata=metadata)
 
 
-def read_passage_jsonl(path: Path) -> Iterator[tuple[str, Passage]]:
+def read_passage_jsonl(path: Path, default_doc_id: str | None = None) -> Iterator[tuple[str, Passage]]:
     """(place `file:line`, passage) for every line of a passage JSONL file."""
     for lineno, record in iter_jsonl(path):
         place = f"{path}:{lineno}"
-        yield place, passage_from_record(record, place)
+        yield place, passage_from_record(record, place, default_doc_id)

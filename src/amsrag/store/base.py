@@ -4,7 +4,7 @@ implement and that the pipeline, the CLI and the server use."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
 
 import numpy as np
@@ -16,6 +16,8 @@ from amsrag.retrieve.base import Retriever
 from amsrag.types import Passage
 
 if TYPE_CHECKING:
+    from amsrag.store.documents import Document, DocumentInfo, PutReport
+    from amsrag.store.health import CheckReport, RepairReport
     from amsrag.store.query_library import QueryLibrary
     from amsrag.store.writes import DeleteReport, IngestReport
 
@@ -47,8 +49,47 @@ class PassageIndex(Protocol):
 
     # ---- writing
     def add(self, passages: Iterable[Passage], progress: Progress | None = None,
-            vectors: np.ndarray | None = None) -> IngestReport:
-        """Add passages in one transaction; identical re-adds and duplicate content are skipped."""
+            vectors: np.ndarray | None = None, doc_hashes: Mapping[str, tuple[str, str]] | None = None
+            ) -> IngestReport:
+        """Add passages in one transaction; identical re-adds and duplicate content are skipped; vectors
+        staged or stored for the same content are reused. `doc_hashes` ({doc_id: (fingerprint, source)})
+        records the documents this add completes."""
+        ...
+
+    def put_documents(self, documents: Sequence[Document], progress: Progress | None = None,
+                      delete: Sequence[str] = ()) -> PutReport:
+        """Make each document hold exactly its given passages and delete the documents in `delete`, in
+        one transaction (new documents are added, changed ones replaced; unchanged passages and stored
+        vectors are kept)."""
+        ...
+
+    def delete_documents(self, doc_ids: Sequence[str], progress: Progress | None = None) -> DeleteReport:
+        """Delete whole documents in one transaction; an unknown doc_id is an error, nothing is deleted."""
+        ...
+
+    def documents(self, prefix: str | None = None) -> dict[str, DocumentInfo]:
+        """Stored documents by doc_id (those whose doc_id or source starts with `prefix` when given)."""
+        ...
+
+    def unembedded(self, hashes: Sequence[str]) -> list[str]:
+        """The content hashes among `hashes` that have no stored or staged vector."""
+        ...
+
+    def count_staged(self, hashes: Sequence[str]) -> int:
+        """How many of `hashes` have a staged vector but no stored passage (an interrupted ingest's work)."""
+        ...
+
+    def stage_vectors(self, hashes: Sequence[str], vectors: np.ndarray) -> None:
+        """Commit vectors for content not stored yet, durably and outside any passage change: a killed
+        ingest resumes from them."""
+        ...
+
+    def check(self, progress: Progress | None = None) -> CheckReport:
+        """Verify the stored data and every derived index; reads only."""
+        ...
+
+    def repair(self, components: Sequence[str] | None = None, progress: Progress | None = None) -> RepairReport:
+        """Rebuild damaged (or the named) derived indexes from the stored passages and vectors."""
         ...
 
     def delete(self, ids: Sequence[str], progress: Progress | None = None) -> DeleteReport:

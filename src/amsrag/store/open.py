@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from amsrag.config import AmsragConfig
-from amsrag.errors import InputError
+from amsrag.errors import AmsragError, InputError
 from amsrag.progress import NullProgress, Progress
 from amsrag.store.base import PassageIndex
 from amsrag.store.embedded import EmbeddedIndex
@@ -37,6 +38,29 @@ def open_index(spec: str | Path) -> PassageIndex:
     if is_postgres_url(spec):
         return _postgres().open(str(spec))
     return EmbeddedIndex.open(Path(spec))
+
+
+def open_index_unchecked(spec: str | Path) -> PassageIndex:
+    """The index at `spec` even when derived indexes are missing or damaged: for `check` and `repair`."""
+    if is_postgres_url(spec):
+        return _postgres().open(str(spec))
+    return EmbeddedIndex.open(Path(spec), check=False)
+
+
+def remove_empty_index(spec: str | Path) -> bool:
+    """Delete an embedded index directory that holds no passages and no staged vectors (what a build
+    refused for bad input leaves); True when it was removed. PostgreSQL indexes are left alone."""
+    if is_postgres_url(spec):
+        return False
+    path = Path(spec)
+    try:
+        with EmbeddedIndex.open(path, check=False) as index:
+            if len(index) or index.table.embedding_counts()[1]:
+                return False
+    except AmsragError:
+        return False
+    shutil.rmtree(path, ignore_errors=True)
+    return True
 
 
 def create_index(spec: str | Path, config: AmsragConfig | None = None) -> PassageIndex:

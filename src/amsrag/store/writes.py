@@ -13,7 +13,7 @@ from amsrag.embed.encoder import DIMENSION, model_id_for
 from amsrag.errors import InputError
 from amsrag.retrieve.bm25 import BM25Index
 from amsrag.retrieve.graph import EntityGraph
-from amsrag.types import Passage
+from amsrag.types import Passage, is_blank
 
 
 @dataclass
@@ -22,12 +22,14 @@ class IngestReport:
     added: int = 0
     skipped_existing: int = 0  # same id and same content already stored
     skipped_duplicate_content: int = 0  # same content stored (or earlier in the input) under another id
+    embedded: int = 0  # added passages embedded by this call (the rest had a given, staged or stored vector)
     seconds: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
 class DeleteReport:
-    deleted: int = 0
+    deleted: int = 0  # passages
+    documents: int = 0  # whole documents deleted (delete_documents)
     seconds: dict[str, float] = field(default_factory=dict)
 
 
@@ -65,8 +67,8 @@ def validate_passages(passages: list[Passage]) -> list[tuple[Passage, str]]:
             raise InputError(f"item {n} is not a Passage")
         if not p.id or not p.id.strip():
             raise InputError(f"passage {n} has an empty id")
-        if not p.text or not p.text.strip():
-            raise InputError(f"passage {p.id!r} has empty text")
+        if not p.text or is_blank(p.text):
+            raise InputError(f"passage {p.id!r} has empty text (nothing but whitespace and control characters)")
         if p.id in seen:
             raise InputError(f"duplicate passage id {p.id!r} in the input (items {seen[p.id]} and {n}); "
                              f"ids must be unique; nothing was added")
@@ -84,8 +86,9 @@ def plan_insert(table: StoredLookup, conn: Any, items: list[tuple[Passage, str]]
     for i, (p, h) in enumerate(items):
         if p.id in by_id:
             if by_id[p.id] != h:
-                raise InputError(f"passage id {p.id!r} is already in the index with different content; "
-                                 f"delete it first to replace it; nothing was added")
+                raise InputError(f"passage id {p.id!r} is already in the index with different content; replace "
+                                 f"its document (`index add --replace`, `index sync`, PUT /v1/documents/DOC_ID) "
+                                 f"or delete it first; nothing was added")
             same += 1
         elif h in by_hash or h in batch_hashes:
             dup += 1

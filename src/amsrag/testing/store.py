@@ -23,6 +23,7 @@ import pytest
 from amsrag.config import AmsragConfig
 from amsrag.errors import IndexMismatchError, InputError
 from amsrag.store import EmbeddedIndex, PassageIndex
+from amsrag.store.documents import Document
 from amsrag.store.query_library import QueryLibrary
 from amsrag.types import RETRIEVERS, Hit, Passage, QAExample
 
@@ -143,6 +144,71 @@ class PassageIndexConformance(ABC):
         for name in RETRIEVERS:
             hits = idx.retriever(name).search(p.title + " " + p.text[:100], k=10)
             assert p.id not in {h.id for h in hits}
+
+    def test_documents_are_the_unit_of_change(self, make_index: IndexFactory, slice_passages: list[Passage],
+                                              slice_vectors: np.ndarray) -> None:
+        idx = make_index()
+        idx.add(slice_passages[:4], vectors=slice_vectors[:4])
+        base = len(idx)
+        texts = [p.text for p in slice_passages[4:10]]
+        a1 = Document.of("kb/a.md", [Passage(f"kb/a.md#{i}", t, "A") for i, t in enumerate(texts[:3])],
+                         "fp1", "kb/a.md")
+        b1 = Document.of("kb/b.md", [Passage("kb/b.md#0", texts[3], "B")], "fpb", "kb/b.md")
+        r = idx.put_documents([a1, b1])
+        assert (r.created, r.added, r.removed, r.embedded) == (2, 4, 0, 4)
+        docs = idx.documents(prefix="kb/")
+        assert {d: (i.passages, i.content_hash, i.source) for d, i in docs.items()} == {
+            "kb/a.md": (3, "fp1", "kb/a.md"), "kb/b.md": (1, "fpb", "kb/b.md")}
+        assert idx.put_documents([a1]).unchanged == 1 and len(idx) == base + 4
+        # an edit: chunk 1 changes, a chunk is inserted before the old last one (its id shifts)
+        a2 = Document.of("kb/a.md", [Passage("kb/a.md#0", texts[0], "A"), Passage("kb/a.md#1", texts[4], "A"),
+                                     Passage("kb/a.md#2", texts[5], "A"), Passage("kb/a.md#3", texts[2], "A")],
+                         "fp2", "kb/a.md")
+        r = idx.put_documents([a2])
+        assert (r.kept, r.removed, r.added, r.created) == (1, 2, 3, 0)
+        assert (r.reused_vectors, r.embedded) == (1, 2)  # the shifted chunk keeps its vector
+        assert idx.documents(prefix="kb/")["kb/a.md"].content_hash == "fp2"
+        assert [idx.get(f"kb/a.md#{i}").text for i in range(4)] == [texts[0], texts[4], texts[5], texts[2]]
+        assert idx.get("kb/a.md#1").doc_id == "kb/a.md"
+        hits = idx.retriever("bm25").search(texts[1][:200], k=20)
+        assert all(h.id != "kb/a.md#1" or idx.get(h.id).text != texts[1] for h in hits)
+        # another document may not take a passage id of this one
+        with pytest.raises(InputError, match="already belong to another document"):
+            idx.put_documents([Document.of("kb/c.md", [Passage("kb/a.md#0", "stolen id text", "C")])])
+        with pytest.raises(InputError, match="not in the index"):
+            idx.delete_documents(["kb/b.md", "kb/nope.md"])
+        assert len(idx) == base + 5
+        # put and delete in one transaction: b's content moves to a new document without re-embedding
+        moved = Document.of("kb/moved.md", [Passage("kb/moved.md#0", texts[3], "B")], "fpm", "kb/moved.md")
+        r = idx.put_documents([moved], delete=["kb/b.md"])
+        assert (r.deleted_documents, r.added, r.removed, r.embedded) == (1, 1, 1, 0)
+        assert set(idx.documents(prefix="kb/")) == {"kb/a.md", "kb/moved.md"}
+        d = idx.delete_documents(["kb/a.md"])
+        assert (d.deleted, d.documents) == (4, 1) and len(idx) == base + 1
+        assert idx.check().ok
+
+    def test_staged_vectors_survive_and_are_reused(self, make_index: IndexFactory, slice_passages: list[Passage],
+                                                   slice_vectors: np.ndarray) -> None:
+        idx = make_index()
+        ps = slice_passages[:6]
+        hashes = [p.content_hash for p in ps]
+        assert idx.unembedded(hashes) == hashes and idx.count_staged(hashes) == 0
+        idx.stage_vectors(hashes[:4], slice_vectors[:4])
+        assert len(idx) == 0  # staging writes no passage
+        assert idx.unembedded(hashes) == hashes[4:] and idx.count_staged(hashes) == 4
+        idx = self.reopen_closed(idx)
+        report = idx.add(ps)
+        assert (report.added, report.embedded) == (6, 2)
+        assert idx.count_staged(hashes) == 0 and idx.unembedded(hashes) == []
+        rows = idx.rows_for_ids([p.id for p in ps])
+        got = idx.vectors_for_rows([rows[p.id] for p in ps[:4]])
+        assert np.allclose(got, slice_vectors[:4], atol=1e-6)
+        with pytest.raises(InputError, match=r"need a \(2, 384\) array"):
+            idx.stage_vectors(hashes[:2], slice_vectors[:1])
+
+    def reopen_closed(self, index: PassageIndex) -> PassageIndex:
+        index.close()
+        return self.reopen(index)
 
     @pytest.mark.slow
     def test_incremental_add_and_delete_match_the_embedded_full_build(

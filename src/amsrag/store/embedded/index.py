@@ -1,7 +1,8 @@
 """The embedded index: an index directory holding passages in SQLite and derived indexes beside it.
 
 Layout of DIR:
-    passages.sqlite        passages (WAL), the source of truth
+    passages.sqlite        passages (WAL), the source of truth; also each document's fingerprint and
+                           every passage vector by content hash (the dense index is rebuilt from them)
     config.toml            the configuration the index was built with
     manifest.json          format version, generation, and per component its directory and parameters
     bm25.gNNNNNN/          token cache (BM25 is re-indexed from it on load and on change)
@@ -11,19 +12,22 @@ Layout of DIR:
 
 A change (add or delete) runs in one SQLite transaction; the new derived indexes are written to new
 generation directories before the transaction commits, and the manifest, replaced atomically
-afterwards, is what makes them current. A crash at any point leaves the old state readable; a crash
-between the commit and the manifest leaves derived indexes behind the passages, which the next
-writer detects (generation numbers differ) and repairs without re-embedding stored passages.
+afterwards, is what makes them current; it records each derived file's size and sha256, which
+`check` verifies and `repair` restores from SQLite and the stored vectors. A crash at any point
+leaves the old state readable; a crash between the commit and the manifest leaves derived indexes
+behind the passages, which the next writer detects (generation numbers differ) and repairs without
+re-embedding stored passages.
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import shutil
 import time
 import zipfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,8 +44,10 @@ from amsrag.retrieve.base import Retriever
 from amsrag.retrieve.bm25 import BM25Index, BM25Retriever
 from amsrag.retrieve.dense import DenseRetriever, VectorIndex
 from amsrag.retrieve.graph import EntityGraph, GraphRetriever
+from amsrag.store.documents import Document, DocumentInfo, PutReport, check_documents, plan_put
 from amsrag.store.embedded.manifest import MANIFEST, fsync_dir, read_manifest, write_atomic, write_json_atomic
 from amsrag.store.embedded.sqlite import PassageTable
+from amsrag.store.health import CheckReport, RepairReport
 from amsrag.store.query_library import QueryLibrary
 from amsrag.store.writes import (
     DeleteReport,
@@ -51,7 +57,7 @@ from amsrag.store.writes import (
     plan_insert,
     validate_passages,
 )
-from amsrag.types import RETRIEVERS, Passage, PassageRow
+from amsrag.types import RETRIEVERS, Passage, PassageRow, content_hash
 
 COMPONENTS = ("bm25", "dense", "graph")
 DB_FILE = "passages.sqlite"
@@ -87,8 +93,8 @@ class EmbeddedIndex:
     def create(cls, path: str | Path, config: AmsragConfig | None = None) -> EmbeddedIndex:
         path = Path(path)
         if (path / MANIFEST).exists():
-            raise InputError(f"an index already exists at {path}: add passages with `amsrag index add`, "
-                             f"or choose another directory")
+            raise InputError(f"an index already exists at {path}: add passages with `amsrag index add` (it "
+                             f"resumes an interrupted build), or choose another directory")
         if path.exists() and (not path.is_dir() or any(path.iterdir())):
             raise InputError(f"{path} exists and is not an empty directory; choose a new index directory")
         config = config or AmsragConfig()
@@ -110,7 +116,9 @@ class EmbeddedIndex:
         return cls(path, config, manifest, table)
 
     @classmethod
-    def open(cls, path: str | Path) -> EmbeddedIndex:
+    def open(cls, path: str | Path, check: bool = True) -> EmbeddedIndex:
+        """The index at `path`. With `check` (the default) a missing derived-index directory is an
+        IndexCorruptError that names `amsrag index repair`; `repair` opens with check=False."""
         path = Path(path)
         if not path.is_dir():
             raise IndexNotFoundError(f"no index directory at {path}: build one with "
@@ -124,10 +132,31 @@ class EmbeddedIndex:
                 f"({__version__}) reads version {INDEX_FORMAT_VERSION}. Rebuild it with `amsrag index build`.")
         config = AmsragConfig.load(path / CONFIG_FILE)
         _check_params(path, manifest, expected_params(config))
+        if check:
+            missing = [f"{name} ({c['dir']})" for name, c in manifest.get("components", {}).items()
+                       if c.get("dir") and not (path / c["dir"]).is_dir()]
+            if missing:
+                raise IndexCorruptError(
+                    f"index at {path}: derived index folder(s) missing: {', '.join(missing)}; rebuild them "
+                    f"from the stored passages and vectors with `amsrag index repair --index {path}`")
         index = cls(path, config, manifest, PassageTable(path / DB_FILE))
-        if index.table.generation != manifest["generation"]:
+        if index.table.schema_version < 2:
+            index._migrate()
+        if index.table.generation != manifest["generation"] and check:
             index.sync()
         return index
+
+    def _migrate(self) -> None:
+        """Schema 1 -> 2: copy the vectors of the dense index into SQLite (documents start unknown)."""
+        with self._write_lock():
+            if self.table.schema_version >= 2:
+                return
+            with self.table.transaction(bump=False) as conn:
+                if self._component_dir("dense") is not None and len(self.vector_index.rows):
+                    info = self.table.hashes_of_rows(conn, self.vector_index.rows.tolist())
+                    rows = [r for r in self.vector_index.rows.tolist() if r in info]
+                    self.table.put_vectors(conn, [info[r] for r in rows], self.vector_index.vectors_for_rows(rows))
+                self.table.mark_migrated(conn)
 
     def close(self) -> None:
         self.table.close()
@@ -252,6 +281,7 @@ class EmbeddedIndex:
                      "tokens": int(self.bm25_index.cache.flat.size)},
             "graph": {"entities": self.entity_graph.n_entities, "edges": self.entity_graph.n_edges},
             "query_library": len(self.query_library()),
+            "staged_vectors": self.table.embedding_counts()[1],
             "disk_bytes": size,
             "created": self.manifest["created"],
             "updated": self.manifest["updated"],
@@ -292,17 +322,21 @@ class EmbeddedIndex:
 
     # ---------------------------------------------------------------- writing
     def add(self, passages: Iterable[Passage], progress: Progress | None = None,
-            vectors: np.ndarray | None = None) -> IngestReport:
+            vectors: np.ndarray | None = None, doc_hashes: Mapping[str, tuple[str, str]] | None = None
+            ) -> IngestReport:
         """Add passages in one transaction. Identical re-adds and duplicate content are skipped.
 
         `vectors`, if given, are the passages' embeddings by this index's model (no re-embedding),
-        aligned with `passages`.
+        aligned with `passages`; otherwise vectors staged or stored for the same content are reused and
+        only the rest is embedded. `doc_hashes` ({doc_id: (fingerprint, source)}) records documents
+        this add completes; the fingerprint of any other document it adds to is forgotten.
         """
         progress = progress or NullProgress()
         items = validate_passages(list(passages))
         if vectors is not None and len(vectors) != len(items):
             raise InputError(f"{len(items)} passages but {len(vectors)} vectors")
         report = IngestReport(received=len(items))
+        doc_hashes = dict(doc_hashes or {})
         with self._write_lock():
             try:
                 with self.table.transaction() as conn:
@@ -314,11 +348,82 @@ class EmbeddedIndex:
                     added = [PassageRow(r, items[i][0].id, items[i][0].title, items[i][0].text)
                              for r, i in zip(rows, new, strict=True)]
                     given = None if vectors is None else np.asarray(vectors, dtype=np.float32)[new]
+                    touched = {items[i][0].doc_id or items[i][0].id for i in new}
+                    self.table.forget_documents(conn, touched - set(doc_hashes))
+                    self._record(conn, doc_hashes)
                     staged = self._stage(conn, added, [], progress, report.seconds, given)
             except _NothingToDo:
+                if doc_hashes:
+                    with self.table.transaction(bump=False) as conn:
+                        self._record(conn, doc_hashes)
                 return report
             self._publish(staged, added, [])
         report.added = len(added)
+        report.embedded = staged["embedded"]
+        return report
+
+    def put_documents(self, documents: Sequence[Document], progress: Progress | None = None,
+                      delete: Sequence[str] = ()) -> PutReport:
+        """Make each document hold exactly its given passages and delete the documents in `delete`, in
+        one transaction: new documents are added, changed ones replaced (passages with the same id and
+        content stay; vectors stored for the same content are reused, only new content is embedded)."""
+        docs = check_documents(list(documents))
+        delete = list(dict.fromkeys(delete))
+        if not docs and not delete:
+            raise InputError("no documents given to put or delete")
+        items = validate_passages([p for d in docs for p in d.passages])
+        del items  # validation only: plan_put re-derives the hashes per document
+        progress = progress or NullProgress()
+        report = PutReport(documents=len(docs))
+        with self._write_lock():
+            try:
+                with self.table.transaction() as conn:
+                    plan = plan_put(self.table, conn, docs, delete)
+                    self.table.forget_documents(conn, delete)
+                    report.deleted_documents = len(delete)
+                    report.kept, report.created = plan.kept, plan.created
+                    report.skipped_duplicate_content = plan.skipped_duplicate_content
+                    report.unchanged = len(plan.unchanged)
+                    self._record(conn, {d.doc_id: (d.content_hash, d.source) for d in docs})
+                    if not plan.removed_rows and not plan.insert:
+                        raise _NothingToDo
+                    self.table.delete_rows(conn, plan.removed_rows)
+                    rows = self.table.insert(conn, plan.insert)
+                    added = [PassageRow(r, p.id, p.title, p.text) for r, (p, _) in zip(rows, plan.insert, strict=True)]
+                    staged = self._stage(conn, added, plan.removed_rows, progress, report.seconds, None)
+                    self.table.drop_vectors(conn, plan.removed_hashes)
+            except _NothingToDo:
+                with self.table.transaction(bump=False) as conn:
+                    self._record(conn, {d.doc_id: (d.content_hash, d.source) for d in docs})
+                return report
+            self._publish(staged, added, plan.removed_rows)
+        report.added, report.removed = len(added), len(plan.removed_rows)
+        report.embedded = staged["embedded"]
+        report.reused_vectors = len(added) - staged["embedded"]
+        return report
+
+    def delete_documents(self, doc_ids: Sequence[str], progress: Progress | None = None) -> DeleteReport:
+        """Delete whole documents in one transaction; an unknown doc_id is an error and nothing is deleted."""
+        doc_ids = list(dict.fromkeys(doc_ids))
+        if not doc_ids:
+            raise InputError("no document ids given to delete")
+        report = DeleteReport()
+        with self._write_lock():
+            with self.table.transaction() as conn:
+                found = self.table.document_rows(conn, doc_ids)
+                missing = sorted(set(doc_ids) - {d for _, _, d, _ in found})
+                if missing:
+                    shown = ", ".join(missing[:10]) + (" ..." if len(missing) > 10 else "")
+                    raise InputError(f"{len(missing)} document(s) not in the index {self.path}: {shown}; "
+                                     f"nothing was deleted")
+                removed = sorted(r for r, _, _, _ in found)
+                self.table.delete_rows(conn, removed)
+                self.table.drop_vectors(conn, {h for _, _, _, h in found})
+                self.table.forget_documents(conn, doc_ids)
+                staged = self._stage(conn, [], removed, progress or NullProgress(), report.seconds, None)
+            self._publish(staged, [], removed)
+        report.deleted = len(removed)
+        report.documents = len(doc_ids)
         return report
 
     def delete(self, ids: Sequence[str], progress: Progress | None = None) -> DeleteReport:
@@ -336,11 +441,35 @@ class EmbeddedIndex:
                     raise InputError(
                         f"{len(missing)} id(s) not in the index {self.path}: {shown}; nothing was deleted")
                 removed = sorted(found.values())
+                hashes = self.table.hashes_of_rows(conn, removed)
+                self.table.forget_documents(conn, self.table.doc_ids_of_rows(conn, removed))
                 self.table.delete_rows(conn, removed)
+                self.table.drop_vectors(conn, hashes.values())
                 staged = self._stage(conn, [], removed, progress or NullProgress(), report.seconds, None)
             self._publish(staged, [], removed)
         report.deleted = len(removed)
         return report
+
+    def documents(self, prefix: str | None = None) -> dict[str, DocumentInfo]:
+        """Every stored document (those whose doc_id starts with `prefix`, when given)."""
+        return {d: DocumentInfo(d, n, h, src) for d, n, h, src in self.table.documents(prefix)}
+
+    def unembedded(self, hashes: Sequence[str]) -> list[str]:
+        """The content hashes among `hashes` with no stored or staged vector (each once, in order)."""
+        have = set(self.table.vectors_by_hash(hashes, DIMENSION))
+        return [h for h in dict.fromkeys(hashes) if h not in have]
+
+    def count_staged(self, hashes: Sequence[str]) -> int:
+        """How many of `hashes` have a staged vector but no stored passage (an interrupted ingest's work)."""
+        return self.table.count_staged(hashes)
+
+    def stage_vectors(self, hashes: Sequence[str], vectors: np.ndarray) -> None:
+        """Commit vectors for content not stored yet (an ingest's progress, kept if it is killed)."""
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if vectors.shape != (len(hashes), DIMENSION):
+            raise InputError(f"{len(hashes)} hashes need a ({len(hashes)}, {DIMENSION}) array, got {vectors.shape}")
+        with self.table.transaction(bump=False) as conn:
+            self.table.put_vectors(conn, list(hashes), vectors)
 
     def sync(self, progress: Progress | None = None) -> int:
         """Bring derived indexes in line with the passages table (after an interrupted write)."""
@@ -355,6 +484,146 @@ class EmbeddedIndex:
                 staged = self._stage(conn, added, removed, progress or NullProgress(), {}, None)
             self._publish(staged, added, removed)
         return len(added) + len(removed)
+
+    def _record(self, conn, doc_hashes: Mapping[str, tuple[str, str]]) -> None:
+        if doc_hashes:
+            now = datetime.now(UTC).isoformat(timespec="seconds")
+            self.table.record_documents(conn, [(d, h, src) for d, (h, src) in doc_hashes.items()], now)
+
+    # ---------------------------------------------------------------- checking and repair
+    def check(self, progress: Progress | None = None) -> CheckReport:
+        """Verify SQLite, the manifest and every derived index: files present with their recorded size
+        and sha256, the same passage rows everywhere, unit-norm finite vectors, a stored vector for
+        every passage. Reads only; `repair` fixes what it reports as repairable."""
+        report = CheckReport(self.location)
+        progress = progress or NullProgress()
+        report.checked.append("sqlite integrity")
+        for line in self.table.integrity()[:10]:
+            report.problem(f"SQLite: {line} (the passages database is damaged: restore it from a backup)")
+        report.checked.append("manifest")
+        try:
+            on_disk = read_manifest(self.path)
+        except IndexCorruptError as exc:
+            report.problem(str(exc), "manifest")
+            on_disk = self.manifest
+        if on_disk.get("generation") != self.table.generation:
+            report.problem(f"derived indexes are at generation {on_disk.get('generation')}, the passages at "
+                           f"{self.table.generation} (an interrupted write)", "all")
+        rows = np.asarray(self.stored_rows(), dtype=np.int64)
+        with progress.task("check: derived indexes", len(COMPONENTS)) as adv:
+            for name in COMPONENTS:
+                self._check_component(name, on_disk["components"].get(name, {}), rows, report)
+                adv(1)
+        report.checked.append("stored vectors")
+        with_vector, staged = self.table.embedding_counts()
+        if with_vector != len(rows):
+            report.problem(f"{len(rows) - with_vector} passage(s) have no stored vector in SQLite (repair embeds them)",
+                           "vectors")
+        report.checked.append(f"{len(rows)} passages, {staged} staged vector(s)")
+        return report
+
+    def _check_component(self, name: str, comp: dict[str, Any], rows: np.ndarray, report: CheckReport) -> None:
+        report.checked.append(name)
+        d = comp.get("dir")
+        if d is None:
+            if len(rows):
+                report.problem(f"{name}: no derived index for {len(rows)} passages", name)
+            return
+        directory = self.path / d
+        if not directory.is_dir():
+            report.problem(f"{name}: folder {d} is missing", name)
+            return
+        for fname, (size, digest) in comp.get("files", {}).items():
+            f = directory / fname
+            if not f.is_file():
+                report.problem(f"{name}: {d}/{fname} is missing", name)
+            elif f.stat().st_size != size or _sha256(f) != digest:
+                report.problem(f"{name}: {d}/{fname} does not match its recorded checksum", name)
+        if name in report.repairable:
+            return
+        try:
+            if name == "bm25":
+                got = BM25Index.load(directory, self.config.bm25).rows
+            elif name == "dense":
+                vec = VectorIndex.load(directory, self.config.dense, DIMENSION)
+                got = vec.rows
+                norms = np.linalg.norm(np.asarray(vec.vectors, dtype=np.float32), axis=1) if len(got) else np.ones(0)
+                bad = int(np.sum(~np.isfinite(norms) | (np.abs(norms - 1.0) > 1e-3)))
+                if bad:
+                    report.problem(f"dense: {bad} vector(s) are not unit-norm or not finite", name)
+            else:
+                got = np.asarray(sorted(EntityGraph.load(directory).ner), dtype=np.int64)
+        except Exception as exc:
+            report.problem(f"{name}: {d} cannot be read ({type(exc).__name__}: {exc})", name)
+            return
+        got = np.sort(np.asarray(got, dtype=np.int64))
+        if len(got) != len(rows) or not np.array_equal(got, rows):
+            report.problem(f"{name}: indexes {len(got)} passage rows, SQLite holds {len(rows)}"
+                           f"{'' if len(got) != len(rows) else ' (different rows)'}", name)
+
+    def repair(self, components: Sequence[str] | None = None, progress: Progress | None = None) -> RepairReport:
+        """Rebuild derived indexes from SQLite: those `check` finds damaged (or the given `components`).
+        BM25 is re-tokenised, the dense index rebuilt from the stored vectors (only passages without one
+        are embedded), the graph's NER reruns only if the graph itself is lost."""
+        t0 = time.perf_counter()
+        progress = progress or NullProgress()
+        report = RepairReport(self.location)
+        if self.table.generation != self.manifest["generation"] and all(
+                d is None or d.is_dir() for d in map(self._component_dir, COMPONENTS)):
+            self.sync(progress)  # an interrupted write: catch the derived indexes up, no rebuild
+        with self._write_lock():
+            found = self.check(progress)
+            todo = set(components or ())
+            if not components:
+                todo = set(found.repairable)
+                if "all" in todo or "manifest" in todo:
+                    todo |= set(COMPONENTS)
+            todo = {c for c in todo if c in (*COMPONENTS, "vectors")}
+            if not todo:
+                return report
+            with self.table.transaction() as conn:
+                stored = list(self.table.iter_rows())
+                hashes = dict(self.table.row_hashes())
+                vectors = self.table.vectors_by_hash(list(hashes.values()), DIMENSION)
+                lacking = [r for r in stored if hashes[r.row] not in vectors]
+                if lacking:
+                    with progress.task("repair: embed passages without a stored vector", len(lacking)) as adv:
+                        fresh = self.encoder.encode([passage_text_for_embedding(r.title, r.text) for r in lacking], adv)
+                    self.table.put_vectors(conn, [hashes[r.row] for r in lacking], fresh)
+                    vectors.update({hashes[r.row]: fresh[i] for i, r in enumerate(lacking)})
+                    report.reembedded = len(lacking)
+                    todo.add("dense")
+                todo.discard("vectors")
+                gen = int(conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()[0])
+                comps: dict[str, Any] = {}
+                for name in COMPONENTS:
+                    if name not in todo:
+                        comps[name] = self._loaded(name)
+                        continue
+                    with progress.task(f"repair: {name}", len(stored)) as adv:
+                        if name == "bm25":
+                            comps[name] = BM25Index.empty(self.config.bm25).updated(stored, [], adv)
+                        elif name == "dense":
+                            mat = (np.stack([vectors[hashes[r.row]] for r in stored]) if stored
+                                   else np.zeros((0, DIMENSION), np.float32))
+                            comps[name] = VectorIndex.empty(self.config.dense, DIMENSION).updated(
+                                [r.row for r in stored], mat, [])
+                            adv(len(stored))
+                        else:
+                            comps[name] = EntityGraph.build(stored, self.config.graph, progress)
+                            adv(len(stored))
+                self._remove_orphans()
+                written = {name: self._write_component(name, gen, comp) for name, comp in comps.items()}
+                staged = {"generation": gen, "written": written, "embedded": report.reembedded, **comps}
+            self._publish(staged, [], [], reload=True)
+            report.rebuilt = sorted(todo)
+        report.seconds = time.perf_counter() - t0
+        return report
+
+    def _loaded(self, name: str) -> Any:
+        if name == "bm25":
+            return self.bm25_index
+        return self.vector_index if name == "dense" else self.entity_graph
 
     def stale(self) -> bool:
         """True when another process published a write (a newer manifest) since this one loaded it."""
@@ -378,7 +647,9 @@ class EmbeddedIndex:
 
     def _stage(self, conn, added: list[PassageRow], removed: list[int], progress: Progress,
                seconds: dict[str, float], vectors: np.ndarray | None) -> dict[str, Any]:
-        """Compute and write the next generation of every derived index (inside the transaction)."""
+        """Compute and write the next generation of every derived index (inside the transaction).
+        Vectors: the given ones, else those stored for the same content, else embedded now; either
+        way they are stored in SQLite with the passages."""
         gen = int(conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()[0])
         self._remove_orphans()
         t = time.perf_counter()
@@ -386,9 +657,19 @@ class EmbeddedIndex:
             bm25 = self.bm25_index.updated(added, removed, adv)
         seconds["bm25"] = time.perf_counter() - t
         t = time.perf_counter()
+        hashes = [content_hash(p.title, p.text) for p in added]
+        embedded = 0
         if vectors is None:
-            with progress.task("dense: embed", len(added)) as adv:
-                vectors = self.encoder.encode([passage_text_for_embedding(p.title, p.text) for p in added], adv)
+            known = self.table.vectors_by_hash(hashes, DIMENSION)
+            todo = [i for i, h in enumerate(hashes) if h not in known]
+            with progress.task("dense: embed", len(todo)) as adv:
+                fresh = self.encoder.encode([passage_text_for_embedding(added[i].title, added[i].text)
+                                             for i in todo], adv)
+            embedded = len(todo)
+            known.update({hashes[i]: fresh[j] for j, i in enumerate(todo)})
+            vectors = (np.stack([known[h] for h in hashes]) if hashes
+                       else np.zeros((0, DIMENSION), np.float32))
+        self.table.put_vectors(conn, hashes, vectors)
         seconds["embed"] = time.perf_counter() - t
         t = time.perf_counter()
         vec = self.vector_index.updated([p.row for p in added], vectors, removed)
@@ -398,32 +679,43 @@ class EmbeddedIndex:
             graph = self.entity_graph.update(added, removed, lambda: self.table.iter_rows(), adv)
         seconds["graph"] = time.perf_counter() - t
         t = time.perf_counter()
-        dirs = {}
+        written = {}
         for name, comp in (("bm25", bm25), ("dense", vec), ("graph", graph)):
-            dirs[name] = self._write_component(name, gen, comp)
+            written[name] = self._write_component(name, gen, comp)
         seconds["write"] = time.perf_counter() - t
-        return {"generation": gen, "dirs": dirs, "bm25": bm25, "dense": vec, "graph": graph}
+        return {"generation": gen, "written": written, "bm25": bm25, "dense": vec, "graph": graph,
+                "embedded": embedded}
 
-    def _write_component(self, name: str, gen: int, comp: Any) -> str:
+    def _write_component(self, name: str, gen: int, comp: Any) -> tuple[str, dict[str, tuple[int, str]]]:
+        """Save `comp` as generation `gen`: its directory name and {file: (size, sha256)}."""
         final = self.path / f"{name}.g{gen:06d}"
         tmp = self.path / f"{name}.g{gen:06d}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.rmtree(final, ignore_errors=True)  # left by a write that never reached the manifest
         tmp.mkdir()
-        comp.save(tmp)
-        for f in tmp.iterdir():
-            with open(f, "rb") as fh:
-                os.fsync(fh.fileno())
-        os.rename(tmp, final)
-        return final.name
+        try:
+            comp.save(tmp)
+            files = {}
+            for f in sorted(tmp.iterdir()):
+                with open(f, "rb") as fh:
+                    os.fsync(fh.fileno())
+                files[f.name] = (f.stat().st_size, _sha256(f))
+            os.rename(tmp, final)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return final.name, files
 
-    def _publish(self, staged: dict[str, Any], added: list[PassageRow], removed: list[int]) -> None:
+    def _publish(self, staged: dict[str, Any], added: list[PassageRow], removed: list[int],
+                 reload: bool = False) -> None:
         old_dirs = [self._component_dir(n) for n in COMPONENTS]
+        written = staged["written"]
         manifest = dict(self.manifest)
         manifest["generation"] = staged["generation"]
         manifest["updated"] = datetime.now(UTC).isoformat(timespec="seconds")
         manifest["components"] = {
-            name: {**self.manifest["components"][name], "dir": staged["dirs"][name], "n": len(staged["bm25"].rows)}
+            name: {**self.manifest["components"][name], "dir": written[name][0], "files": written[name][1],
+                   "n": len(staged["bm25"].rows)}
             for name in COMPONENTS
         }
         write_json_atomic(self.path / MANIFEST, manifest)
@@ -436,8 +728,11 @@ class EmbeddedIndex:
         for p in added:
             self._info[p.row] = (p.id, p.title)
             self._row_of[p.id] = p.row
+        if reload:
+            self._load_row_info()
+        new_dirs = {w[0] for w in written.values()}
         for d in old_dirs:
-            if d is not None and d.name not in staged["dirs"].values():
+            if d is not None and d.name not in new_dirs:
                 shutil.rmtree(d, ignore_errors=True)
 
     def _remove_orphans(self) -> None:
@@ -469,6 +764,14 @@ class EmbeddedIndex:
 
 class _NothingToDo(Exception):
     """Everything given is already stored: roll back the (generation-bumping) transaction."""
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def _stamp_of(st: os.stat_result) -> tuple[int, int, int]:

@@ -1,4 +1,10 @@
-"""Passages in SQLite: WAL journal, one transaction per ingest or delete."""
+"""Passages in SQLite: WAL journal, one transaction per ingest or delete.
+
+Beside the passages: `documents` (the source fingerprint of each document last written in full, so a
+sync can tell changed files from unchanged ones) and `embeddings` (every passage vector by content
+hash: the durable copy the dense index is rebuilt from, and the staging area of an ingest, which
+commits vectors batch by batch before the passages so a killed ingest resumes without re-embedding).
+"""
 
 from __future__ import annotations
 
@@ -9,9 +15,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
+
 from amsrag.types import Passage, PassageRow
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS passages (
@@ -25,6 +33,13 @@ CREATE TABLE IF NOT EXISTS passages (
 );
 CREATE INDEX IF NOT EXISTS passages_doc_id ON passages(doc_id);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS documents (
+    doc_id TEXT PRIMARY KEY,
+    content_hash TEXT NOT NULL,
+    source TEXT NOT NULL,
+    updated TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS embeddings (content_hash TEXT PRIMARY KEY, vector BLOB NOT NULL);
 """
 
 
@@ -47,6 +62,13 @@ class PassageTable:
                 self._conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
                 self._conn.execute("INSERT INTO meta VALUES ('generation', '0')")
 
+    @property
+    def schema_version(self) -> int:
+        return int(self.meta("schema_version") or 0)
+
+    def mark_migrated(self, conn: sqlite3.Connection) -> None:
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+
     def close(self) -> None:
         with self._lock:
             self._conn.close()
@@ -61,12 +83,15 @@ class PassageTable:
         return int(self.meta("generation") or 0)
 
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception; bumps the generation counter."""
+    def transaction(self, bump: bool = True) -> Iterator[sqlite3.Connection]:
+        """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception; bumps the generation counter
+        (unless `bump` is False: a write derived indexes do not depend on, such as staged vectors)."""
         with self._lock:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
-                self._conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'")
+                if bump:
+                    self._conn.execute(
+                        "UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'")
                 yield self._conn
             except BaseException:
                 self._conn.execute("ROLLBACK")
@@ -156,6 +181,111 @@ class PassageTable:
     def delete_rows(conn: sqlite3.Connection, rows: Sequence[int]) -> None:
         for chunk in _chunks(list(rows), 900):
             conn.execute(f"DELETE FROM passages WHERE row IN ({','.join('?' * len(chunk))})", chunk)
+
+
+    # ---- documents
+    def documents(self, prefix: str | None = None) -> list[tuple[str, int, str, str]]:
+        """(doc_id, passages, content hash or "", source) of every document (doc_id or source starting
+        with `prefix` when given), by doc_id."""
+        where: str = ""
+        args: tuple[object, ...] = ()
+        if prefix:
+            where = "WHERE substr(p.doc_id, 1, ?) = ? OR substr(d.source, 1, ?) = ?"
+            args = (len(prefix), prefix, len(prefix), prefix)
+        q = (f"SELECT p.doc_id, COUNT(*), COALESCE(d.content_hash, ''), COALESCE(d.source, '') FROM passages p "
+             f"LEFT JOIN documents d ON d.doc_id = p.doc_id {where} GROUP BY p.doc_id ORDER BY p.doc_id")
+        with self._lock:
+            return [(r[0], int(r[1]), r[2], r[3]) for r in self._conn.execute(q, args).fetchall()]
+
+    @staticmethod
+    def document_rows(conn: sqlite3.Connection, doc_ids: Sequence[str]) -> list[tuple[int, str, str, str]]:
+        out: list[tuple[int, str, str, str]] = []
+        for chunk in _chunks(list(doc_ids), 900):
+            q = (f"SELECT row, id, doc_id, content_hash FROM passages "
+                 f"WHERE doc_id IN ({','.join('?' * len(chunk))}) ORDER BY row")
+            out.extend(conn.execute(q, chunk).fetchall())
+        return out
+
+    @staticmethod
+    def record_documents(conn: sqlite3.Connection, docs: Iterable[tuple[str, str, str]], when: str) -> None:
+        """Record (doc_id, content hash, source) of documents written in full."""
+        conn.executemany(
+            "INSERT INTO documents (doc_id, content_hash, source, updated) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT(doc_id) DO UPDATE SET content_hash = excluded.content_hash, source = excluded.source, "
+            "updated = excluded.updated", [(d, h, s, when) for d, h, s in docs])
+
+    @staticmethod
+    def forget_documents(conn: sqlite3.Connection, doc_ids: Iterable[str]) -> None:
+        """Drop the recorded fingerprint of documents changed passage by passage (or gone)."""
+        conn.executemany("DELETE FROM documents WHERE doc_id = ?", [(d,) for d in doc_ids])
+
+    @staticmethod
+    def doc_ids_of_rows(conn: sqlite3.Connection, rows: Sequence[int]) -> set[str]:
+        out: set[str] = set()
+        for chunk in _chunks(list(rows), 900):
+            q = f"SELECT DISTINCT doc_id FROM passages WHERE row IN ({','.join('?' * len(chunk))})"
+            out.update(r[0] for r in conn.execute(q, chunk))
+        return out
+
+    @staticmethod
+    def hashes_of_rows(conn: sqlite3.Connection, rows: Sequence[int]) -> dict[int, str]:
+        out: dict[int, str] = {}
+        for chunk in _chunks(list(rows), 900):
+            q = f"SELECT row, content_hash FROM passages WHERE row IN ({','.join('?' * len(chunk))})"
+            out.update(dict(conn.execute(q, chunk).fetchall()))
+        return out
+
+    # ---- embeddings (durable vectors and the staging area of an ingest)
+    def vectors_by_hash(self, hashes: Sequence[str], dim: int) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        with self._lock:
+            for chunk in _chunks(list(dict.fromkeys(hashes)), 900):
+                q = f"SELECT content_hash, vector FROM embeddings WHERE content_hash IN ({','.join('?' * len(chunk))})"
+                for h, blob in self._conn.execute(q, chunk):
+                    v = np.frombuffer(blob, dtype=np.float32)
+                    if v.shape == (dim,):
+                        out[h] = v
+        return out
+
+    def count_staged(self, hashes: Sequence[str]) -> int:
+        """How many of `hashes` have a vector but no stored passage."""
+        n = 0
+        with self._lock:
+            for chunk in _chunks(list(dict.fromkeys(hashes)), 900):
+                q = (f"SELECT COUNT(*) FROM embeddings e WHERE e.content_hash IN ({','.join('?' * len(chunk))}) "
+                     f"AND NOT EXISTS (SELECT 1 FROM passages p WHERE p.content_hash = e.content_hash)")
+                n += int(self._conn.execute(q, chunk).fetchone()[0])
+        return n
+
+    @staticmethod
+    def put_vectors(conn: sqlite3.Connection, hashes: Sequence[str], vectors: np.ndarray) -> None:
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        conn.executemany("INSERT OR REPLACE INTO embeddings (content_hash, vector) VALUES (?, ?)",
+                         [(h, vectors[i].tobytes()) for i, h in enumerate(hashes)])
+
+    @staticmethod
+    def drop_vectors(conn: sqlite3.Connection, hashes: Iterable[str]) -> None:
+        """Delete the vectors of these hashes unless a stored passage still has that content."""
+        conn.executemany("DELETE FROM embeddings WHERE content_hash = ? AND NOT EXISTS "
+                         "(SELECT 1 FROM passages WHERE content_hash = ?)", [(h, h) for h in hashes])
+
+    def embedding_counts(self) -> tuple[int, int]:
+        """(passages with a stored vector, vectors staged for passages not stored)."""
+        with self._lock:
+            stored = self._conn.execute(
+                "SELECT COUNT(*) FROM passages p JOIN embeddings e ON e.content_hash = p.content_hash").fetchone()[0]
+            total = self._conn.execute("SELECT COUNT(*) FROM embeddings").fetchone()[0]
+        return int(stored), int(total) - int(stored)
+
+    def integrity(self) -> list[str]:
+        """SQLite's own integrity check: [] when the database is sound."""
+        with self._lock:
+            rows = [r[0] for r in self._conn.execute("PRAGMA integrity_check").fetchall()]
+        return [] if rows == ["ok"] else rows
+
+    def row_hashes(self) -> Iterator[tuple[int, str]]:
+        with self._lock:
+            yield from self._conn.execute("SELECT row, content_hash FROM passages ORDER BY row").fetchall()
 
 
 def _chunks(items: list, size: int) -> Iterator[list]:

@@ -1,0 +1,230 @@
+"""Streaming, resumable writes of input files into an index.
+
+A job reads its input twice, as a stream: a first pass chunks every file (so bad input is refused
+before anything is written) and counts the passages whose vectors are not stored yet; the second
+pass commits batches of `ingest.batch_passages` passages, one transaction each. Before a batch is
+committed its missing vectors are embedded and *staged* in the index every `ingest.stage_every`
+passages (`PassageIndex.stage_vectors`): a job killed at any point keeps its committed batches and its
+staged vectors, and the next run embeds only what is left ("resuming: N of M passages already
+embedded"). Memory holds one batch, not the input.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from amsrag.embed.encoder import passage_text_for_embedding
+from amsrag.errors import InputError
+from amsrag.ingest.api import FileReader, IdRegistry, SourceFile, input_roots, source_files
+from amsrag.progress import Advance, NullProgress, Progress
+from amsrag.store.base import PassageIndex
+from amsrag.store.documents import Document
+from amsrag.types import Passage
+
+log = logging.getLogger("amsrag.indexing")
+Notice = Callable[[str], None]
+
+
+@dataclass
+class JobReport:
+    """What an ingest or sync job did, summed over its batches."""
+
+    files: int = 0
+    passages: int = 0  # read from the inputs
+    added: int = 0
+    skipped_existing: int = 0  # identical passage already stored
+    skipped_duplicate_content: int = 0  # same content stored under another id / document
+    kept: int = 0  # replace / sync: passages of changed documents that stayed as they were
+    removed: int = 0  # replace / sync: passages deleted
+    documents_created: int = 0
+    documents_replaced: int = 0
+    documents_unchanged: int = 0
+    documents_deleted: int = 0
+    embedded: int = 0  # passages embedded by this run
+    resumed: int = 0  # passages whose vectors an interrupted run had staged
+    batches: int = 0  # committed transactions
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {k: v for k, v in self.__dict__.items() if k != "seconds"}
+        out["seconds"] = {k: round(v, 3) for k, v in self.seconds.items()}
+        return out
+
+
+@dataclass
+class _File:
+    """One source file of a job, with the fingerprint it is recorded under when written in full."""
+
+    source: SourceFile
+    fingerprint: str
+
+
+class Job:
+    """The machinery an ingest and a sync share: scanning, staged embedding, batched commits."""
+
+    def __init__(self, index: PassageIndex, progress: Progress | None = None, notice: Notice | None = None,
+                 fmt: str = "auto") -> None:
+        self.index = index
+        self.config = index.config
+        self.progress = progress or NullProgress()
+        self.notice = notice or (lambda message: None)
+        self.reader = FileReader(self.config.chunking, self.config.ingest.max_file_mb)
+        self.fmt = fmt
+        self.report = JobReport()
+        self.doc_ids: set[str] = set()  # documents met by `scan`
+
+    def say(self, message: str) -> None:
+        log.info(message)
+        self.notice(message)
+
+    # ---------------------------------------------------------------- pass 1
+    def scan(self, files: Sequence[_File]) -> list[str]:
+        """Read and chunk every file once (errors surface before any write); the content hashes of the
+        passages that need a vector, each once."""
+        registry = IdRegistry()
+        hashes: dict[str, None] = {}
+        t = time.perf_counter()
+        with self.progress.task("read: chunk files", len(files)) as adv:
+            for f in files:
+                for place, p in self.reader.passages(f.source):
+                    if registry.admit(p, place):
+                        hashes[p.content_hash] = None
+                        self.doc_ids.add(p.doc_id or p.id)
+                        self.report.passages += 1
+                adv(1)
+        self.report.files += len(files)
+        need = self.index.unembedded(list(hashes))
+        staged = self.index.count_staged(list(hashes))
+        self.report.resumed = staged
+        if staged:
+            self.say(f"resuming: {staged} of {len(need) + staged} passages already embedded (staged by an "
+                     f"interrupted run); embedding the other {len(need)}")
+        self.report.seconds["read"] = time.perf_counter() - t
+        return need
+
+    # ---------------------------------------------------------------- pass 2
+    def passages_of(self, f: _File) -> Iterator[Passage]:
+        for _, p in self.reader.passages(f.source):
+            yield p
+
+    def embed_missing(self, passages: Sequence[Passage], advance: Advance) -> None:
+        """Embed the passages whose content has no stored vector, staging every `stage_every`."""
+        by_hash = {p.content_hash: p for p in passages}
+        missing = self.index.unembedded(list(by_hash))
+        step = self.config.ingest.stage_every
+        t = time.perf_counter()
+        for start in range(0, len(missing), step):
+            chunk = missing[start : start + step]
+            texts = [passage_text_for_embedding(by_hash[h].title, by_hash[h].text) for h in chunk]
+            vectors = self.index.encoder.encode(texts)
+            self.index.stage_vectors(chunk, np.asarray(vectors, dtype=np.float32))
+            self.report.embedded += len(chunk)
+            advance(len(chunk))
+        self.report.seconds["embed"] = self.report.seconds.get("embed", 0.0) + time.perf_counter() - t
+
+    def add_batch(self, passages: list[Passage], doc_hashes: dict[str, tuple[str, str]], advance: Advance) -> None:
+        self.embed_missing(passages, advance)
+        t = time.perf_counter()
+        r = self.index.add(passages, doc_hashes=doc_hashes)
+        self.report.seconds["commit"] = self.report.seconds.get("commit", 0.0) + time.perf_counter() - t
+        self.report.added += r.added
+        self.report.skipped_existing += r.skipped_existing
+        self.report.skipped_duplicate_content += r.skipped_duplicate_content
+        self.report.embedded += r.embedded  # vectors a concurrent writer dropped in between
+        self.report.batches += 1
+
+    def put_batch(self, documents: list[Document], delete: Sequence[str], advance: Advance) -> None:
+        self.embed_missing([p for d in documents for p in d.passages], advance)
+        t = time.perf_counter()
+        r = self.index.put_documents(documents, delete=delete)
+        self.report.seconds["commit"] = self.report.seconds.get("commit", 0.0) + time.perf_counter() - t
+        self.report.added += r.added
+        self.report.removed += r.removed
+        self.report.kept += r.kept
+        self.report.skipped_duplicate_content += r.skipped_duplicate_content
+        self.report.documents_created += r.created
+        self.report.documents_unchanged += r.unchanged
+        self.report.documents_replaced += r.documents - r.created - r.unchanged
+        self.report.documents_deleted += r.deleted_documents
+        self.report.embedded += r.embedded
+        self.report.batches += 1
+
+
+def _files(inputs: Sequence[Path | str], fmt: str) -> list[_File]:
+    return [_File(s, s.fingerprint()) for root in input_roots(inputs) for s in source_files(root, fmt)]
+
+
+def ingest_inputs(index: PassageIndex, inputs: Sequence[Path | str], fmt: str = "auto", replace: bool = False,
+                  progress: Progress | None = None, notice: Notice | None = None) -> JobReport:
+    """Add the passages of files and folders to `index` in committed batches (see the module doc).
+
+    Without `replace`, identical passages already stored are skipped and a passage id stored with
+    other content is an error; with `replace`, each input file's documents are replaced as a whole
+    (`put_documents`): changed passages re-embedded, removed ones deleted.
+    """
+    t0 = time.perf_counter()
+    job = Job(index, progress, notice, fmt)
+    files = _files(inputs, fmt)
+    need = job.scan(files)
+    if not job.report.passages:
+        raise InputError(f"no passages found in {', '.join(map(str, inputs))}; nothing was added")
+    batch_size = index.config.ingest.batch_passages
+    with job.progress.task("dense: embed", len(need)) as adv:
+        if replace:
+            _replace_files(job, files, batch_size, adv, delete=())
+        else:
+            batch: list[Passage] = []
+            done: dict[str, tuple[str, str]] = {}
+            registry = IdRegistry()
+            for f in files:
+                for p in job.passages_of(f):
+                    if not registry.admit(p, f.source.key):
+                        continue
+                    batch.append(p)
+                    if len(batch) >= batch_size:
+                        job.add_batch(batch, done, adv)
+                        batch, done = [], {}
+                done.update(_completed(f, batch))
+            if batch or done:
+                job.add_batch(batch, done, adv)
+    job.report.seconds["total"] = time.perf_counter() - t0
+    return job.report
+
+
+def _completed(f: _File, batch: list[Passage]) -> dict[str, tuple[str, str]]:
+    """The documents of a text / Markdown file once all its passages are read ({doc_id: (fp, key)})."""
+    if f.source.path.suffix.lower() in (".jsonl", ".json", ".gz"):
+        return {}  # passage files: their records are documents of their own
+    return {f.source.key: (f.fingerprint, f.source.key)}
+
+
+def _replace_files(job: Job, files: Sequence[_File], batch_size: int, adv: Advance, delete: Sequence[str]) -> None:
+    """put_documents per batch of whole files; `delete` goes with the first batch (so content moved from
+    a deleted document to a new one keeps its vector)."""
+    pending: list[Document] = []
+    size = 0
+    first = True
+    for f in files:
+        docs = _documents_of(job, f)
+        pending.extend(docs)
+        size += sum(len(d.passages) for d in docs)
+        if size >= batch_size:
+            job.put_batch(pending, delete if first else (), adv)
+            pending, size, first = [], 0, False
+    if pending or (first and delete):
+        job.put_batch(pending, delete if first else (), adv)
+
+
+def _documents_of(job: Job, f: _File) -> list[Document]:
+    """The documents of one file, each fingerprinted by the file (grouped by doc_id in file order)."""
+    groups: dict[str, list[Passage]] = {}
+    for p in job.passages_of(f):
+        groups.setdefault(p.doc_id or p.id, []).append(p)
+    return [Document(doc_id, tuple(ps), f.fingerprint, f.source.key) for doc_id, ps in groups.items()]

@@ -1,0 +1,61 @@
+"""`index sync`: keep an index equal to folders of documents — new files added, changed files replaced
+(only their changed passages re-embedded), removed files deleted.
+
+A folder declared as NAME (by default its own name) owns the documents whose source key starts with
+`NAME/`; a file is unchanged when every document recorded from it carries the file's current sha256.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from amsrag.errors import InputError
+from amsrag.indexing.job import Job, JobReport, Notice, _File, _replace_files
+from amsrag.ingest.api import input_roots, source_files
+from amsrag.progress import Progress
+from amsrag.store.base import PassageIndex
+from amsrag.store.documents import DocumentInfo
+
+
+def sync_folders(index: PassageIndex, folders: Sequence[Path | str], fmt: str = "auto", delete: bool = True,
+                 progress: Progress | None = None, notice: Notice | None = None) -> JobReport:
+    """Bring `index` in line with `folders` (each `PATH` or `NAME=PATH`); see the module doc."""
+    t0 = time.perf_counter()
+    job = Job(index, progress, notice, fmt)
+    roots = input_roots(folders)
+    changed: list[_File] = []
+    gone: list[str] = []
+    for root in roots:
+        if not root.path.is_dir():
+            raise InputError(f"{root.path}: index sync keeps folders in step; for a single file use "
+                             f"`amsrag index add --replace {root.path}`")
+        by_source = _stored_by_source(index.documents(prefix=f"{root.name}/"))
+        for src in source_files(root, fmt):
+            fp = src.fingerprint()
+            stored = by_source.pop(src.key, [])
+            if stored and all(d.content_hash == fp for d in stored):
+                job.report.documents_unchanged += len(stored)
+                continue
+            changed.append(_File(src, fp))
+            # documents this file held before; those it no longer holds are deleted with the first batch
+            gone.extend(d.doc_id for d in stored)
+        if delete:
+            gone.extend(d.doc_id for docs in by_source.values() for d in docs)
+    need = job.scan(changed) if changed else []
+    deletions = sorted(set(gone) - job.doc_ids)
+    with job.progress.task("dense: embed", len(need)) as adv:
+        if changed or deletions:
+            _replace_files(job, changed, index.config.ingest.batch_passages, adv, delete=deletions)
+    job.report.seconds["total"] = time.perf_counter() - t0
+    return job.report
+
+
+def _stored_by_source(documents: dict[str, DocumentInfo]) -> dict[str, list[DocumentInfo]]:
+    """Stored documents grouped by the file they came from (a document recorded without a source, e.g.
+    by an older amsrag, is taken to come from the file its doc_id names)."""
+    out: dict[str, list[DocumentInfo]] = {}
+    for d in documents.values():
+        out.setdefault(d.source or d.doc_id, []).append(d)
+    return out
