@@ -32,10 +32,12 @@ import faults as F  # noqa: E402
 import test_faults as T  # noqa: E402
 
 
-def _kill(base: Path, work: Path, points: int) -> dict[str, Any]:
+def _kill(base: Path, work: Path, points: int, records: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    commands = ["add", "delete"] + (["sync"] if "sync" in F.PLANS else [])
+    commands = ["add", "delete"] + (["sync"] if "sync" in F.index_commands() else [])
     for command in commands:
+        if command == "sync":
+            base = F.build_sync_base(work / "sync-base", work, records)
         window = F.calibrate(command, base, work)
         n = points if command != "delete" else min(points, T.DELETE_KILL_POINTS)
         seed0 = {"add": T.KILL_SEED, "delete": T.KILL_SEED + 100}.get(command, T.KILL_SEED + 200)
@@ -45,7 +47,8 @@ def _kill(base: Path, work: Path, points: int) -> dict[str, Any]:
             print(f"kill {command} seed {seed}: {case.outcome} at {case.delay_s:.2f} s, {case.before} -> "
                   f"{case.after_kill} -> {case.after_rerun} {case.problems or ''}", flush=True)
             cases.append(F.as_dict(case))
-        out[command] = {"window_s": round(window, 3), "cases": cases}
+        out[command] = {"window_s": round(window, 3), "cases": cases,
+                        "base_passages": cases[0]["before"] if cases else 0}
     return out
 
 
@@ -259,7 +262,7 @@ def main() -> None:
         base = F.build_index(work / "base", records[:T.BASE_PASSAGES], vectors[:T.BASE_PASSAGES])
         res: dict[str, Any] = {}
         if "kill" in only:
-            res["kill"] = _kill(base, work, a.kill_points)
+            res["kill"] = _kill(base, work, a.kill_points, records)
         if "disk" in only:
             res["disk"] = _disk(base, work, records)
         if "crash" in only:

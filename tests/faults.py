@@ -146,7 +146,8 @@ def write_jsonl(path: Path, records: Sequence[dict[str, Any]]) -> Path:
 
 
 def copy_index(src: Path, dest: Path) -> Path:
-    shutil.copytree(src, dest, ignore=shutil.ignore_patterns("*-shm", "*-wal", ".write.lock"))
+    """A copy of an index no one is writing (the WAL is copied: an open index may hold commits there)."""
+    shutil.copytree(src, dest, ignore=shutil.ignore_patterns("*-shm", ".write.lock"))
     return dest
 
 
@@ -178,6 +179,7 @@ class RawState:
     """What is on disk, read without amsrag (and so without repairing anything)."""
 
     ids: set[str]
+    docs: dict[str, frozenset[tuple[str, str]]]  # doc_id -> {(passage id, content hash)}
     sqlite_generation: int
     manifest_generation: int | None
     component_dirs: dict[str, str | None]
@@ -204,14 +206,18 @@ class RawState:
 def raw_state(path: Path) -> RawState:
     conn = sqlite3.connect(f"file:{path / 'passages.sqlite'}?mode=ro", uri=True, timeout=30)
     try:
-        ids = {r[0] for r in conn.execute("SELECT id FROM passages")}
+        rows = conn.execute("SELECT id, doc_id, content_hash FROM passages").fetchall()
+        ids = {r[0] for r in rows}
+        by_doc: dict[str, set[tuple[str, str]]] = {}
+        for pid, doc, h in rows:
+            by_doc.setdefault(doc, set()).add((pid, h))
         gen = int(conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()[0])
     finally:
         conn.close()
     manifest = json.loads((path / "manifest.json").read_text("utf-8"))
     dirs = sorted(d.name for d in path.iterdir() if d.is_dir())
     temps = sorted(str(f.relative_to(path)) for f in path.rglob("*") if any(m in f.name for m in TEMP_MARKERS))
-    return RawState(ids, gen, manifest.get("generation"),
+    return RawState(ids, {d: frozenset(v) for d, v in by_doc.items()}, gen, manifest.get("generation"),
                     {n: c.get("dir") for n, c in manifest.get("components", {}).items()}, dirs, temps)
 
 
@@ -237,11 +243,13 @@ def shared_encoder() -> Any:
     return _ENCODER[0]
 
 
-def check_index(path: Path, expect_ids: set[str] | None = None, cli_check: bool = True) -> dict[str, Any]:
+def check_index(path: Path, expect_ids: set[str] | None = None, cli_check: bool = False) -> dict[str, Any]:
     """Open the index (the next writer repairs a commit-without-manifest state) and verify it:
     passages = the SQLite rows = every derived index's rows, manifest generation = SQLite generation,
     every component directory present, every retriever answers (BM25 finds a stored passage by its own
-    words), and `amsrag index check` passes where this checkout has it. Raises Inconsistent."""
+    words), the index's own `check()` finds nothing (what `amsrag index check` runs: checksums, norms,
+    stored vectors), and with `cli_check` the `amsrag index check --json` command exits 0. Raises
+    Inconsistent."""
     from amsrag.store import EmbeddedIndex
 
     facts: dict[str, Any] = {}
@@ -274,6 +282,10 @@ def check_index(path: Path, expect_ids: set[str] | None = None, cli_check: bool 
                 if name == "bm25":
                     _require(probe.id in [h.id for h in hits], f"bm25 does not find {probe.id} by its own words")
         facts["ids"] = stored
+        if hasattr(idx, "check"):  # the checks `amsrag index check` runs, in process
+            report = idx.check()
+            facts["check_problems"] = list(report.problems)
+            _require(report.ok, f"index check: {'; '.join(report.problems)}")
     if cli_check and "check" in index_commands():
         proc = run(amsrag("index", "check", "--index", path, "--json"), timeout=300)
         facts["index_check"] = proc.returncode
@@ -481,18 +493,20 @@ class KillCase:
     after_rerun: int = -1
     leftovers_after_kill: list[str] = field(default_factory=list)
     leftovers_after_rerun: list[str] = field(default_factory=list)
+    index_check: int | None = None  # exit status of `amsrag index check` after the kill (None: not available)
     seconds: float = 0.0
     problems: list[str] = field(default_factory=list)
 
 
 @dataclass
 class Plan:
-    """A command over an index: its argv, the id sets a kill may leave, the id set it ends with."""
+    """A command over an index: its argv, the states a kill may leave, the ids it ends with."""
 
     argv: list[str]
-    allowed: Callable[[set[str]], bool]
+    allowed: Callable[[RawState], bool]
     final: set[str]
     target: int
+    exact: Callable[[RawState], bool] | None = None  # the final state, beyond its ids (default: the ids)
 
 
 def plan_add(index: Path, work: Path, rng: random.Random, size: int = 10) -> Plan:
@@ -501,18 +515,84 @@ def plan_add(index: Path, work: Path, rng: random.Random, size: int = 10) -> Pla
     batch = rng.sample(pool, min(size, len(pool)))
     f = write_jsonl(work / f"add-{rng.randrange(10**9)}.jsonl", batch)
     after = before | {r["id"] for r in batch}
-    return Plan(amsrag("index", "add", f, "--index", index), lambda ids: ids in (before, after), after, len(after))
+    return Plan(amsrag("index", "add", f, "--index", index, "--quiet"), lambda st: st.ids in (before, after), after,
+                len(after))
 
 
 def plan_delete(index: Path, work: Path, rng: random.Random, size: int = 10) -> Plan:
     before = raw_state(index).ids
     gone = set(rng.sample(sorted(before), min(size, len(before) - 1)))
     after = before - gone
-    return Plan(amsrag("index", "delete", *sorted(gone), "--index", index), lambda ids: ids in (before, after),
+    return Plan(amsrag("index", "delete", *sorted(gone), "--index", index), lambda st: st.ids in (before, after),
                 after, len(after))
 
 
-PLANS: dict[str, Callable[[Path, Path, random.Random], Plan]] = {"add": plan_add, "delete": plan_delete}
+SYNC_NAME = "docs"  # the folder's declared name: documents are docs/FILE
+SYNC_BATCH = 2  # [ingest] batch_passages of the sync index: a sync commits in several batches
+
+
+def sync_folders(work: Path, records: Sequence[dict[str, Any]]) -> tuple[Path, Path]:
+    """Two versions of a folder of Markdown files (one slice passage each): v2 deletes 2 files of v1,
+    changes 3 and adds 3."""
+    v1, v2 = work / "sync-v1", work / "sync-v2"
+    if not v2.exists():
+        for d in (v1, v2):
+            d.mkdir(parents=True, exist_ok=True)
+        page = lambda r: f"# {r['title']}\n\n{r['text']}\n"  # noqa: E731
+        for i in range(12):
+            (v1 / f"page{i:02d}.md").write_text(page(records[i]), encoding="utf-8")
+        for i in range(2, 12):
+            (v2 / f"page{i:02d}.md").write_text(page(records[i + 10 if i in (2, 3, 4) else i]), encoding="utf-8")
+        for i in range(12, 15):
+            (v2 / f"page{i:02d}.md").write_text(page(records[i + 3]), encoding="utf-8")
+    return v1, v2
+
+
+def build_sync_base(path: Path, work: Path, records: Sequence[dict[str, Any]]) -> Path:
+    """An index synced from the first version of the folder (commits in batches of SYNC_BATCH)."""
+    from amsrag.config import AmsragConfig
+
+    v1, _ = sync_folders(work, records)
+    config = AmsragConfig()
+    config.ingest.batch_passages = SYNC_BATCH
+    from amsrag.store import EmbeddedIndex
+
+    EmbeddedIndex.create(path, config).close()
+    proc = run(amsrag("index", "sync", f"{SYNC_NAME}={v1}", "--index", path, "--quiet"))
+    if proc.returncode != 0:
+        raise RuntimeError(f"sync of the base folder failed:\n{proc.stderr}")
+    return path
+
+
+_SYNC_FINAL: dict[str, dict[str, frozenset[tuple[str, str]]]] = {}
+
+
+def plan_sync(index: Path, work: Path, rng: random.Random) -> Plan:
+    """`amsrag index sync docs=v2`: each document must hold its old passages or its new ones, never a
+    mix (one transaction per batch of whole files; the deletions go with the first batch)."""
+    _, v2 = sync_folders(work, slice_records())
+    argv = amsrag("index", "sync", f"{SYNC_NAME}={v2}", "--index", index, "--quiet")
+    before = raw_state(index).docs
+    key = str(work)
+    if key not in _SYNC_FINAL:  # the state an uninterrupted sync ends in
+        ref = copy_index(index, work / "sync-reference")
+        proc = run([*argv[:-3], "--index", str(ref), "--quiet"])
+        if proc.returncode != 0:
+            raise RuntimeError(f"reference sync failed:\n{proc.stderr}")
+        _SYNC_FINAL[key] = raw_state(ref).docs
+        shutil.rmtree(ref, ignore_errors=True)
+    after = _SYNC_FINAL[key]
+
+    def allowed(st: RawState) -> bool:
+        return (set(st.docs) <= set(before) | set(after)
+                and all(st.docs.get(d) in (before.get(d), after.get(d)) for d in set(before) | set(after)))
+
+    final_ids = {pid for v in after.values() for pid, _ in v}
+    return Plan(argv, allowed, final_ids, len(final_ids), exact=lambda st: st.docs == after)
+
+
+PLANS: dict[str, Callable[[Path, Path, random.Random], Plan]] = {"add": plan_add, "delete": plan_delete,
+                                                                  "sync": plan_sync}
 
 
 def calibrate(command: str, base: Path, work: Path, seed: int = 0) -> float:
@@ -551,19 +631,22 @@ def kill_once(command: str, seed: int, base: Path, work: Path, window_s: float) 
     state = raw_state(idx)
     case.after_kill = state.count
     case.leftovers_after_kill = state.leftovers()
-    if not plan.allowed(state.ids):
-        case.problems.append(f"after the kill the index holds {state.count} passages: neither the state before "
-                             f"({case.before}) nor after ({plan.target})")
+    if not plan.allowed(state):
+        case.problems.append(f"after the kill the index holds {state.count} passages: not a committed state "
+                             f"(before: {case.before}, after: {plan.target}, all or nothing per transaction)")
     if killed.finished:
         case.outcome = "finished before the kill"
     elif state.sqlite_generation == before_gen:
         case.outcome = "killed before the commit (rolled back)"
     elif state.manifest_behind:
-        case.outcome = "killed between the commit and the manifest"
+        case.outcome = "killed between a commit and its manifest"
+    elif state.ids != plan.final or (plan.exact is not None and not plan.exact(state)):
+        case.outcome = "killed between two committed batches"
     else:
         case.outcome = "killed after the manifest swap"
     try:
-        check_index(idx, state.ids)
+        facts = check_index(idx, state.ids, cli_check=True)
+        case.index_check = facts.get("index_check")
     except Inconsistent as exc:
         case.problems.append(f"after the kill: {exc}")
     except Exception as exc:
@@ -574,10 +657,11 @@ def kill_once(command: str, seed: int, base: Path, work: Path, window_s: float) 
     state = raw_state(idx)
     case.after_rerun = state.count
     case.leftovers_after_rerun = state.leftovers()
-    if state.ids != plan.final:
-        case.problems.append(f"after the rerun: {state.count} passages, expected exactly {plan.target}")
+    if state.ids != plan.final or (plan.exact is not None and not plan.exact(state)):
+        case.problems.append(f"after the rerun: {state.count} passages, expected exactly {plan.target}"
+                             + ("" if state.ids != plan.final else " (same ids, other content)"))
     try:
-        check_index(idx, plan.final)
+        check_index(idx, plan.final, cli_check=False)
     except Exception as exc:
         case.problems.append(f"after the rerun: {type(exc).__name__}: {exc}")
     case.seconds = round(time.perf_counter() - t, 2)
@@ -626,7 +710,7 @@ def _after_disk_full(case: DiskFullCase, idx: Path, before: set[str], after: set
     if state.ids not in (before, after):
         case.problems.append(f"after ENOSPC the index holds {state.count} passages: neither before nor after")
     try:
-        check_index(idx, state.ids)
+        check_index(idx, state.ids, cli_check=True)
         case.intact = True
     except Exception as exc:
         case.problems.append(f"index not intact after ENOSPC: {type(exc).__name__}: {exc}")
