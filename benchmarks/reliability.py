@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import shlex
 import sys
 import tempfile
@@ -105,35 +106,60 @@ def _soak(work: Path, records: list[dict[str, Any]], vectors: Any, seconds: floa
 
 # ---------------------------------------------------------------------------- the report
 def summarise(res: dict[str, Any]) -> dict[str, Any]:
-    cases = faults = lost = 0
+    """Cases, faults that landed, and what went wrong by kind. *Data lost*: a committed passage missing
+    or an uncommitted one present after recovery, or a rerun not ending exactly right."""
+    cases = faults = lost = unopenable = unclear = left = 0
     problems: list[str] = []
     for command, k in res.get("kill", {}).items():
         for c in k["cases"]:
             cases += 1
             faults += not c["finished"]
-            lost += c["after_rerun"] != c["target"] or c["after_kill"] not in (c["before"], c["target"])
+            lost += any("not a committed state" in p or "after the rerun:" in p for p in c["problems"])
+            unopenable += any("does not open" in p for p in c["problems"])
             problems += [f"kill {command} seed {c['seed']}: {p}" for p in c["problems"]]
     for c in res.get("disk", {}).get("cases", []):
         cases += 1
         faults += c["returncode"] != 0
-        lost += not (c["intact"] and c["later_add_ok"])
+        lost += any("neither before nor after" in p for p in c["problems"]) or not c["later_add_ok"]
+        unopenable += not c["intact"]
+        unclear += c["traceback_shown"] or not c["names_the_problem"] or c["returncode"] != 2
+        left += bool(c["leftovers"])
         problems += [f"disk full {c['label']}: {p}" for p in c["problems"]]
+        if c["traceback_shown"] or not c["names_the_problem"]:
+            problems.append(f"disk full {c['label']}: unclear CLI error (exit {c['returncode']}, traceback "
+                            f"{c['traceback_shown']}): {c['message'].splitlines()[-1] if c['message'] else ''}")
+        if c["leftovers"]:
+            problems.append(f"disk full {c['label']}: left behind after the failed add: {', '.join(c['leftovers'])}")
     for op, cs in res.get("crash", {}).items():
         for c in cs:
             cases += 1
             faults += not any("did not land" in p for p in c["problems"])
-            lost += c["count_after"] != c["expected"]
+            lost += any(p.startswith(("on disk after the crash", "after rerunning", "after one more"))
+                        for p in c["problems"])
+            unopenable += any(p.startswith("reopening after the crash") for p in c["problems"])
+            left += bool(c["leftovers_after_next_write"])
             problems += [f"crash {op} before #{c['n']} ({c['event']}): {p}" for p in c["problems"]]
+            if c["leftovers_after_next_write"]:
+                problems.append(f"crash {op} before #{c['n']} ({c['event']}): still there after the next write: "
+                                f"{', '.join(c['leftovers_after_next_write'])}")
     if "concurrency" in res:
         cases += 1
-        lost += res["concurrency"]["lost"] + res["concurrency"]["extra"]
-        problems += [f"concurrency: {e.splitlines()[0]}" for e in res["concurrency"]["errors"]]
+        c = res["concurrency"]
+        lost += c["lost"] + c["extra"]
+        problems += [f"concurrency: {e.splitlines()[0]}" for e in c["errors"]]
     if "soak" in res:
         cases += 1
-        s = res["soak"]
-        lost += s["passages_after"] != s["passages_before"]
-        problems += [f"soak: {u}" for u in s["unexpected"]]
-    return {"cases": cases, "faults_injected": faults, "data_lost": lost, "problems": problems}
+        k = res["soak"]
+        lost += k["passages_after"] != k["passages_before"]
+        problems += [f"soak: {u}" for u in k["unexpected"]]
+    return {"cases": cases, "faults_injected": faults, "data_lost": lost, "failed_to_open": unopenable,
+            "unclear_errors": unclear, "cases_leaving_files_behind": left, "problems": problems}
+
+
+def _error_kind(error: str) -> str:
+    first = re.sub(r"^reader\d+", "reader", error.splitlines()[0])
+    first = re.sub(r"\.g\d{6}", ".gNNNNNN", first)
+    return re.sub(r"/\S*/(concurrent|index)(/|:)", r"DIR\2", first)[:300]
 
 
 def _md_table(header: list[str], rows: list[list[Any]]) -> list[str]:
@@ -148,16 +174,23 @@ def markdown(res: dict[str, Any]) -> str:
              "```", res["command"], "```", "",
              f"Run {res['started']} – {res['finished']} ({res['seconds']:.0f} s) on {res['machine']}; "
              f"index commands available: {', '.join(sorted(res['index_commands']))}.", "",
-             "| cases tried | faults injected | data lost | problems found |", "|---:|---:|---:|---:|",
-             f"| {s['cases']} | {s['faults_injected']} | **{s['data_lost']}** | {len(s['problems'])} |", "",
+             "| cases tried | faults injected | data lost | index failed to open | unclear CLI errors | "
+             "cases leaving files behind |", "|---:|---:|---:|---:|---:|---:|",
+             f"| {s['cases']} | {s['faults_injected']} | **{s['data_lost']}** | {s['failed_to_open']} | "
+             f"{s['unclear_errors']} | {s['cases_leaving_files_behind']} |", "",
              "*Data lost* counts cases where a committed passage was missing after recovery, an uncommitted one "
-             "appeared, or the rerun did not end with exactly the expected passages. *Problems* also counts what "
-             "is not data loss: an unclear error, a temporary file left behind.", ""]
+             "appeared, or the rerun did not end with exactly the expected passages. *Faults injected*: kills that "
+             "landed before the command ended, ENOSPC errors raised, crashes that landed on their step. The "
+             "concurrency case counts as one case (its reader errors are listed under Problems).", ""]
     if "kill" in res:
         lines += ["## 1. kill -9 at random points", "",
-                  "Each case copies a 30-passage index, runs the command, and sends SIGKILL after the seed's "
+                  "Each case copies the command's starting index (add, delete: the slice's first 30 passages; "
+                  "sync: 12 Markdown files of one slice passage each, synced with `[ingest] batch_passages = 2`; "
+                  "the new folder version deletes 2 files, changes 3, adds 3), runs the command (add: 10 passages "
+                  "the seed picks; delete: 10 ids the seed picks), and sends SIGKILL after the seed's "
                   "fraction (U(0, 1.1), `random.Random(seed)`) of the measured uninterrupted run time; then the "
-                  "on-disk state must be the state before or after (checked from SQLite and the manifest before "
+                  "on-disk state must be a committed one — before or after, and for sync each document either its "
+                  "old passages or its new ones (checked from SQLite and the manifest before "
                   "anything opens the index), the index must open and pass the consistency check (`len` = SQLite "
                   "rows = BM25/dense rows, manifest generation = SQLite generation, every retriever answers"
                   + (", `amsrag index check` exits 0" if "check" in res["index_commands"] else "")
@@ -219,24 +252,30 @@ def markdown(res: dict[str, Any]) -> str:
                              f"{c['reader_ms_p50']} / {c['reader_ms_p99']} ms", len(c["errors"]), c["expected"],
                              c["stored"], c["lost"], c["extra"]]])
         if c["errors"]:
-            lines += ["First errors:", "", "```", *[e[:1500] for e in c["errors"][:3]], "```", ""]
+            kinds = Counter(_error_kind(e) for e in c["errors"])
+            lines += ["Errors by kind (generation numbers masked):", "",
+                      *[f"- {n} × `{kind}`" for kind, n in kinds.most_common()], "", "The first in full:", "",
+                      "```", c["errors"][0][:2500], "```", ""]
     if "soak" in res:
-        s = res["soak"]
+        k = res["soak"]
         lines += ["## 5. Service soak", "",
-                  f"`amsrag serve` (default limits: request timeout {s['request_timeout_s']:g} s) on a loopback "
-                  f"port, {s['clients']} closed-loop httpx clients for {s['seconds']:.0f} s: 50 % `POST "
+                  f"`amsrag serve` (default limits: request timeout {k['request_timeout_s']:g} s) on a loopback "
+                  f"port, {k['clients']} closed-loop httpx clients for {k['seconds']:.0f} s: 50 % `POST "
                   "/v1/retrieve`, 20 % `POST /v1/ask`, 30 % a document's life (POST /v1/documents, GET it, DELETE "
                   "it, GET → 404).", ""]
         lines += _md_table(["requests", "5xx", "429", "other unexpected", "p50", "p95", "p99", "max",
                             "passages before / after"],
-                           [[s["requests"], f"**{s['status_5xx']}**", s["status_429"], len(s["unexpected"]),
-                             f"{s['p50_ms']} ms", f"{s['p95_ms']} ms", f"{s['p99_ms']} ms", f"{s['max_ms']} ms",
-                             f"{s['passages_before']} / {s['passages_after']}"]])
+                           [[k["requests"], f"**{k['status_5xx']}**", k["status_429"], len(k["unexpected"]),
+                             f"{k['p50_ms']} ms", f"{k['p95_ms']} ms", f"{k['p99_ms']} ms", f"{k['max_ms']} ms",
+                             f"{k['passages_before']} / {k['passages_after']}"]])
         lines += _md_table(["endpoint", "requests", "p50", "p99"],
-                           [[k, v["n"], f"{v['p50_ms']} ms", f"{v['p99_ms']} ms"] for k, v in s["by_endpoint"].items()])
-        lines += [f"Status codes: {json.dumps(s['by_status'])}.", ""]
+                           [[e, v["n"], f"{v['p50_ms']} ms", f"{v['p99_ms']} ms"] for e, v in k["by_endpoint"].items()])
+        lines += [f"Status codes: {json.dumps(k['by_status'])}.", ""]
     if s["problems"]:
-        lines += ["## Problems found", "", *[f"- {p[:400]}" for p in s["problems"]], ""]
+        shown = Counter(_error_kind(p.split(": ", 1)[1]) if p.startswith("concurrency") else p[:400]
+                        for p in s["problems"])
+        lines += ["## Problems found", "",
+                  *[f"- {p}" + (f" (× {n})" if n > 1 else "") for p, n in shown.items()], ""]
     return "\n".join(lines)
 
 
@@ -249,7 +288,14 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=T.SOAK_CLIENTS)
     ap.add_argument("--only", default="kill,disk,crash,concurrency,soak")
     ap.add_argument("--work", type=Path, default=None, help="scratch directory (default: a temporary one)")
+    ap.add_argument("--from-json", type=Path, help="only rewrite the .md from a report .json written before")
     a = ap.parse_args()
+    if a.from_json:  # the summary is recomputed (its rules may have changed since)
+        res = json.loads(a.from_json.read_text())
+        res["summary"] = summarise(res)
+        (a.out / "reliability.json").write_text(json.dumps(res, indent=1, default=str) + "\n")
+        (a.out / "reliability.md").write_text(markdown(res) + "\n")
+        return
     only = set(a.only.split(","))
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -272,7 +318,8 @@ def main() -> None:
         if "soak" in only:
             res["soak"] = _soak(work, records, vectors, a.soak_seconds, a.clients)
     res["summary"] = summarise(res)
-    res.update(command="OMP_NUM_THREADS=1 python benchmarks/reliability.py " + shlex.join(sys.argv[1:]),
+    command = ["OMP_NUM_THREADS=1 python benchmarks/reliability.py", *map(shlex.quote, sys.argv[1:])]
+    res.update(command=" ".join(command),
                started=started.isoformat(timespec="seconds"),
                finished=datetime.now(UTC).isoformat(timespec="seconds"), seconds=round(time.perf_counter() - t, 1),
                machine=f"{os.cpu_count()} cores, Python {platform.python_version()}, load average "
