@@ -191,7 +191,7 @@ def test_folders_of_the_same_name_must_be_named_apart(tmp_path: Path) -> None:
 def test_blank_files_are_refused_naming_the_file(tmp_path: Path) -> None:
     for name, content in (("e.txt", ""), ("w.md", " \n\t\n"), ("nul.txt", "\x00\x00\x01\x1f\n\x7f")):
         path = write(tmp_path / name, content)
-        with pytest.raises(InputError, match=rf"{name}: no text in this file"):
+        with pytest.raises(InputError, match=rf"{name}: this file has no text"):
             list(iter_passages([path]))
     assert list(iter_passages([write(tmp_path / "h.md", "# Only a heading\n")])) == []
 

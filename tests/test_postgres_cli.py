@@ -75,3 +75,49 @@ def test_the_query_library_on_the_url(slice_passages, slice_vectors, pg_url, tmp
     learned = one_json(run("route", "learn", labels, "--index", pg_url, "--source", "cli", "--json").stdout)
     assert (learned["added"], learned["relabelled"], learned["size"]) == (1, 1, 3)
     assert learned["counts"] == {"one_hop": 1, "multi_hop": 2, "source:cli": 2, "source:embedded": 1}
+
+
+@pytest.mark.slow
+def test_sync_replace_delete_check_and_repair_on_the_url(pg_url, tmp_path) -> None:
+    import psycopg
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# Alpha\n\nThe alpha notes describe zebras grazing near Oslo in the spring.\n")
+    (docs / "b.md").write_text("# Beta\n\nThe beta notes describe volcanoes erupting on Iceland every decade.\n")
+    built = one_json(run("index", "build", docs, "--index", pg_url, "--json", "-q").stdout)
+    assert (built["added"], built["passages"]) == (2, 2)
+    assert one_json(run("index", "check", "--index", pg_url, "--json").stdout)["ok"]
+    again = one_json(run("index", "sync", docs, "--index", pg_url, "--json", "-q").stdout)
+    assert (again["added"], again["embedded"], again["documents_unchanged"]) == (0, 0, 2)
+
+    (docs / "a.md").write_text("# Alpha\n\nThe alpha notes now describe giraffes sleeping near Bergen.\n")
+    (docs / "b.md").unlink()
+    (docs / "c.md").write_text("# Gamma\n\nThe gamma notes describe glaciers retreating in Norway.\n")
+    synced = one_json(run("index", "sync", docs, "--index", pg_url, "--json", "-q").stdout)
+    assert (synced["documents_created"], synced["documents_replaced"], synced["documents_deleted"]) == (1, 1, 1)
+    assert (synced["added"], synced["removed"], synced["embedded"], synced["passages"]) == (2, 2, 2, 2)
+    hits = one_json(run("search", "giraffes Bergen", "--index", pg_url, "--json").stdout)["hits"]
+    assert hits[0]["id"] == "docs/a.md#0"
+    assert one_json(run("search", "volcanoes Iceland", "--index", pg_url, "--json").stdout)["hits"] == []
+    assert one_json(run("index", "check", "--index", pg_url, "--json").stdout)["ok"]
+
+    note = tmp_path / "note.md"
+    note.write_text("# Note\n\nA note about lighthouses on the coast.\n")
+    assert one_json(run("index", "add", note, "--index", pg_url, "--json", "-q").stdout)["added"] == 1
+    note.write_text("# Note\n\nA note about windmills on the coast.\n")
+    replaced = one_json(run("index", "add", note, "--replace", "--index", pg_url, "--json", "-q").stdout)
+    assert (replaced["added"], replaced["removed"], replaced["passages"]) == (1, 1, 3)
+    deleted = one_json(run("index", "delete", "--doc", "docs/c.md", "--index", pg_url, "--json").stdout)
+    assert (deleted["deleted"], deleted["documents"], deleted["passages"]) == (1, 1, 2)
+    missing = run("index", "delete", "--doc", "docs/nope.md", "--index", pg_url, check=False)
+    assert missing.returncode == 2 and "docs/nope.md" in missing.stderr
+
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # damage: the HNSW index and one passage's postings
+        conn.execute("DROP INDEX amsrag.passages_embedding_hnsw")
+        conn.execute("DELETE FROM amsrag.bm25_postings WHERE prow = (SELECT min(prow) FROM amsrag.passages)")
+    damaged = run("index", "check", "--index", pg_url, check=False)
+    assert damaged.returncode == 1 and "HNSW index" in damaged.stderr and "index repair" in damaged.stderr
+    repaired = one_json(run("index", "repair", "--index", pg_url, "--json", "-q").stdout)
+    assert (repaired["rebuilt"], repaired["reembedded"], repaired["ok"]) == (["bm25", "dense"], 0, True)
+    assert one_json(run("search", "windmills", "--index", pg_url, "--json").stdout)["hits"][0]["id"] == "note.md#0"

@@ -185,6 +185,14 @@ def test_reads_from_a_streaming_replica(pg_server, slice_passages, slice_vectors
             served = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
                                   "AND application_name <> 'psql' AND pid <> pg_backend_pid()").fetchone()[0]
         assert served >= 1  # the index's read pool is connected to the replica
+        # what a writer must see at once is read where it wrote (the replica is read-only, maybe behind)
+        hashes = [p.content_hash for p in slice_passages[12:14]]
+        idx.stage_vectors(hashes, slice_vectors[12:14])
+        assert idx.count_staged(hashes) == 2 and idx.unembedded(hashes) == []
+        from amsrag.store.documents import Document
+
+        idx.put_documents([Document.of("doc", slice_passages[12:14], "fp", "src/doc")])
+        assert idx.documents("src/")["doc"].content_hash == "fp" and idx.check().ok
         idx.close()
     finally:
         replica.stop()
@@ -224,11 +232,158 @@ def test_an_index_from_before_the_query_library_gets_its_table_on_open(pg, slice
     from amsrag.store.postgres.store import PostgresIndex
 
     with psycopg.connect(pg.dsn, autocommit=True) as conn:  # back to schema version 1
+        conn.execute("DROP TABLE amsrag.documents, amsrag.staged_vectors")
         conn.execute("DROP TABLE amsrag.query_library")
         conn.execute("DELETE FROM amsrag.meta WHERE key = 'query_library_generation'")
         conn.execute("DELETE FROM amsrag.schema_version WHERE version > 1")
     with PostgresIndex.open(pg.dsn) as old:
-        assert old.stats()["schema_version"] == schema.CURRENT_VERSION == 2
+        assert old.stats()["schema_version"] == schema.CURRENT_VERSION == 3
         assert len(old.query_library()) == 0
         old.save_query_library(_library(slice_vectors[:2], "after-upgrade"))
     assert len(pg.query_library()) == 2
+
+
+# ---------------------------------------------------------------- documents, staged vectors, check, repair
+def test_an_index_at_schema_v2_is_migrated_on_open_and_keeps_its_passages(pg, slice_passages,
+                                                                           slice_vectors) -> None:
+    from amsrag.store.documents import Document
+    from amsrag.store.postgres import schema
+    from amsrag.store.postgres.store import PostgresIndex
+
+    pg.add(slice_passages[:12], vectors=slice_vectors[:12])
+    hits = [h.id for h in pg.retriever("bm25").search("American film director", k=5)]
+    with psycopg.connect(pg.dsn, autocommit=True) as conn:  # back to schema version 2, as amsrag made it before
+        conn.execute("DROP TABLE amsrag.documents, amsrag.staged_vectors")
+        conn.execute("DELETE FROM amsrag.schema_version WHERE version > 2")
+    with PostgresIndex.open(pg.dsn) as idx:
+        assert idx.stats()["schema_version"] == schema.CURRENT_VERSION == 3
+        assert len(idx) == 12 and idx.get(slice_passages[3].id) == slice_passages[3]
+        assert [h.id for h in idx.retriever("bm25").search("American film director", k=5)] == hits
+        docs = idx.documents()  # every passage is a document of its own, its fingerprint unknown
+        assert len(docs) == 12 and all(d.content_hash == "" and d.passages == 1 for d in docs.values())
+        assert idx.check().ok
+        hashes = [p.content_hash for p in slice_passages[12:14]]
+        assert idx.unembedded(hashes) == hashes
+        idx.stage_vectors(hashes, slice_vectors[12:14])
+        r = idx.put_documents([Document.of("new", slice_passages[12:14], "fp", "src/new")])
+        assert (r.created, r.added, r.embedded) == (1, 2, 0) and len(idx) == 14
+        assert list(idx.documents("src/")) == ["new"] and idx.documents("src/")["new"].content_hash == "fp"
+    with psycopg.connect(pg.dsn) as conn:
+        assert [r[0] for r in conn.execute("SELECT version FROM amsrag.schema_version ORDER BY version")] == [1, 2, 3]
+
+
+def test_fingerprints_are_recorded_and_forgotten(pg, slice_passages, slice_vectors) -> None:
+    from amsrag.store.documents import Document
+
+    a = [Passage(f"a#{i}", p.text, p.title, "a") for i, p in enumerate(slice_passages[:3])]
+    b = [Passage(f"b#{i}", p.text, p.title, "b") for i, p in enumerate(slice_passages[3:5])]
+    r = pg.add([*a, *b], vectors=slice_vectors[:5], doc_hashes={"a": ("fa", "kb/a.md")})
+    assert (r.added, r.embedded) == (5, 0)
+    docs = pg.documents()
+    assert {d: (i.passages, i.content_hash, i.source) for d, i in docs.items()} == {
+        "a": (3, "fa", "kb/a.md"), "b": (2, "", "")}
+    assert list(pg.documents("kb/")) == ["a"] and list(pg.documents("b")) == ["b"]  # source or doc_id prefix
+    generation = pg.stats()["generation"]
+    assert pg.add(b, doc_hashes={"b": ("fb", "kb/b.md")}).added == 0  # nothing new: fingerprint only
+    assert pg.documents()["b"].content_hash == "fb" and pg.stats()["generation"] == generation
+    pg.delete(["a#1"])  # changed passage by passage: the fingerprint no longer describes it
+    assert pg.documents()["a"] == pg.documents()["a"].__class__("a", 2, "", "")
+    pg.add([Passage("b#9", slice_passages[9].text, "B", "b")], vectors=slice_vectors[9:10])
+    assert pg.documents()["b"].content_hash == ""
+    r = pg.put_documents([Document.of("a", a, "fa2", "kb/a.md")])
+    assert (r.added, r.kept, r.embedded, r.reused_vectors) == (1, 2, 1, 0)
+    assert pg.documents()["a"].content_hash == "fa2"
+    assert pg.delete_documents(["a", "b"]).documents == 2 and pg.documents() == {} and len(pg) == 0
+    assert _count(pg.dsn, "documents") == 0 and pg.check().ok
+
+
+def test_a_failed_put_changes_nothing(pg, slice_passages, slice_vectors, monkeypatch) -> None:
+    from amsrag.store.documents import Document
+
+    doc = Document.of("d", [Passage(f"d#{i}", p.text, p.title) for i, p in enumerate(slice_passages[:4])], "f1")
+    pg.put_documents([doc])
+    tables = ("passages", "bm25_terms", "bm25_postings", "graph_ner", "entities", "mentions", "documents",
+              "staged_vectors")
+    new = [p.content_hash for p in slice_passages[4:6]]
+    pg.stage_vectors(new, slice_vectors[4:6])
+    before = {t: _count(pg.dsn, t) for t in tables}
+    changed = Document.of("d", [Passage(f"d#{i}", p.text, p.title) for i, p in enumerate(slice_passages[4:6])], "f2")
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("connection lost")
+
+    monkeypatch.setattr(type(pg), "_rewrite_graph", boom)
+    with pytest.raises(RuntimeError, match="connection lost"):
+        pg.put_documents([changed], delete=[])
+    with pytest.raises(RuntimeError, match="connection lost"):
+        pg.delete_documents(["d"])
+    monkeypatch.undo()
+    assert {t: _count(pg.dsn, t) for t in tables} == before
+    assert pg.documents()["d"].content_hash == "f1" and pg.count_staged(new) == 2
+    r = pg.put_documents([changed])
+    assert (r.removed, r.added, r.embedded) == (4, 2, 0)  # the staged vectors, then dropped as stored
+    assert _count(pg.dsn, "staged_vectors") == 0 and pg.count_staged(new) == 0 and pg.unembedded(new) == []
+
+
+def test_staging_does_not_wait_for_the_write_lock(pg, slice_passages, slice_vectors) -> None:
+    from amsrag.store.postgres import schema
+
+    pg.add(slice_passages[:3], vectors=slice_vectors[:3])
+    generation = pg.stats()["generation"]
+    hashes = [p.content_hash for p in slice_passages[3:8]]
+    with psycopg.connect(pg.dsn, autocommit=True) as writer:
+        writer.execute("SELECT pg_advisory_lock(%s)", (schema.WRITE_LOCK_KEY,))  # a long write elsewhere
+        t = time.monotonic()
+        pg.stage_vectors(hashes, slice_vectors[3:8])
+        pg.stage_vectors(hashes[:2], slice_vectors[3:5])  # again: replaced, not duplicated
+        pg.stage_vectors([slice_passages[0].content_hash], slice_vectors[:1])  # stored content: not staged
+        assert time.monotonic() - t < 5
+        writer.execute("SELECT pg_advisory_unlock(%s)", (schema.WRITE_LOCK_KEY,))
+    assert pg.count_staged(hashes) == 5 and pg.stats()["staged_vectors"] == 5
+    assert pg.stats()["generation"] == generation and len(pg) == 3
+    assert pg.unembedded([*hashes, "f" * 64, hashes[0]]) == ["f" * 64]
+    with pytest.raises(InputError, match="finite"):
+        pg.stage_vectors(hashes[:1], slice_vectors[:1] * float("nan"))
+
+
+def _search_all(idx, questions) -> dict:
+    return {(q.id, name): [h.id for h in idx.retriever(name).search(q.question, k=8)]
+            for q in questions for name in ("bm25", "dense", "graph")}
+
+
+def test_check_finds_damage_and_repair_rebuilds_it(pg, slice_passages, slice_vectors, slice_questions) -> None:
+    import numpy as np
+    from pgvector.psycopg import register_vector
+
+    pg.add(slice_passages[:40], vectors=slice_vectors[:40])
+    healthy = pg.check()
+    assert healthy.ok and healthy.repairable == [] and {"bm25", "dense", "graph"} <= set(healthy.checked)
+    assert pg.repair().rebuilt == []  # nothing to repair
+    want = _search_all(pg, slice_questions[:6])
+    rows = sorted(pg.rows_for_ids([p.id for p in slice_passages[:40]]).values())
+    with psycopg.connect(pg.dsn, autocommit=True) as conn:
+        register_vector(conn)
+        conn.execute("SET search_path = amsrag, public")
+        conn.execute("DELETE FROM bm25_postings WHERE prow = %s", (rows[0],))
+        conn.execute("UPDATE bm25_terms SET df = df + 1 WHERE tid = (SELECT min(tid) FROM bm25_terms)")
+        conn.execute("UPDATE meta SET value = jsonb_set(value, '{total_len}', '7') WHERE key = 'bm25_stats'")
+        vec = np.asarray(conn.execute("SELECT embedding FROM passages WHERE prow = %s", (rows[1],)).fetchone()[0])
+        conn.execute("UPDATE passages SET embedding = %s WHERE prow = %s", (vec * 3, rows[1]))
+        conn.execute("DROP INDEX passages_embedding_hnsw")
+        conn.execute("DELETE FROM graph_ner WHERE prow = %s", (rows[2],))
+        conn.execute("UPDATE entities SET degree = degree + 1 WHERE eid = 0")
+    found = pg.check()
+    assert not found.ok and sorted(found.repairable) == ["bm25", "dense", "graph"]
+    text = "\n".join(found.problems)
+    for expected in ("collection statistics", "1 passage(s) have no postings", "document frequency",
+                     "1 stored vector(s) are not unit-norm", "HNSW index passages_embedding_hnsw is missing",
+                     "1 passage(s) have no stored NER", "degree"):
+        assert expected in text, (expected, text)
+    report = pg.repair()
+    assert report.rebuilt == ["bm25", "dense", "graph"] and report.reembedded == 1
+    assert pg.check().ok, pg.check().problems
+    assert _search_all(pg, slice_questions[:6]) == want
+    np.testing.assert_allclose(pg.vectors_for_rows([rows[1]])[0], vec, atol=1e-4)  # embedded again
+    assert pg.repair(["bm25"]).rebuilt == ["bm25"] and pg.check().ok  # on request, even when healthy
+    with pytest.raises(InputError, match="unknown component"):
+        pg.repair(["colbert"])

@@ -177,6 +177,32 @@ def test_add_get_find_delete_document(live) -> None:
     assert service.engine.index.get("serve-test-2") is None
 
 
+def test_put_replaces_a_whole_document(live) -> None:
+    client, service = live
+    before = client.get("/healthz").json()["passages"]
+    doc = "/v1/documents/handbook/[ops]/oncall.md"
+    text = ("# On-call\n\nThe pager rotates every Monday at 09:00.\n\n## Escalation\n\n"
+            "Page the Vemmerholt duty lead after 15 minutes without an answer.\n")
+    r = client.put(doc, json={"text": text, "format": "markdown"})
+    assert r.status_code == 200, r.text
+    assert (r.json()["created"], r.json()["added"], r.json()["passages"]) == (True, 2, before + 2)
+    assert client.get("/v1/documents/handbook/[ops]/oncall.md%231").json()["title"] == "On-call › Escalation"
+    same = client.put(doc, json={"text": text, "format": "markdown"}).json()
+    assert (same["unchanged"], same["added"], same["embedded"]) == (True, 0, 0)
+    edited = client.put(doc, json={"text": text.replace("15 minutes", "10 minutes"), "format": "markdown"}).json()
+    assert (edited["created"], edited["kept"], edited["removed"], edited["added"]) == (False, 1, 1, 1)
+    assert "10 minutes" in client.get("/v1/documents/handbook/[ops]/oncall.md%231").json()["text"]
+    explicit = client.put(doc, json={"passages": [{"text": "Only one passage now.", "title": "On-call"}]}).json()
+    assert (explicit["removed"], explicit["added"], explicit["passages"]) == (2, 1, before + 1)
+    assert service.engine.index.get("handbook/[ops]/oncall.md#0").text == "Only one passage now."
+    error_of(client.put(doc, json={}), 400, "invalid_input")
+    error_of(client.put(doc, json={"text": "\x00\x00 \x01"}), 400, "invalid_input")
+    error_of(client.put(doc, json={"text": "a", "passages": [{"text": "b"}]}), 400, "invalid_input")
+    gone = client.delete(doc, params={"document": "true"}).json()
+    assert (gone["deleted"], gone["passages"]) == (1, before)
+    error_of(client.delete(doc, params={"document": "true"}), 404, "not_found")
+
+
 def test_invalid_documents_add_nothing(live) -> None:
     client, _ = live
     bad = {"passages": [{"id": "ok-1", "text": "A valid passage."}, {"id": "bad-1", "title": "no text"}]}
@@ -207,6 +233,9 @@ def test_large_batches_run_as_jobs(live) -> None:
     assert r.headers["location"] == r.json()["status_url"]
     job = wait_job(client, r.headers["location"])
     assert job["status"] == "succeeded" and job["result"]["added"] == 6, job
+    step = job["progress"]  # the last step of the write, with its counts, rate and ETA
+    assert step["state"] == "done" and step["done"] == step["total"] and step["eta_s"] == 0.0, job
+    assert set(step) == {"task", "state", "done", "total", "rate", "eta_s", "elapsed_s"}
     assert client.get("/v1/documents/job-5").status_code == 200
     # a job whose write fails reports why; nothing of it is stored
     clash = [{"id": "job-0", "text": "different content under an existing id"}]

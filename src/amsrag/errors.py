@@ -21,3 +21,7 @@ class IndexMismatchError(AmsragError):
 
 class IndexCorruptError(AmsragError):
     pass
+
+
+class IndexBusyError(AmsragError):
+    """Another process held the index's write lock longer than this one would wait."""

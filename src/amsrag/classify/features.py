@@ -17,11 +17,30 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections.abc import Sequence
 
 import numpy as np
 
 FEATURE_VERSION = 2
+# The classifier's budget: features (and the embedding the classifier computes itself) see at most this many
+# characters of a question. The encoder reads 256 word pieces at most anyway; a few of the patterns below are
+# quadratic in the length of a question without "?" (100 kB of words: 17 s), 2,000 characters: < 10 ms.
+# The service and the engine refuse longer questions (`serve.max_question_chars`, 2,000 by default).
+MAX_QUESTION_CHARS = 2000
+EMPTY_QUESTION = ("query is empty: the question holds only white space or control characters (an empty question "
+                  "cannot be answered)")
+
+
+def bounded(question: str) -> str:
+    """The part of `question` the classifier reads: its first `MAX_QUESTION_CHARS` characters."""
+    return question[:MAX_QUESTION_CHARS]
+
+
+def is_blank(text: str) -> bool:
+    """Nothing but white space and control / format characters (NUL, zero-width spaces, ...)."""
+    return not any(not c.isspace() and not unicodedata.category(c).startswith("C") for c in text)
+
 
 WH_TYPES: tuple[str, ...] = ("what", "who", "when", "where", "which", "how", "why", "yesno", "other")
 _YESNO = frozenset({"is", "are", "was", "were", "do", "does", "did", "can", "could", "has", "have", "had", "will",
@@ -117,6 +136,7 @@ def _capitalised_spans(words: list[str]) -> int:
 
 def is_comparison(question: str) -> bool:
     """Two named entities set against each other ("Who was born first, A or B?", "Are A and B both ...?")."""
+    question = bounded(question)
     names = len(_NAME.findall(question))
     if names < 2:
         return False
@@ -128,6 +148,8 @@ def is_comparison(question: str) -> bool:
 
 
 def question_features(question: str) -> np.ndarray:
+    """The feature row of `question` (of its first `MAX_QUESTION_CHARS` characters)."""
+    question = bounded(question)
     words = _WORD.findall(question)
     names = len(_NAME.findall(question))
     wh = _wh_type(words)

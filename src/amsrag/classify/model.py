@@ -26,7 +26,15 @@ import numpy as np
 
 from amsrag.artifacts import SHA256_KEY, ArtifactFormat, check_features, load_artifact, save_artifact
 from amsrag.calibration import Calibrator, IdentityCalibrator, TemperatureCalibrator, calibrator_from_params
-from amsrag.classify.features import COMPARISON, FEATURE_NAMES, FEATURE_VERSION, features_batch
+from amsrag.classify.features import (
+    COMPARISON,
+    EMPTY_QUESTION,
+    FEATURE_NAMES,
+    FEATURE_VERSION,
+    bounded,
+    features_batch,
+    is_blank,
+)
 from amsrag.classify.library import LibrarySettings, LibraryVote, QueryLibrary, blend
 from amsrag.config import ClassifierConfig
 from amsrag.embed.encoder import DIMENSION, Encoder
@@ -119,9 +127,14 @@ def comparisons(features: np.ndarray) -> np.ndarray:
 
 
 def _check_question(question: Any) -> str:
-    if not isinstance(question, str) or not question.strip():
-        raise InputError("empty question: the complexity classifier needs a non-empty question")
-    return question.strip()
+    """The question as the classifier reads it: stripped and cut to its budget (`MAX_QUESTION_CHARS`), so a
+    huge question passed directly costs what a long one does (features and embedding alike)."""
+    if not isinstance(question, str):
+        raise InputError(f"the question must be text, got {type(question).__name__}")
+    q = bounded(question.strip()).strip()  # str.strip runs in C: microseconds even on 100 kB
+    if is_blank(q) and is_blank(question):
+        raise InputError(EMPTY_QUESTION)
+    return q
 
 
 class ComplexityClassifier:

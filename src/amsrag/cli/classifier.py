@@ -8,11 +8,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
 import typer
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
-from amsrag.cli.common import DataOpt, JsonOpt, emit, err, generator_config, out
+from amsrag.cli.common import DataOpt, JsonOpt, QuietOpt, emit, err, generator_config, out
 from amsrag.errors import InputError
-from amsrag.progress import RichProgress
+from amsrag.progress import progress_for
 from amsrag.types import COMPLEXITIES
 
 if TYPE_CHECKING:
@@ -29,7 +31,7 @@ SilverOpt = Annotated[list[Path] | None, typer.Option(
 
 
 def _prepared(data_dir: Path | None, cap: int | None, seed: int, cache: Path | None,
-              silver: list[Path] | None = None):
+              silver: list[Path] | None = None, quiet: bool = False):
     """Labelled data and its (cached) embeddings, with progress on stderr."""
     from amsrag.embed.encoder import MiniLMEncoder
     from amsrag.ingest.datasets import default_data_dir
@@ -38,7 +40,7 @@ def _prepared(data_dir: Path | None, cap: int | None, seed: int, cache: Path | N
 
     data = build_labelled_data(data_dir or default_data_dir(), cap=cap, seed=seed, silver=silver)
     encoder = MiniLMEncoder()
-    with RichProgress(console=err) as progress, progress.task("embedding questions", len(data.rows)) as advance:
+    with progress_for(err, quiet) as progress, progress.task("embedding questions", len(data.rows)) as advance:
         prep = prepare(data, encoder, cache_dir=cache, progress=advance)
     return data, prep, encoder
 
@@ -51,7 +53,7 @@ def _print_summary(s: dict[str, Any], title: str) -> None:
     table.add_row("all", str(hop["n"]), f"{hop['accuracy']:.3f}", f"{hop['ece_after']:.3f}",
                   f"{s['confident_downward']:.3f}")
     for d, m in s["per_dataset"].items():
-        table.add_row(d, str(m["n"]), f"{m['accuracy']:.3f}", f"{m['ece']:.3f}", f"{m['confident_downward']:.3f}")
+        table.add_row(Text(d), str(m["n"]), f"{m['accuracy']:.3f}", f"{m['ece']:.3f}", f"{m['confident_downward']:.3f}")
     out.print(table)
     if "silver_three_way" in s:
         m = s["silver_three_way"]
@@ -70,6 +72,7 @@ def train_cmd(
     generator: Annotated[str | None, typer.Option(
         "--generator", help="the generator that made the --silver labels (recorded in the card)")] = None,
     as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Train the hop head on the data sets' hop structure (and, with --silver, the knowledge head of the
     generator that made those labels), calibrate on the calibration mix, fit the query library's blend
@@ -81,9 +84,9 @@ def train_cmd(
     if silver and not generator:
         raise InputError("--silver labels describe one generator: name it with --generator (e.g. llamacpp)")
     config = TrainConfig(seed=seed, cap=cap or None, calibration=_method(method))
-    labelled, prep, encoder = _prepared(data, config.cap, seed, cache, silver)
+    labelled, prep, encoder = _prepared(data, config.cap, seed, cache, silver, quiet)
     clf = train(labelled, prep, config, encoder.model_id, generator=generator)
-    with RichProgress(console=err) as progress, progress.task("leave-one-data-set-out heads",
+    with progress_for(err, quiet) as progress, progress.task("leave-one-data-set-out heads",
                                                               len(labelled.datasets)) as advance:
         models = lodo_models(prep, config, progress=lambda _d: advance(1))
     clf.library_settings, _ = fit_library_settings(prep, models, config)
@@ -95,8 +98,8 @@ def train_cmd(
     if as_json:
         emit(result)
         return
-    out.print(f"[green]wrote[/] {out_dir} (training data sha256 {labelled.sha256[:16]}…, {len(labelled.rows)} rows; "
-              f"{labelled.held_out} held-out questions left out)", highlight=False)
+    out.print(f"[green]wrote[/] {escape(str(out_dir))} (training data sha256 {labelled.sha256[:16]}…, "
+              f"{len(labelled.rows)} rows; {labelled.held_out} held-out questions left out)", highlight=False)
     _print_summary(s, "calibration split")
 
 
@@ -115,6 +118,7 @@ def calibrate_cmd(
     index: Annotated[Path, typer.Option("--index", help="the index whose configuration stores the temperature")],
     fmt: Annotated[str, typer.Option("--format", help="auto or a data set format")] = "auto",
     as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Refit the hop head's temperature on YOUR labelled questions (a few hundred) and store it in the index
     configuration: routing then acts on confidences calibrated on your own traffic."""
@@ -130,7 +134,7 @@ def calibrate_cmd(
                          "a temperature needs at least 50, with both one_hop and multi_hop")
     with open_index(index) as idx:
         base = ComplexityClassifier.load(idx.config.classifier.artifact or None, encoder=idx.encoder)
-        with RichProgress(console=err) as progress, progress.task("embedding questions", len(questions)) as advance:
+        with progress_for(err, quiet) as progress, progress.task("embedding questions", len(questions)) as advance:
             vectors = idx.encoder.encode(questions, progress=advance)
         zh = base.hop.logits(vectors, features_batch(questions))
         y = np.array([h == "multi_hop" for h in hops], dtype=int)
@@ -150,8 +154,9 @@ def calibrate_cmd(
     if as_json:
         emit(result)
         return
-    out.print(f"[green]stored[/] hop temperature {temperature:.3f} in {index} ({len(questions)} questions; hop "
-              f"accuracy {result['accuracy']:.3f}; ECE {before:.3f} -> {after:.3f} on these same questions)",
+    out.print(f"[green]stored[/] hop temperature {temperature:.3f} in {escape(str(index))} ({len(questions)} "
+              f"questions; hop accuracy {result['accuracy']:.3f}; ECE {before:.3f} -> {after:.3f} on these same "
+              "questions)",
               highlight=False)
 
 
@@ -163,6 +168,7 @@ def evaluate_cmd(
     cache: CacheOpt = None,
     silver: SilverOpt = None,
     as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Accuracy, macro-F1, ECE before/after and RAA of an artifact on a split of its training data."""
     from amsrag.classify.model import ComplexityClassifier
@@ -174,7 +180,7 @@ def evaluate_cmd(
     clf = ComplexityClassifier.load(model)
     tc = clf.meta.get("train_config", {})
     config = TrainConfig(**{k: v for k, v in tc.items() if k in TrainConfig.__dataclass_fields__})
-    labelled, prep, _ = _prepared(data, config.cap, config.seed, cache, silver)
+    labelled, prep, _ = _prepared(data, config.cap, config.seed, cache, silver, quiet)
     s = summary(evaluate_classifier(clf, prep, split))
     s["data_sha256"] = labelled.sha256
     s["same_data_as_training"] = labelled.sha256 == clf.meta.get("training_data", {}).get("sha256")
@@ -188,6 +194,7 @@ def evaluate_cmd(
 
 def _read_jsonl_questions(path: Path) -> list[str]:
     from amsrag.ingest.readers import iter_jsonl
+    from amsrag.pipeline.engine import check_question
 
     if not path.is_file():
         raise InputError(f"{path}: no such file")
@@ -196,8 +203,18 @@ def _read_jsonl_questions(path: Path) -> list[str]:
         q = rec.get("question") if isinstance(rec, dict) else rec
         if not isinstance(q, str) or not q.strip():
             raise InputError(f"{path}:{n}: expected an object with a non-empty string `question`")
-        questions.append(q)
+        try:
+            questions.append(check_question(q, _question_limit()))
+        except InputError as exc:
+            raise InputError(f"{path}:{n}: {exc}") from None
     return questions
+
+
+def _question_limit() -> int:
+    """The question length limit without an index: the default `serve.max_question_chars`."""
+    from amsrag.config import ServeConfig
+
+    return ServeConfig().max_question_chars
 
 
 @classifier_app.command("predict")
@@ -209,10 +226,12 @@ def predict_cmd(
 ) -> None:
     """Label, class probabilities and alpha (calibrated confidence) per question."""
     from amsrag.classify.model import ComplexityClassifier
+    from amsrag.pipeline.engine import check_question
 
     if (question is None) == (input_file is None):
         raise InputError("give either a QUESTION or --input FILE.jsonl (not both)")
-    questions = [question] if question is not None else _read_jsonl_questions(input_file)  # type: ignore[arg-type]
+    questions = ([check_question(question, _question_limit())] if question is not None
+                 else _read_jsonl_questions(input_file))  # type: ignore[arg-type]
     clf = ComplexityClassifier.load(model)
     predictions = clf.predict_batch(questions)
     if as_json:
@@ -223,7 +242,7 @@ def predict_cmd(
     for col in ("question", "label", "alpha", "zero_hop", "one_hop", "multi_hop"):
         table.add_column(col)
     for q, p in zip(questions, predictions, strict=True):
-        table.add_row(q, p.label, f"{p.alpha:.3f}", *(f"{p.probs[c]:.3f}" for c in COMPLEXITIES))
+        table.add_row(Text(q), p.label, f"{p.alpha:.3f}", *(f"{p.probs[c]:.3f}" for c in COMPLEXITIES))
     out.print(table)
 
 
@@ -241,6 +260,7 @@ def label_cmd(
     limit: Annotated[int | None, typer.Option("--limit", help="at most this many questions per file")] = None,
     match: Annotated[str, typer.Option("--match", help="em (exact match) or f1 (token F1 >= 0.5)")] = "em",
     as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Silver labels for YOUR generator: no-retrieval, one-step and multi-step answering; the cheapest
     strategy that answers right is the label (else the data set's hop count). Writes the Adaptive-RAG
@@ -252,7 +272,6 @@ def label_cmd(
     from amsrag.ingest import load_qa
     from amsrag.learn.label import LabelSettings, label_question, write_labels
     from amsrag.pipeline import Engine
-    from amsrag.progress import RichProgress
     from amsrag.store import EmbeddedIndex
 
     if match not in ("em", "f1"):
@@ -262,7 +281,7 @@ def label_cmd(
     if not questions:
         raise InputError(f"no questions with gold answers in {', '.join(map(str, qa_files))}: nothing to label")
     settings = LabelSettings(match=match)
-    with tempfile.TemporaryDirectory(prefix="amsrag-label-") as tmp, RichProgress(console=err) as progress:
+    with tempfile.TemporaryDirectory(prefix="amsrag-label-") as tmp, progress_for(err, quiet) as progress:
         if index is None:
             passages = list({p.content_hash: p for s in sets for p in s.passages}.values())
             if not passages:
@@ -293,6 +312,6 @@ def label_cmd(
     if as_json:
         emit(summary)
         return
-    out.print(f"[green]wrote[/] {n} silver labels to {out_file} with generator {name}: {summary['labels']} "
-              f"({summary['by_dataset_fallback']} by the data set's hop count; right answers per strategy "
-              f"{summary['correct']})", highlight=False)
+    out.print(f"[green]wrote[/] {n} silver labels to {escape(str(out_file))} with generator {escape(name)}: "
+              f"{summary['labels']} ({summary['by_dataset_fallback']} by the data set's hop count; right answers "
+              f"per strategy {summary['correct']})", highlight=False)

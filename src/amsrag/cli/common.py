@@ -23,6 +23,13 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="one JSON object per line 
 DataOpt = Annotated[Path | None,
                     typer.Option("--data", help="public data folder (default: $AMSRAG_DATA or ../shared/data)")]
 FormatOpt = Annotated[str, typer.Option("--format", help="auto or one of: " + ", ".join(FORMATS))]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="no progress output (bars on a terminal, log lines "
+                                        "every 10 s otherwise; $AMSRAG_PROGRESS_INTERVAL sets the seconds)")]
+
+
+def print_error(exc: BaseException) -> None:
+    """An error for the user on stderr, its message printed verbatim (ids and paths may contain `[...]`)."""
+    err.print("[bold red]error:[/] " + escape(str(exc)), highlight=False, soft_wrap=True)
 
 
 def emit(obj: dict[str, Any]) -> None:
@@ -48,41 +55,43 @@ def generator_config(base: GeneratorConfig, name: str | None, model: str | None,
 
 def print_trace(trace: Mapping[str, Any]) -> None:
     cx = trace.get("complexity")
-    head = f"system [bold]{trace['system']}[/] · strategy [bold]{trace['strategy']}[/] · {trace['reason']}"
+    e = escape  # every value is data: an id, an entity, an error message may look like markup
+    head = (f"system [bold]{e(str(trace['system']))}[/] · strategy [bold]{e(str(trace['strategy']))}[/] · "
+            f"{e(str(trace['reason']))}")
     if cx:
-        probs = " ".join(f"{k} {v:.2f}" for k, v in cx["probs"].items())
-        head += f"\ncomplexity [bold]{cx['label']}[/] (alpha {cx['alpha']:.3f}; {probs})"
+        probs = " ".join(f"{e(k)} {v:.2f}" for k, v in cx["probs"].items())
+        head += f"\ncomplexity [bold]{e(cx['label'])}[/] (alpha {cx['alpha']:.3f}; {probs})"
         if cx.get("route_label", cx["label"]) != cx["label"]:
-            head += (f" → routed as {cx['route_label']} (alpha {cx['route_alpha']:.3f}): "
+            head += (f" → routed as {e(cx['route_label'])} (alpha {cx['route_alpha']:.3f}): "
                      "the generator cannot answer alone")
         vote = cx.get("library")
         if vote:
             nearest = vote["neighbours"][0] if vote["neighbours"] else None
             head += (f"\nquery library: {vote['n_close']} close labelled queries vote p(multi_hop) "
                      f"{vote['p_multi']:.2f} with weight {vote['weight']:.2f}"
-                     + (f" (nearest {escape(repr(nearest['question']))}: {nearest['hop']}, cosine "
+                     + (f" (nearest {e(repr(nearest['question']))}: {e(nearest['hop'])}, cosine "
                         f"{nearest['similarity']:.2f})" if nearest else "")
                      + ("; [bold]the library decided the label[/]" if cx.get("decided_by") == "library" else ""))
-    weights = " ".join(f"{r} {w:.3f}" for r, w in trace["fusion"]["weights"].items())
-    head += f"\nfusion {trace['fusion']['method']} weights {weights}"
+    weights = " ".join(f"{e(r)} {w:.3f}" for r, w in trace["fusion"]["weights"].items())
+    head += f"\nfusion {e(str(trace['fusion']['method']))} weights {weights}"
     params = trace["fusion"]
     if "expert_weights" in params:
         head += (f" (expert weights from the {params['neighbours']} nearest training questions, their share "
                  f"{params['neighbour_share']:.2f})")
     for entry in params.get("explain", []):
-        top = ", ".join(f"{name} {value:+.3f}" for name, value in entry["top_features"].items())
-        head += f"\n  learned fuser on {escape(entry['id'])}: {top}"
+        top = ", ".join(f"{e(name)} {value:+.3f}" for name, value in entry["top_features"].items())
+        head += f"\n  learned fuser on {e(entry['id'])}: {top}"
     for r in trace["retrievers"]:
-        error = f" [red]{r['error']}[/]" if r["error"] else ""
-        head += f"\n  {r['name']}: {len(r['hits'])} hits in {r['ms']:.1f} ms{error}"
+        error = f" [red]{e(str(r['error']))}[/]" if r["error"] else ""
+        head += f"\n  {e(r['name'])}: {len(r['hits'])} hits in {r['ms']:.1f} ms{error}"
     for rnd in (trace.get("second_hop") or {}).get("rounds", []):
-        head += "\nsecond hop via " + ", ".join(f"{b['entity']} (+{len(b['rows'])})" for b in rnd["bridges"])
+        head += "\nsecond hop via " + ", ".join(f"{e(b['entity'])} (+{len(b['rows'])})" for b in rnd["bridges"])
     corr = trace.get("corrective") or {}
     if corr.get("action") not in (None, "skipped"):
-        why = f"S = {corr['score']:.3f}" if corr.get("score") is not None else corr.get("reason", "")
-        head += f"\ncorrective: {corr['action']} ({why})"
-    for e in trace.get("escalations", []):
-        head += f"\n  escalated {e['from']} → {e['to']}: {e['reason']}"
+        why = f"S = {corr['score']:.3f}" if corr.get("score") is not None else e(str(corr.get("reason", "")))
+        head += f"\ncorrective: {e(str(corr['action']))} ({why})"
+    for esc in trace.get("escalations", []):
+        head += f"\n  escalated {e(str(esc['from']))} → {e(str(esc['to']))}: {e(str(esc['reason']))}"
     t = trace["timings_ms"]
     head += (f"\ntimings (ms): embed {t['embed']}, classify {t.get('classify', 0)}, fusion {t['fusion']}, "
              f"mmr {t['mmr']}, total {t['total']}")

@@ -10,10 +10,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from amsrag.config import amsrag_home
 from amsrag.errors import AmsragError
-from amsrag.progress import RichProgress
+from amsrag.progress import progress_for
 from amsrag.types import RETRIEVERS, QAExample
 
 
@@ -33,7 +34,7 @@ def load_demo_questions() -> list[QAExample]:
                       complexity=r.get("complexity"), qtype=r.get("qtype")) for r in rows]
 
 
-def open_or_build_demo_index(index_dir: Path, fresh: bool, err: Console):
+def open_or_build_demo_index(index_dir: Path, fresh: bool, err: Console, quiet: bool = False):
     from amsrag.ingest import iter_passages
     from amsrag.store import EmbeddedIndex
 
@@ -43,12 +44,12 @@ def open_or_build_demo_index(index_dir: Path, fresh: bool, err: Console):
         try:
             return EmbeddedIndex.open(index_dir)
         except AmsragError as exc:  # built by another version: the demo index is ours to rebuild
-            err.print(f"[yellow]rebuilding the demo index[/] ({exc})")
+            err.print(f"[yellow]rebuilding the demo index[/] ({escape(str(exc))})", highlight=False)
             shutil.rmtree(index_dir)
     passages = list(iter_passages([demo_data_dir() / "passages.jsonl.gz"], fmt="jsonl"))
-    err.print(f"building the demo index at {index_dir} from {len(passages)} bundled passages")
+    err.print(Text(f"building the demo index at {index_dir} from {len(passages)} bundled passages"))
     index = EmbeddedIndex.create(index_dir)
-    with RichProgress(console=err) as progress:
+    with progress_for(err, quiet) as progress:
         index.add(passages, progress=progress)
     return index
 
@@ -64,16 +65,17 @@ def _showcase(questions: list[QAExample]) -> list[QAExample]:
     return picked
 
 
-def run_demo(out: Console, err: Console, index_dir: Path | None = None, fresh: bool = False, k: int = 3) -> None:
+def run_demo(out: Console, err: Console, index_dir: Path | None = None, fresh: bool = False, k: int = 3,
+             quiet: bool = False) -> None:
     index_dir = index_dir or default_demo_index()
-    index = open_or_build_demo_index(index_dir, fresh, err)
+    index = open_or_build_demo_index(index_dir, fresh, err, quiet)
     questions = load_demo_questions()
     retrievers = {name: index.retriever(name) for name in RETRIEVERS}
     with index:
         for q in _showcase(questions):
             vec = index.encoder.encode_query(q.question)
-            table = Table(title=f"[bold]{q.question}[/]\n[dim]{q.dataset} {q.qtype or ''} · answer: "
-                                f"{' / '.join(q.answers)}[/]", title_justify="left")
+            table = Table(title=f"[bold]{escape(q.question)}[/]\n[dim]{escape(q.dataset)} {escape(q.qtype or '')} · "
+                                f"answer: {escape(' / '.join(q.answers))}[/]", title_justify="left")
             table.add_column("retriever")
             table.add_column("rank")
             table.add_column("score", justify="right")
@@ -81,13 +83,13 @@ def run_demo(out: Console, err: Console, index_dir: Path | None = None, fresh: b
             table.add_column("gold")
             for name, r in retrievers.items():
                 for h in r.search(q.question, k=k, query_vector=vec):
-                    table.add_row(name if h.rank == 1 else "", str(h.rank), f"{h.score:.3f}", h.title,
+                    table.add_row(name if h.rank == 1 else "", str(h.rank), f"{h.score:.3f}", Text(h.title),
                                   "[green]✓[/]" if h.id in q.gold_passage_ids else "")
             out.print(table)
         _recall_summary(out, index, questions, retrievers)
         _routes(out, index, questions)
-    out.print(f"[dim]index: {index_dir} ({len(index)} passages). Try: amsrag search --index {index_dir} "
-              f"--retriever graph \"your question\"[/]")
+    out.print(Text(f"index: {index_dir} ({len(index)} passages). Try: amsrag search --index {index_dir} "
+                   "--retriever graph \"your question\"", style="dim"))
 
 
 def _recall_summary(out: Console, index, questions: list[QAExample], retrievers: dict) -> None:
@@ -128,13 +130,13 @@ def _routes(out: Console, index, questions: list[QAExample]) -> None:
         mark = "" if answer.abstained else (" [green]✓[/]" if right else " [red]✗[/]")
         cited = [p for p in (index.get(c) for c in answer.citations) if p is not None]
         out.print(f"\n[bold]{escape(q.question)}[/]", highlight=False)
-        out.print(f"  route: {_class_cell(cx)} · strategy {full.trace['strategy']} · "
+        out.print(f"  route: {escape(_class_cell(cx))} · strategy {escape(str(full.trace['strategy']))} · "
                   f"{', '.join(r['name'] for r in full.trace['retrievers'])} · gold in top 5: "
                   f"full {len(gold & {p.id for p in full.passages})}/{len(gold)}, "
                   f"fixed {len(gold & {p.id for p in fixed.passages})}/{len(gold)}", highlight=False)
         out.print(f"  answer: [bold]{escape(answer.answer)}[/]{mark} (expected {escape(' / '.join(q.answers))}) · "
                   f"confidence {answer.trace['generator'].get('confidence')} · evidence check "
-                  f"{answer.trace['corrective']['action']}", highlight=False)
+                  f"{escape(str(answer.trace['corrective']['action']))}", highlight=False)
         for p in cited:
             out.print(f"  cited: {escape(p.title or p.id)}" + (" [green](gold)[/]" if p.id in gold else ""),
                       highlight=False)
@@ -156,7 +158,7 @@ def _answers(out: Console, engine, questions: list[QAExample]) -> None:
         ms.append(float(a.trace["timings_ms"]["total"]))
     n = len(questions)
     ms.sort()
-    out.print(f"[bold]amsrag ask[/] on all {n} demo questions ({engine.config.generator.name} reader): "
+    out.print(f"[bold]amsrag ask[/] on all {n} demo questions ({escape(engine.config.generator.name)} reader): "
               f"EM {em / n:.2f}, F1 {f1 / n:.2f}, answered {answered:.0f}/{n}, cited a gold passage "
               f"{cites_gold:.0f}/{n}, median {ms[n // 2]:.0f} ms per question")
 

@@ -8,7 +8,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
+from rich.text import Text
 
+from amsrag.cli.common import QuietOpt
 from amsrag.evaluate.harness import EvalOptions, run_eval
 
 
@@ -46,11 +49,12 @@ def eval_command(
         "--no-corrective", help="turn the corrective step off for this run (it is reported in the config)")] = False,
     workers: Annotated[int | None, typer.Option(
         "--workers", help="processes for the answer phase, after the timed retrieval (default: min(2, CPUs))")] = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Evaluate every system in one run on one benchmark: report.md, report.json, PNGs."""
     from rich.console import Console
 
-    from amsrag.progress import RichProgress
+    from amsrag.progress import progress_for
 
     err = Console(stderr=True)
     command = "amsrag " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else "amsrag eval"
@@ -60,7 +64,7 @@ def eval_command(
                        cache_dir=cache_dir, bootstrap=bootstrap, quick=quick, no_answers=no_answers, tune=tune,
                        corrective=not no_corrective, workers=workers,
                        command=command)
-    with RichProgress(console=err) as progress:
-        report = run_eval(opts, progress, log=lambda m: err.print(m, highlight=False))
-    err.print(f"wrote {out / 'report.md'}, {out / 'report.json'} and PNGs "
-              f"({report['n_queries']} queries, {len(report['systems'])} systems)")
+    with progress_for(err, quiet) as progress:
+        report = run_eval(opts, progress, log=lambda m: err.print(Text(str(m)), highlight=False))
+    err.print(f"wrote {escape(str(out / 'report.md'))}, {escape(str(out / 'report.json'))} and PNGs "
+              f"({report['n_queries']} queries, {len(report['systems'])} systems)", highlight=False)

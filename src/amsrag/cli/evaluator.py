@@ -7,9 +7,11 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
-from amsrag.cli.common import DataOpt, JsonOpt, emit, err, out
+from amsrag.cli.common import DataOpt, JsonOpt, QuietOpt, emit, err, out
 from amsrag.errors import InputError
 
 evaluator_app = typer.Typer(no_args_is_help=True, help="Train and evaluate the retrieval evaluator (corrective step).")
@@ -20,18 +22,18 @@ VectorsOpt = Annotated[Path | None, typer.Option(
     "default: bench-cache/corpus-vectors.npz when present")]
 
 
-def _prepared(data_dir: Path | None, config, cache: Path | None, corpus_vectors: Path | None):
+def _prepared(data_dir: Path | None, config, cache: Path | None, corpus_vectors: Path | None, quiet: bool = False):
     from amsrag.embed.encoder import MiniLMEncoder
     from amsrag.ingest.datasets import default_data_dir
     from amsrag.learn.common import default_cache_dir
     from amsrag.learn.evaluator.train import prepare
-    from amsrag.progress import RichProgress
+    from amsrag.progress import progress_for
 
     encoder = MiniLMEncoder()
     if corpus_vectors is None:
         default = default_cache_dir().parent / "corpus-vectors.npz"
         corpus_vectors = default if default.is_file() else None
-    with RichProgress(console=err) as progress:
+    with progress_for(err, quiet) as progress:
         prep = prepare(data_dir or default_data_dir(), config, encoder, cache, corpus_vectors, progress)
     return prep, encoder
 
@@ -42,7 +44,7 @@ def _table(report: dict[str, Any], title: str) -> None:
         t.add_column(col)
     for name, m in [("test", report["test"]), *[(f"test/{d}", v) for d, v in report["test_by_dataset"].items()],
                     ("cal", report["cal"])]:
-        t.add_row(name, str(m["n"]), str(m["positives"]),
+        t.add_row(Text(name), str(m["n"]), str(m["positives"]),
                   *(f"{m[k]:.3f}" if m[k] is not None else "-" for k in ("roc_auc", "average_precision", "ece",
                                                                          "brier")))
     out.print(t)
@@ -65,6 +67,7 @@ def train_cmd(
     corpus_vectors: VectorsOpt = None,
     report_file: Annotated[Path | None, typer.Option("--report", help="also write the full report as JSON")] = None,
     as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Train on gold vs distractor paragraphs, calibrate on the cal split, tune the tri-state thresholds."""
     from amsrag.correct.evaluator import EVAL_CALIBRATIONS
@@ -78,7 +81,7 @@ def train_cmd(
         raise InputError(f"unknown model {model!r}; use gbdt or logistic")
     config = EvaluatorTrainConfig(seed=seed, per_dataset=per_dataset, calibration=calibration,
                                   model=model)
-    prep, encoder = _prepared(data, config, cache, corpus_vectors)
+    prep, encoder = _prepared(data, config, cache, corpus_vectors, quiet)
     evaluator, report = train(prep, config, encoder.model_id)
     evaluator.save(out_dir)
     if report_file is not None:
@@ -88,7 +91,7 @@ def train_cmd(
             "questions", "rows", "thresholds", "tri_state_test")}, "test": {
             k: v for k, v in report["test"].items() if k != "reliability"}})
         return
-    out.print(f"[green]wrote[/] {out_dir} (training data sha256 {prep.sha256[:16]}…)")
+    out.print(f"[green]wrote[/] {escape(str(out_dir))} (training data sha256 {prep.sha256[:16]}…)", highlight=False)
     _table(report, "retrieval evaluator")
 
 
@@ -99,6 +102,7 @@ def evaluate_cmd(
     cache: CacheOpt = None,
     corpus_vectors: VectorsOpt = None,
     as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """ROC-AUC, ECE and tri-state rates of an artifact on the held-out test split of its training data."""
     from amsrag.correct.evaluator import RetrievalEvaluator
@@ -107,7 +111,7 @@ def evaluate_cmd(
     ev = RetrievalEvaluator.load(model)
     tc = ev.meta.get("train_config", {})
     config = EvaluatorTrainConfig(**{k: v for k, v in tc.items() if k in EvaluatorTrainConfig.__dataclass_fields__})
-    prep, _ = _prepared(data, config, cache, corpus_vectors)
+    prep, _ = _prepared(data, config, cache, corpus_vectors, quiet)
     report = evaluate(ev, prep, config)
     same = prep.sha256 == ev.meta.get("training_data", {}).get("sha256")
     if as_json:
@@ -128,11 +132,13 @@ def score_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Relevance of each passage of a JSONL file to the question, and the tri-state action."""
-    from amsrag.config import CorrectiveConfig
+    from amsrag.config import CorrectiveConfig, ServeConfig
     from amsrag.correct.actions import CorrectiveStep
     from amsrag.correct.evaluator import RetrievalEvaluator
     from amsrag.ingest.readers import iter_jsonl
+    from amsrag.pipeline.engine import check_question
 
+    query = check_question(query, ServeConfig().max_question_chars)
     if not input_file.is_file():
         raise InputError(f"{input_file}: no such file")
     passages = []
@@ -145,9 +151,9 @@ def score_cmd(
     if as_json:
         emit({"query": query, **a.to_dict()})
         return
-    t = Table(title=f"{a.action} (S = {a.score:.3f})")
+    t = Table(title=Text(f"{a.action} (S = {a.score:.3f})"))
     for col in ("id", "title", "relevance"):
-        t.add_column(col)
+        t.add_column(col, no_wrap=col == "id")
     for p, s in zip(passages, a.per_passage, strict=True):
-        t.add_row(p["id"], p["title"], f"{s:.3f}")
+        t.add_row(Text(p["id"]), Text(p["title"]), f"{s:.3f}")
     out.print(t)

@@ -7,15 +7,16 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.text import Text
 
-from amsrag.cli.common import DataOpt, JsonOpt, emit, err, out
+from amsrag.cli.common import DataOpt, JsonOpt, QuietOpt, emit, err, out
 from amsrag.errors import InputError
 
 fusion_app = typer.Typer(no_args_is_help=True, help="Train the learned fuser and the expert weights.")
 
 
 def _log(msg: str) -> None:
-    err.print(f"[{time.strftime('%H:%M:%S')}] {msg}", highlight=False)
+    err.print(Text(f"[{time.strftime('%H:%M:%S')}] {msg}"), highlight=False)
 
 
 @fusion_app.command("train")
@@ -27,17 +28,18 @@ def fusion_train(
     seed: Annotated[int, typer.Option("--seed", help="split and LightGBM seed")] = 13,
     rounds: Annotated[int, typer.Option("--rounds", min=10, max=5000, help="boosting rounds")] = 100,
     as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Train on questions of ../shared/data disjoint from every evaluated question, over the eval corpus."""
     from amsrag.ingest.datasets import default_data_dir
     from amsrag.learn.fusion.run import train_fusion
     from amsrag.learn.fusion.train import TrainSettings
-    from amsrag.progress import RichProgress
+    from amsrag.progress import progress_for
 
     data_dir = data or default_data_dir()
     if not data_dir.is_dir():
         raise InputError(f"{data_dir}: data folder not found (pass --data or set $AMSRAG_DATA)")
-    with RichProgress(console=err) as progress:
+    with progress_for(err, quiet) as progress:
         summary = train_fusion(data_dir, out_dir, per_group, TrainSettings(seed=seed, rounds=rounds), progress, _log)
     if as_json:
         emit(summary)

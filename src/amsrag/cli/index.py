@@ -11,20 +11,13 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from amsrag.cli.common import FormatOpt, IndexOpt, JsonOpt, emit, err, out
+from amsrag.cli.common import FormatOpt, IndexOpt, JsonOpt, QuietOpt, emit, err, out
 from amsrag.config import AmsragConfig
 from amsrag.indexing.job import JobReport
-from amsrag.progress import NullProgress, Progress, RichProgress
+from amsrag.progress import progress_for
 from amsrag.store.base import PassageIndex
 
 index_app = typer.Typer(no_args_is_help=True, help="Build and maintain an index directory.")
-
-
-QuietFlag = Annotated[bool, typer.Option("--quiet", "-q", help="no progress output")]
-
-
-def _progress(quiet: bool) -> Progress:
-    return NullProgress() if quiet else RichProgress(console=err)
 
 
 def _notice(quiet: bool):
@@ -32,7 +25,7 @@ def _notice(quiet: bool):
 
 
 def _job_summary(index: PassageIndex, report: JobReport, as_json: bool, what: str) -> None:
-    summary = {"index": index.location, **report.to_dict(), "passages_in_index": len(index)}
+    summary = {"index": index.location, **report.to_dict(), "passages": len(index)}
     if as_json:
         emit(summary)
         return
@@ -60,7 +53,7 @@ def index_build(
     fmt: FormatOpt = "auto",
     config_file: Annotated[Path | None, typer.Option("--config", help="TOML configuration")] = None,
     as_json: JsonOpt = False,
-    quiet: QuietFlag = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Create a new index from INPUT files or folders."""
     from amsrag.indexing import ingest_inputs
@@ -69,9 +62,9 @@ def index_build(
     config = AmsragConfig.load(config_file) if config_file else AmsragConfig()
     idx = create_index(index, config)
     try:
-        with idx:
-            report = ingest_inputs(idx, inputs, fmt, progress=_progress(quiet), notice=_notice(quiet))
-            _job_summary(idx, report, as_json, "built")
+        with idx, progress_for(err, quiet) as progress:
+            report = ingest_inputs(idx, inputs, fmt, progress=progress, notice=_notice(quiet))
+        _job_summary(idx, report, as_json, "built")
     except Exception:
         remove_empty_index(index)  # bad input is refused before any write: leave no empty index behind
         raise
@@ -86,14 +79,15 @@ def index_add(
         "--replace", help="replace each input file's documents as a whole (changed passages re-embedded, "
         "passages no longer in the file deleted)")] = False,
     as_json: JsonOpt = False,
-    quiet: QuietFlag = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Add passages to an existing index (only new content is embedded; an interrupted add resumes)."""
     from amsrag.indexing import ingest_inputs
     from amsrag.store.open import open_index
 
     with open_index(index) as idx:
-        report = ingest_inputs(idx, inputs, fmt, replace=replace, progress=_progress(quiet), notice=_notice(quiet))
+        with progress_for(err, quiet) as progress:
+            report = ingest_inputs(idx, inputs, fmt, replace=replace, progress=progress, notice=_notice(quiet))
         _job_summary(idx, report, as_json, "replaced in" if replace else "added to")
 
 
@@ -105,15 +99,16 @@ def index_sync(
     keep_deleted: Annotated[bool, typer.Option(
         "--keep-deleted", help="do not delete documents whose file is gone")] = False,
     as_json: JsonOpt = False,
-    quiet: QuietFlag = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Sync folders into an index: add new files, replace changed ones, delete removed ones."""
     from amsrag.indexing import sync_folders
     from amsrag.store.open import open_index
 
     with open_index(index) as idx:
-        report = sync_folders(idx, folders, fmt, delete=not keep_deleted, progress=_progress(quiet),
-                              notice=_notice(quiet))
+        with progress_for(err, quiet) as progress:
+            report = sync_folders(idx, folders, fmt, delete=not keep_deleted, progress=progress,
+                                  notice=_notice(quiet))
         _job_summary(idx, report, as_json, "synced")
 
 
@@ -171,7 +166,7 @@ def index_repair(
     component: Annotated[list[str] | None, typer.Option(
         "--component", help="rebuild this derived index even if it checks out (bm25, dense, graph)")] = None,
     as_json: JsonOpt = False,
-    quiet: QuietFlag = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Rebuild missing or damaged derived indexes from the stored passages and vectors."""
     from amsrag.errors import InputError
@@ -181,7 +176,8 @@ def index_repair(
     if bad:
         raise InputError(f"unknown component(s) {', '.join(bad)}; choose from bm25, dense, graph")
     with open_index_unchecked(index) as idx:
-        report = idx.repair(component or None, progress=_progress(quiet))
+        with progress_for(err, quiet) as progress:
+            report = idx.repair(component or None, progress=progress)
         after = idx.check()
     if as_json:
         emit({**report.to_dict(), "ok": after.ok, "problems": after.problems})
@@ -216,6 +212,7 @@ def index_export(
     index: IndexOpt,
     to: Annotated[str, typer.Option("--to", help="postgresql:// URL of a database without an amsrag index")],
     as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Copy an embedded index into PostgreSQL (stored vectors and NER are copied, nothing is re-embedded)."""
     from amsrag.errors import InputError
@@ -225,15 +222,14 @@ def index_export(
     if is_postgres_url(index):
         raise InputError("--index must be an embedded index directory to export from")
     t = time.perf_counter()
-    with EmbeddedIndex.open(index) as src, RichProgress(console=err) as progress:
+    with EmbeddedIndex.open(index) as src, progress_for(err, quiet) as progress:
         report = export_index(src, to, progress)
-    summary = {"index": index, "to": _redacted(to), "passages": report.added,
-               "seconds": round(time.perf_counter() - t, 3)}
+    target, seconds = _redacted(to), round(time.perf_counter() - t, 3)
     if as_json:
-        emit(summary)
+        emit({"index": index, "to": target, "passages": report.added, "seconds": seconds})
     else:
-        out.print(f"[green]exported {report.added}[/] passages from {escape(index)} to {escape(summary['to'])} "
-                  f"in {summary['seconds']:.1f} s (vectors copied, nothing re-embedded)")
+        out.print(f"[green]exported {report.added}[/] passages from {escape(index)} to {escape(target)} "
+                  f"in {seconds:.1f} s (vectors copied, nothing re-embedded)")
 
 
 def _redacted(url: str) -> str:

@@ -8,10 +8,24 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
+from typer.core import TyperGroup
 
 from amsrag.cli.classifier import classifier_app
-from amsrag.cli.common import IndexOpt, JsonOpt, SystemOpt, emit, err, generator_config, out, print_trace
+from amsrag.cli.common import (
+    IndexOpt,
+    JsonOpt,
+    QuietOpt,
+    SystemOpt,
+    emit,
+    err,
+    generator_config,
+    out,
+    print_error,
+    print_trace,
+)
 from amsrag.cli.eval import eval_command
 from amsrag.cli.evaluator import evaluator_app
 from amsrag.cli.fusion import fusion_app
@@ -20,8 +34,23 @@ from amsrag.cli.reader import reader_app
 from amsrag.cli.route import route_app
 from amsrag.errors import AmsragError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="amsrag: adaptive multi-source RAG.")
+
+class AmsragGroup(TyperGroup):
+    """The root command: an `AmsragError` from any command is printed as one line on stderr (its message
+    verbatim) and exits with status 2, both from the console script and under typer's CliRunner."""
+
+    def invoke(self, ctx):  # the context class is typer's own click
+        try:
+            return super().invoke(ctx)
+        except AmsragError as exc:
+            print_error(exc)
+            raise typer.Exit(2) from None
+
+
+# rich_markup_mode=None: help texts are printed as written ("[serve] section", "[default: ...]"), never
+# read as rich markup (the root's mode applies to every command group)
+app = typer.Typer(cls=AmsragGroup, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  rich_markup_mode=None, help="amsrag: adaptive multi-source RAG.")
 app.add_typer(index_app, name="index")
 app.add_typer(classifier_app, name="classifier")
 app.add_typer(evaluator_app, name="evaluator")
@@ -40,9 +69,11 @@ def search(
     as_json: JsonOpt = False,
 ) -> None:
     """Run one retriever and print its ranked hits."""
+    from amsrag.pipeline.engine import check_question
     from amsrag.store.open import open_index
 
     with open_index(index) as idx:
+        query = check_question(query, idx.config.serve.max_question_chars)
         r = idx.retriever(retriever)
         t = time.perf_counter()
         hits = r.search(query, k=k)
@@ -52,11 +83,11 @@ def search(
                "hits": [{"id": h.id, "title": h.title, "score": h.score, "rank": h.rank} for h in hits],
                "ms": round(ms, 3)})
         return
-    table = Table(title=f"{retriever}: {query}  ({ms:.1f} ms)")
+    table = Table(title=Text(f"{retriever}: {query}  ({ms:.1f} ms)"))
     for col in ("rank", "score", "id", "title"):
-        table.add_column(col)
+        table.add_column(col, no_wrap=col == "id")
     for h in hits:
-        table.add_row(str(h.rank), f"{h.score:.4f}", h.id, h.title)
+        table.add_row(str(h.rank), f"{h.score:.4f}", Text(h.id), Text(h.title))
     out.print(table)
 
 
@@ -80,11 +111,12 @@ def retrieve(
         emit(result.to_dict())
         return
     print_trace(result.trace)
-    table = Table(title=query)
+    table = Table(title=Text(result.query))
     for col in ("#", "score", "id", "title", "text"):
-        table.add_column(col)
+        table.add_column(col, no_wrap=col == "id")
     for i, p in enumerate(result.passages, 1):
-        table.add_row(str(i), f"{p.score:.4f}", p.id, p.title, p.text[:160] + ("…" if len(p.text) > 160 else ""))
+        table.add_row(str(i), f"{p.score:.4f}", Text(p.id), Text(p.title),
+                      Text(p.text[:160] + ("…" if len(p.text) > 160 else "")))
     out.print(table)
 
 
@@ -107,6 +139,7 @@ def ask(
     from amsrag.pipeline import Engine
 
     with Engine.open(index) as engine:
+        engine.check_question(query)  # before a generator is loaded
         gen = make_generator(generator_config(engine.config.generator, generator, model, base_url),
                              encoder=engine.index.encoder)
         result = engine.ask(query, system=system, generator=gen)
@@ -119,19 +152,23 @@ def ask(
     line = f"generator {g['name']}: {g['prompt_tokens']} prompt + {g['output_tokens']} output tokens, {g['ms']:.1f} ms"
     if g.get("confidence") is not None:
         line += f", confidence {g['confidence']:.3f}"
-    out.print(line, highlight=False)
+    # answers, citations and passages are data: printed as Text, never read as markup ("[a/b.md#13]")
+    out.print(Text(line), highlight=False)
     if g.get("error"):
-        err.print(f"[yellow]warning:[/] generator {g['requested']} failed ({g['error']}); "
+        err.print(f"[yellow]warning:[/] generator {escape(str(g['requested']))} failed ({escape(str(g['error']))}); "
                   "the answer is the extractive one (retrieval only)", highlight=False, soft_wrap=True)
-    out.print(f"\n[bold]{result.answer}[/]  [dim]{' '.join('[' + c + ']' for c in result.citations)}[/]",
-              highlight=False)
+    out.print()
+    out.print(Text.assemble((result.answer, "bold"), "  ",
+                            (" ".join("[" + c + "]" for c in result.citations), "dim")),
+              highlight=False, soft_wrap=True)
     if result.abstained and g.get("candidate") and g["candidate"] != result.answer:
-        out.print(f"[dim]best candidate, below the confidence threshold {g.get('threshold')}: {g['candidate']}[/]",
-                  highlight=False)
+        out.print(Text(f"best candidate, below the confidence threshold {g.get('threshold')}: {g['candidate']}",
+                       style="dim"), highlight=False, soft_wrap=True)
     for cid in result.citations:
         p = next((p for p in answer_passages if p.id == cid), None)
         if p is not None:
-            out.print(f"[dim][{cid}] {p.title}: {p.text[:160]}{'…' if len(p.text) > 160 else ''}[/]", highlight=False)
+            out.print(Text(f"[{cid}] {p.title}: {p.text[:160]}{'…' if len(p.text) > 160 else ''}", style="dim"),
+                      highlight=False)
 
 
 @app.command("demo")
@@ -139,11 +176,12 @@ def demo(
     index: Annotated[Path | None, typer.Option("--index", help="where to build the demo index")] = None,
     fresh: Annotated[bool, typer.Option("--fresh", help="rebuild the demo index")] = False,
     k: Annotated[int, typer.Option("-k", help="hits shown per retriever")] = 3,
+    quiet: QuietOpt = False,
 ) -> None:
     """Build an index over the bundled demo corpus and show each retriever at work."""
     from amsrag.cli.demo import run_demo
 
-    run_demo(out, err, index_dir=index, fresh=fresh, k=k)
+    run_demo(out, err, index_dir=index, fresh=fresh, k=k, quiet=quiet)
 
 
 @app.command("serve")
@@ -163,8 +201,8 @@ def serve(
 def main() -> None:
     try:
         app()
-    except AmsragError as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+    except AmsragError as exc:  # raised outside a command (AmsragGroup handles the commands' own)
+        print_error(exc)
         sys.exit(2)
 
 

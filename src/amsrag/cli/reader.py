@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from amsrag.cli.common import DataOpt, JsonOpt, emit, err, out
 from amsrag.errors import InputError
@@ -21,7 +22,7 @@ SeedOpt = Annotated[int, typer.Option("--seed", help="split and training seed")]
 
 
 def _log(msg: str) -> None:
-    err.print(f"[{time.strftime('%H:%M:%S')}] {msg}", highlight=False)
+    err.print(Text(f"[{time.strftime('%H:%M:%S')}] {msg}"), highlight=False)
 
 
 def _data(data: Path | None) -> Path:
@@ -49,7 +50,7 @@ def _summary_table(res: dict[str, Any]) -> None:
         for ds, m in by_ds.items():
             if isinstance(m, dict) and "f1" in m:
                 prec = m.get("precision_answered")
-                t.add_row(setting, ds, str(m.get("n", "")), f"{m['em']:.3f}", f"{m['f1']:.3f}",
+                t.add_row(Text(setting), Text(ds), str(m.get("n", "")), f"{m['em']:.3f}", f"{m['f1']:.3f}",
                           f"{m.get('answered', 0):.3f}", "-" if prec is None else f"{prec:.3f}")
     out.print(t)
     lat = res.get("latency_5_passages") or {}

@@ -4,14 +4,15 @@ neighbours vote on a new query's hop structure)."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
-from amsrag.cli.common import FormatOpt, IndexOpt, JsonOpt, emit, err, out
+from amsrag.cli.common import FormatOpt, IndexOpt, JsonOpt, QuietOpt, emit, err, out
 from amsrag.errors import InputError
 
 if TYPE_CHECKING:
@@ -31,20 +32,20 @@ def route_tune(
     curve_file: Annotated[Path | None, typer.Option(
         "--curve", help="where to write the searched curve (default: DIR/route-tune.json; none for a URL)")] = None,
     as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Grid-search (theta_high, theta_low) under the cost matrix, choose each class's routes, fit the CA-RRF
     priors (beta, k) and the MMR gate on the calibration questions; saves them all."""
-    from tqdm import tqdm
-
     from amsrag.ingest import load_qa
     from amsrag.pipeline import Engine
+    from amsrag.progress import progress_for
     from amsrag.route.tune import calibration_queries, tune, write_curve
     from amsrag.store.open import is_postgres_url
 
     questions = [q for path in qa for q in load_qa(path, fmt=fmt, limit=limit).questions]
     with Engine.open(index) as engine:
-        with tqdm(total=len(questions), desc="calibration queries", file=sys.stderr) as bar:
-            cal = calibration_queries(engine, questions, bar.update)
+        with progress_for(err, quiet) as progress, progress.task("calibration queries", len(questions)) as adv:
+            cal = calibration_queries(engine, questions, adv)
         tuning = tune(engine.config, cal, miss_cap, engine.generator_knows, engine.index.vectors_for_rows)
         engine.index.update_config(tuning.config)
         if curve_file is None and not is_postgres_url(index):
@@ -70,9 +71,9 @@ def _library_summary(library: QueryLibrary) -> dict[str, Any]:
 
 
 def _print_counts(location: str, counts: dict[str, int]) -> None:
-    table = Table(title=f"query library of {location}", show_header=False)
+    table = Table(title=Text(f"query library of {location}"), show_header=False)
     for key, n in counts.items():
-        table.add_row(key, str(n))
+        table.add_row(Text(key), str(n))
     out.print(table)
 
 
@@ -85,11 +86,12 @@ def route_learn(
         "--source", help="where the labels came from (default: the file name)")] = None,
     fmt: FormatOpt = "auto",
     as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Add labelled queries to the index's query library (embedded with the index's encoder); a question
     stored with another label is relabelled: the latest confirmation wins."""
     from amsrag.learn.label import read_hop_labels
-    from amsrag.progress import RichProgress
+    from amsrag.progress import progress_for
     from amsrag.store.open import open_index
 
     questions, hops = read_hop_labels(file, fmt)  # every row checked before anything is embedded or stored
@@ -97,7 +99,7 @@ def route_learn(
     if not name.strip():
         raise InputError("--source must be a non-empty name")
     with open_index(index) as idx:
-        with RichProgress(console=err) as progress, progress.task("library: embed", len(questions)) as adv:
+        with progress_for(err, quiet) as progress, progress.task("library: embed", len(questions)) as adv:
             vectors = idx.encoder.encode(questions, adv)
         library = idx.query_library().copy()
         report = library.add(questions, hops, vectors, name)
@@ -110,8 +112,8 @@ def route_learn(
         emit(summary)
         return
     counts = library.counts()
-    out.print(f"[green]learned {len(questions)}[/] labelled queries from {file}: {report.added} added, "
-              f"{report.relabelled} relabelled, {report.unchanged} unchanged; the library of {location} holds "
+    out.print(f"[green]learned {len(questions)}[/] labelled queries from {escape(str(file))}: {report.added} added, "
+              f"{report.relabelled} relabelled, {report.unchanged} unchanged; the library of {escape(location)} holds "
               f"{len(library)} ({counts['one_hop']} one_hop, {counts['multi_hop']} multi_hop)", highlight=False)
 
 

@@ -41,6 +41,11 @@ _WH_START = re.compile(r"^\s*(which|who|whom|whose|what|where|when|in which|of w
 _OPTIONS = re.compile(r"[,:]\s*(?:the\s+)?([^,:?]+?)\s*,?\s+or\s+(?:the\s+)?([^,?]+?)\s*\??\s*$", re.I)
 _OPTIONS_LOOSE = re.compile(r"\b(?:between\s+)?([A-Z][^,?]*?)\s+(?:or|and)\s+([A-Z][^,?]*?)\s*\??\s*$")
 
+# Characters of a question the reader looks at: its token budget is `max_question` (64) word pieces, and 64
+# word pieces are never more than a few hundred characters of real text; without this cap a 100 kB question
+# would be tokenised, and scanned by the either-or patterns, in full before the 64 are kept.
+CHARS_PER_QUESTION_TOKEN = 16
+
 InferFn = Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
 
 
@@ -187,6 +192,7 @@ class SpanReader:
         self.joint_tokens = int(cfg.get("joint_tokens", 384))
         self.max_answer_tokens = int(cfg.get("max_answer_tokens", 30))
         self.maker = WindowMaker(tokenizer, self.max_len, int(cfg.get("stride", 96)))
+        self.max_question_chars = CHARS_PER_QUESTION_TOKEN * self.maker.max_question
         cal = card.get("calibration", {})
         self.coef: dict[str, float] = {k: float(v) for k, v in cal.get("coef", {}).items()}
         self.intercept = float(cal.get("intercept", 0.0))
@@ -274,6 +280,7 @@ class SpanReader:
     def read(self, question: str, passages: Sequence[EvidencePassage],
              retrieval_scores: Sequence[float] | None = None) -> ReaderResult:
         t0 = time.perf_counter()
+        question = self.bounded(question)
         passages = check_passages(passages)
         if not passages:
             return ReaderResult(ABSTAIN, "span", None, 0.0, True, ms=(time.perf_counter() - t0) * 1000)
@@ -344,6 +351,10 @@ class SpanReader:
         pid = passages[max(cited, 0)].id if answer else None
         return ReaderResult(answer or ABSTAIN, kind, pid, conf, conf < self.threshold or not answer, tuple(alts),
                             (time.perf_counter() - t0) * 1000, feats)
+
+    def bounded(self, question: str) -> str:
+        """The part of `question` the reader reads (its token budget, as characters)."""
+        return question[:self.max_question_chars]
 
     def confidence(self, feats: dict[str, float]) -> float:
         z = self.intercept + sum(w * feats.get(k, 0.0) for k, w in self.coef.items())
@@ -458,6 +469,7 @@ class SpanReaderGenerator:
         if retrieval_scores is None and passages and all(isinstance(getattr(p, "score", None), float | int)
                                                          for p in passages):
             retrieval_scores = [float(p.score) for p in passages]  # type: ignore[attr-defined]
+        question = self.reader.bounded(question)  # what the reader reads, and a bounded cache key
         key = (question, tuple((p.id, p.title, p.text) for p in passages),
                tuple(retrieval_scores) if retrieval_scores is not None else None)
         with self._lock:

@@ -37,7 +37,7 @@ class JobReport:
     """What an ingest or sync job did, summed over its batches."""
 
     files: int = 0
-    passages: int = 0  # read from the inputs
+    received: int = 0  # passages read from the inputs
     added: int = 0
     skipped_existing: int = 0  # identical passage already stored
     skipped_duplicate_content: int = 0  # same content stored under another id / document
@@ -59,7 +59,7 @@ class JobReport:
 
 
 @dataclass
-class _File:
+class JobFile:
     """One source file of a job, with the fingerprint it is recorded under when written in full."""
 
     source: SourceFile
@@ -85,7 +85,7 @@ class Job:
         self.notice(message)
 
     # ---------------------------------------------------------------- pass 1
-    def scan(self, files: Sequence[_File]) -> list[str]:
+    def scan(self, files: Sequence[JobFile]) -> list[str]:
         """Read and chunk every file once (errors surface before any write); the content hashes of the
         passages that need a vector, each once."""
         registry = IdRegistry()
@@ -97,7 +97,7 @@ class Job:
                     if registry.admit(p, place):
                         hashes[p.content_hash] = None
                         self.doc_ids.add(p.doc_id or p.id)
-                        self.report.passages += 1
+                        self.report.received += 1
                 adv(1)
         self.report.files += len(files)
         need = self.index.unembedded(list(hashes))
@@ -110,7 +110,7 @@ class Job:
         return need
 
     # ---------------------------------------------------------------- pass 2
-    def passages_of(self, f: _File) -> Iterator[Passage]:
+    def passages_of(self, f: JobFile) -> Iterator[Passage]:
         for _, p in self.reader.passages(f.source):
             yield p
 
@@ -132,7 +132,7 @@ class Job:
     def add_batch(self, passages: list[Passage], doc_hashes: dict[str, tuple[str, str]], advance: Advance) -> None:
         self.embed_missing(passages, advance)
         t = time.perf_counter()
-        r = self.index.add(passages, doc_hashes=doc_hashes)
+        r = self.index.add(passages, self.progress, doc_hashes=doc_hashes)
         self.report.seconds["commit"] = self.report.seconds.get("commit", 0.0) + time.perf_counter() - t
         self.report.added += r.added
         self.report.skipped_existing += r.skipped_existing
@@ -143,7 +143,7 @@ class Job:
     def put_batch(self, documents: list[Document], delete: Sequence[str], advance: Advance) -> None:
         self.embed_missing([p for d in documents for p in d.passages], advance)
         t = time.perf_counter()
-        r = self.index.put_documents(documents, delete=delete)
+        r = self.index.put_documents(documents, self.progress, delete=delete)
         self.report.seconds["commit"] = self.report.seconds.get("commit", 0.0) + time.perf_counter() - t
         self.report.added += r.added
         self.report.removed += r.removed
@@ -157,8 +157,8 @@ class Job:
         self.report.batches += 1
 
 
-def _files(inputs: Sequence[Path | str], fmt: str) -> list[_File]:
-    return [_File(s, s.fingerprint()) for root in input_roots(inputs) for s in source_files(root, fmt)]
+def _files(inputs: Sequence[Path | str], fmt: str) -> list[JobFile]:
+    return [JobFile(s, s.fingerprint()) for root in input_roots(inputs) for s in source_files(root, fmt)]
 
 
 def ingest_inputs(index: PassageIndex, inputs: Sequence[Path | str], fmt: str = "auto", replace: bool = False,
@@ -173,12 +173,12 @@ def ingest_inputs(index: PassageIndex, inputs: Sequence[Path | str], fmt: str = 
     job = Job(index, progress, notice, fmt)
     files = _files(inputs, fmt)
     need = job.scan(files)
-    if not job.report.passages:
-        raise InputError(f"no passages found in {', '.join(map(str, inputs))}; nothing was added")
+    if not job.report.received:
+        raise InputError(f"empty corpus: no passages found in {', '.join(map(str, inputs))}; nothing was added")
     batch_size = index.config.ingest.batch_passages
     with job.progress.task("dense: embed", len(need)) as adv:
         if replace:
-            _replace_files(job, files, batch_size, adv, delete=())
+            replace_files(job, files, batch_size, adv, delete=())
         else:
             batch: list[Passage] = []
             done: dict[str, tuple[str, str]] = {}
@@ -198,14 +198,14 @@ def ingest_inputs(index: PassageIndex, inputs: Sequence[Path | str], fmt: str = 
     return job.report
 
 
-def _completed(f: _File, batch: list[Passage]) -> dict[str, tuple[str, str]]:
+def _completed(f: JobFile, batch: list[Passage]) -> dict[str, tuple[str, str]]:
     """The documents of a text / Markdown file once all its passages are read ({doc_id: (fp, key)})."""
     if f.source.path.suffix.lower() in (".jsonl", ".json", ".gz"):
         return {}  # passage files: their records are documents of their own
     return {f.source.key: (f.fingerprint, f.source.key)}
 
 
-def _replace_files(job: Job, files: Sequence[_File], batch_size: int, adv: Advance, delete: Sequence[str]) -> None:
+def replace_files(job: Job, files: Sequence[JobFile], batch_size: int, adv: Advance, delete: Sequence[str]) -> None:
     """put_documents per batch of whole files; `delete` goes with the first batch (so content moved from
     a deleted document to a new one keeps its vector)."""
     pending: list[Document] = []
@@ -222,7 +222,7 @@ def _replace_files(job: Job, files: Sequence[_File], batch_size: int, adv: Advan
         job.put_batch(pending, delete if first else (), adv)
 
 
-def _documents_of(job: Job, f: _File) -> list[Document]:
+def _documents_of(job: Job, f: JobFile) -> list[Document]:
     """The documents of one file, each fingerprinted by the file (grouped by doc_id in file order)."""
     groups: dict[str, list[Passage]] = {}
     for p in job.passages_of(f):

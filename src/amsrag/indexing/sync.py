@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from amsrag.errors import InputError
-from amsrag.indexing.job import Job, JobReport, Notice, _File, _replace_files
+from amsrag.indexing.job import Job, JobFile, JobReport, Notice, replace_files
 from amsrag.ingest.api import input_roots, source_files
 from amsrag.progress import Progress
 from amsrag.store.base import PassageIndex
@@ -25,7 +25,7 @@ def sync_folders(index: PassageIndex, folders: Sequence[Path | str], fmt: str = 
     t0 = time.perf_counter()
     job = Job(index, progress, notice, fmt)
     roots = input_roots(folders)
-    changed: list[_File] = []
+    changed: list[JobFile] = []
     gone: list[str] = []
     for root in roots:
         if not root.path.is_dir():
@@ -38,7 +38,7 @@ def sync_folders(index: PassageIndex, folders: Sequence[Path | str], fmt: str = 
             if stored and all(d.content_hash == fp for d in stored):
                 job.report.documents_unchanged += len(stored)
                 continue
-            changed.append(_File(src, fp))
+            changed.append(JobFile(src, fp))
             # documents this file held before; those it no longer holds are deleted with the first batch
             gone.extend(d.doc_id for d in stored)
         if delete:
@@ -47,7 +47,7 @@ def sync_folders(index: PassageIndex, folders: Sequence[Path | str], fmt: str = 
     deletions = sorted(set(gone) - job.doc_ids)
     with job.progress.task("dense: embed", len(need)) as adv:
         if changed or deletions:
-            _replace_files(job, changed, index.config.ingest.batch_passages, adv, delete=deletions)
+            replace_files(job, changed, index.config.ingest.batch_passages, adv, delete=deletions)
     job.report.seconds["total"] = time.perf_counter() - t0
     return job.report
 

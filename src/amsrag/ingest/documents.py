@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from amsrag.config import ChunkConfig
 from amsrag.errors import InputError
@@ -13,15 +14,22 @@ from amsrag.ingest.readers import base_name, clean_text, iter_text_blocks, read_
 from amsrag.types import Passage
 
 
-def _sections(path: Path, fmt: str, fallback_title: str) -> Iterator[tuple[str, str, str]]:
-    """(passage title, section heading, section text) of a document, in order. Plain text is read as a
+def _file_sections(path: Path, fmt: str, fallback_title: str) -> Iterator[tuple[str, str, str]]:
+    """(passage title, section heading, section text) of a file, in order. Plain text is read as a
     stream of pieces ending at blank lines (a chunk never spans two pieces); Markdown as a whole."""
     if fmt == "text":
         for _, piece in iter_text_blocks(path):
             yield fallback_title, "", _normalise(piece)
         return
-    source = _normalise(read_text(path))
+    yield from _sections(read_text(path), fmt, fallback_title)
+
+
+def _sections(source: str, fmt: str, fallback_title: str) -> Iterator[tuple[str, str, str]]:
+    source = _normalise(source)
     if not source.strip():
+        return
+    if fmt == "text":
+        yield fallback_title, "", source
         return
     doc_title, sections = parse_markdown(source, fallback_title)
     title_section = next((s for s in sections if s.level == 1 and s.heading == doc_title), None)
@@ -34,6 +42,23 @@ def _normalise(text: str) -> str:
     return clean_text(text.replace("\r\n", "\n").replace("\r", "\n"))
 
 
+def _chunked(sections: Iterable[tuple[str, str, str]], doc_id: str, fmt: str, chunking: ChunkConfig | None,
+             counter: TokenCounter | None, metadata: dict[str, Any], where: str) -> Iterator[Passage]:
+    config = chunking or ChunkConfig()
+    counter = counter or TokenCounter()
+    n = 0
+    blank = True
+    for title, heading, text in sections:
+        blank = blank and fmt != "markdown" and not text.strip()  # a Markdown section: the document has text
+        for chunk in chunk_text(text, config, counter):
+            yield Passage(id=f"{doc_id}#{n}", text=chunk, title=title, doc_id=doc_id,
+                          metadata={**metadata, "chunk": n, "section": heading})
+            n += 1
+    if n == 0 and blank:
+        raise InputError(f"{where} no text (it is empty, or holds only whitespace and control characters); "
+                         f"remove it or give it content")
+
+
 def read_document(
     path: Path,
     doc_id: str,
@@ -44,21 +69,23 @@ def read_document(
     """Chunks of a `text` or `markdown` file: ids `{doc_id}#{n}`, n counted over the whole file. A file
     with no text once whitespace and control characters are removed is an InputError (a Markdown file
     holding only headings gives no passages)."""
-    config = chunking or ChunkConfig()
-    counter = counter or TokenCounter()
-    n = 0
-    blank = True
-    for title, heading, text in _sections(path, fmt, base_name(path)):
-        blank = blank and fmt != "markdown" and not text.strip()  # a Markdown section: the file has text
-        for chunk in chunk_text(text, config, counter):
-            yield Passage(
-                id=f"{doc_id}#{n}",
-                text=chunk,
-                title=title,
-                doc_id=doc_id,
-                metadata={"source": str(path), "chunk": n, "section": heading},
-            )
-            n += 1
-    if n == 0 and blank:
-        raise InputError(f"{path}: no text in this file (it is empty, or holds only whitespace and control "
-                         f"characters); remove it or give it content")
+    yield from _chunked(_file_sections(path, fmt, base_name(path)), doc_id, fmt, chunking, counter,
+                        {"source": str(path)}, f"{path}: this file has")
+
+
+def text_document(
+    doc_id: str,
+    text: str,
+    fmt: str = "text",
+    title: str = "",
+    chunking: ChunkConfig | None = None,
+    counter: TokenCounter | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> list[Passage]:
+    """The chunks of a document given as a string (`text` or `markdown`), as `read_document` makes them
+    of a file; `title` is the fallback title (default: the doc_id's last path part)."""
+    if fmt not in ("text", "markdown"):
+        raise InputError(f"format {fmt!r}: a document's text is read as text or markdown")
+    fallback = title or doc_id.rsplit("/", 1)[-1]
+    return list(_chunked(_sections(text, fmt, fallback), doc_id, fmt, chunking, counter, dict(metadata or {}),
+                         f"document {doc_id!r} has"))

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from amsrag.classify import ComplexityClassifier
+from amsrag.classify.features import EMPTY_QUESTION, is_blank
 from amsrag.config import AmsragConfig
 from amsrag.correct import Strip
 from amsrag.errors import InputError
@@ -33,11 +34,35 @@ from amsrag.pipeline.execute import RetrieverExecutor
 from amsrag.pipeline.passes import Pass, RetrievalPass, ScoredPassage, ms_since
 from amsrag.pipeline.systems import SystemSpec, system_spec
 from amsrag.pipeline.trace import ComplexityTrace, CorrectiveTrace, ReaderCheck, TargTrace, Timings, Trace
-from amsrag.retrieve.base import check_query
 from amsrag.retrieve.external import ExternalSources
 from amsrag.route import RoutePlan, Router
 from amsrag.route.router import retrieval_class
 from amsrag.store.base import PassageIndex
+
+LIMIT_SETTING = "serve.max_question_chars"
+
+
+class QuestionError(InputError):
+    """A question refused before any work: too long, empty, not text. `code` is the service's error code."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def check_question(question: object, limit: int) -> str:
+    """The question, stripped, or a `QuestionError` with the one message the CLI, the engine and the service
+    give: longer than `limit` characters (`serve.max_question_chars`), or nothing but white space and
+    control characters. The length is checked first, so a huge question costs nothing."""
+    if not isinstance(question, str):
+        raise QuestionError("invalid_request", f"the question must be text, got {type(question).__name__}")
+    if len(question) > limit:
+        raise QuestionError("question_too_long", f"the question is {len(question)} characters long; the limit is "
+                                                 f"{limit} ({LIMIT_SETTING})")
+    stripped = question.strip()
+    if is_blank(stripped):
+        raise QuestionError("invalid_request", EMPTY_QUESTION)
+    return stripped
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +197,11 @@ class Engine:
         self.corrective = CorrectiveLoop(index, self.config.corrective, self.config.external, self.router,
                                          self.passes)
         self._generator: Generator | None = None
+        self.max_question_chars = self.config.serve.max_question_chars  # the service sets its own limit here
+
+    def check_question(self, question: object) -> str:
+        """`check_question` against this engine's limit (every public entry point taking a question runs it)."""
+        return check_question(question, self.max_question_chars)
 
     @classmethod
     def open(cls, index_dir: str | Path, config: AmsragConfig | None = None, **kwargs: Any) -> Engine:
@@ -225,7 +255,7 @@ class Engine:
 
     def _first_pass(self, query: str, system: str, k: int | None, query_vector: np.ndarray | None,
                     generator_knows: bool | None, explain: int = 0) -> _FirstPass:
-        query = check_query(query)
+        query = self.check_question(query)
         knows = self.generator_knows if generator_knows is None else generator_knows
         spec = system_spec(system)
         if k is not None and k < 1:
@@ -251,6 +281,7 @@ class Engine:
 
     def complexity_of(self, query: str, vector: np.ndarray, generator_knows: bool | None = None) -> ComplexityTrace:
         """The classifier's view of `query` as routing sees it (the class retrieval is configured by)."""
+        query = self.check_question(query)
         knows = self.generator_knows if generator_knows is None else generator_knows
         return self._classify(system_spec("full"), query, vector, knows, {})
 
@@ -298,7 +329,7 @@ class Engine:
         missing model) degrades to the extractive answer over the same passages, flagged in
         trace["generator"]["error"]."""
         t0 = time.perf_counter()
-        query = check_query(query)
+        query = self.check_question(query)
         generator = generator or self.generator
         gate = TargGate(generator, self.config.generator.targ_threshold)
         targ = None

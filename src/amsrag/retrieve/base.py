@@ -11,7 +11,7 @@ import numpy as np
 
 from amsrag.config import GraphConfig
 from amsrag.errors import InputError
-from amsrag.types import Hit
+from amsrag.types import Hit, is_blank
 
 
 @runtime_checkable
@@ -51,7 +51,7 @@ class GraphRanker(Protocol):
 
 
 def check_query(query: str) -> str:
-    if not isinstance(query, str) or not query.strip():
+    if not isinstance(query, str) or is_blank(query):
         raise InputError("query is empty: give a question or keywords to search for")
     return query.strip()
 

@@ -8,7 +8,7 @@ import logging
 import time
 from contextlib import asynccontextmanager
 from importlib import resources
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -20,7 +20,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from amsrag import __version__
-from amsrag.errors import AmsragError, IndexCorruptError
+from amsrag.errors import AmsragError, IndexBusyError, IndexCorruptError
+from amsrag.pipeline.engine import QuestionError, check_question
 from amsrag.serve.errors import ApiError, error_body
 from amsrag.serve.limits import Admission, BodyLimit, KeyCheck
 from amsrag.serve.service import Service
@@ -56,6 +57,15 @@ class DocumentsBody(_Body):
         None, description="run as a background job (default: when the batch exceeds the job threshold)")
 
 
+class DocumentBody(_Body):
+    text: str | None = Field(None, description="the document's text, chunked as `amsrag index add` chunks a file")
+    format: Literal["text", "markdown"] = Field("text", description="how `text` is split: text or markdown")
+    title: str = Field("", description="fallback passage title (Markdown takes its first heading)")
+    passages: list[Any] | None = Field(
+        None, description="or the document's passages {id?, title?, text, metadata?} (ids default to DOC_ID#n)")
+    metadata: dict[str, Any] | None = Field(None, description="metadata of every chunk of `text`")
+
+
 class LibraryQuery(_Body):
     question: str = Field(description="the question as users ask it")
     hop: str = Field(description="its hop structure: one_hop or multi_hop")
@@ -70,10 +80,9 @@ def question_of(body: RetrieveBody | AskBody, limit: int) -> str:
     if body.query is not None and body.question is not None:
         raise ApiError(422, "invalid_request", "give `query` or `question`, not both")
     q = body.query if body.query is not None else body.question
-    if q is None or not q.strip():
+    if q is None:
         raise ApiError(422, "invalid_request", "a non-empty `query` (or `question`) is required")
-    if len(q) > limit:
-        raise ApiError(422, "question_too_long", f"the question has {len(q)} characters; the limit is {limit}")
+    check_question(q, limit)  # a QuestionError: 422 with the engine's and the CLI's message
     return q
 
 
@@ -162,8 +171,12 @@ def create_app(service: Service, warm: bool = True) -> FastAPI:
 
     @app.exception_handler(AmsragError)
     async def _amsrag(request: Request, exc: AmsragError) -> JSONResponse:
+        if isinstance(exc, QuestionError):  # too long or empty: refused before any work, wherever it was caught
+            return _error(service, 422, exc.code, str(exc))
         if isinstance(exc, IndexCorruptError):
             return _error(service, 500, "index_error", str(exc))
+        if isinstance(exc, IndexBusyError):
+            return _error(service, 503, "index_busy", str(exc), {"Retry-After": "5"})
         return _error(service, 400, "invalid_input", str(exc))
 
     @app.exception_handler(Exception)
@@ -203,6 +216,12 @@ def create_app(service: Service, warm: bool = True) -> FastAPI:
         result = await _write(service, cfg.request_timeout_s, service.add, passages)
         return JSONResponse(result)
 
+    @app.put("/v1/documents/{doc_id:path}", dependencies=auth, tags=["documents"],
+             summary="Replace (or create) a whole document: unchanged passages stay, only new content is embedded")
+    async def put_document(doc_id: str, body: DocumentBody) -> dict[str, Any]:
+        document = service.parse_document(doc_id, body.text, body.format, body.title, body.passages, body.metadata)
+        return await _write(service, cfg.request_timeout_s, service.put, document)
+
     @app.get("/v1/documents/{pid:path}", dependencies=auth, tags=["documents"], summary="One stored passage")
     async def get_document(pid: str) -> dict[str, Any]:
         doc = await asyncio.to_thread(service.document, pid)
@@ -210,16 +229,20 @@ def create_app(service: Service, warm: bool = True) -> FastAPI:
             raise ApiError(404, "not_found", f"no passage with id {pid!r}")
         return doc
 
-    @app.delete("/v1/documents/{pid:path}", dependencies=auth, tags=["documents"], summary="Delete one passage")
-    async def delete_document(pid: str) -> dict[str, Any]:
+    @app.delete("/v1/documents/{pid:path}", dependencies=auth, tags=["documents"],
+                summary="Delete one passage, or with ?document=true every passage of the document PID")
+    async def delete_document(pid: str, document: bool = False) -> dict[str, Any]:
         def delete() -> dict[str, Any] | None:
+            if document:
+                return service.delete_document(pid)
             if service.engine.index.get(pid) is None:
                 return None
             return service.delete([pid])
 
         result = await _write(service, cfg.request_timeout_s, delete)
         if result is None:
-            raise ApiError(404, "not_found", f"no passage with id {pid!r}; nothing was deleted")
+            what = "document" if document else "passage"
+            raise ApiError(404, "not_found", f"no {what} with id {pid!r}; nothing was deleted")
         return result
 
     # ---------------------------------------------------------------- the query library

@@ -19,6 +19,7 @@ from fastapi import FastAPI
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from amsrag.pipeline.engine import check_question
 from amsrag.pipeline.systems import SYSTEMS
 from amsrag.serve.errors import ApiError
 from amsrag.serve.limits import Admission
@@ -101,12 +102,7 @@ def add_openai_routes(app: FastAPI, service: Service, admission: Admission, auth
               summary="OpenAI-compatible chat completion (the last user message is the question)")
     async def chat(body: ChatBody):
         system = system_for_model(body.model)
-        question = last_user_text(body.messages)
-        if not question.strip():
-            raise ApiError(422, "invalid_request", "the last user message is empty")
-        if len(question) > limit:
-            raise ApiError(422, "question_too_long",
-                           f"the question has {len(question)} characters; the limit is {limit}")
+        question = check_question(last_user_text(body.messages), limit)  # QuestionError: 422, the engine's message
         result = await admission.call(service.ask, question, system)
         text = message_text(result)
         cid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -34,6 +35,18 @@ def serve_config(base: ServeConfig, host: str | None = None, port: int | None = 
     return cfg
 
 
+def log_to_stderr() -> None:
+    """amsrag's own log lines (warm-up, index reloads, background jobs' progress) on stderr beside uvicorn's,
+    unless the application configured logging itself."""
+    logger = logging.getLogger("amsrag")
+    if logger.handlers or logging.getLogger().handlers:
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(levelname)s:     %(name)s: %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+
+
 def run(index_dir: str | Path, host: str | None = None, port: int | None = None, config_file: Path | None = None,
         access_log: bool = False) -> None:
     import uvicorn
@@ -50,6 +63,7 @@ def run(index_dir: str | Path, host: str | None = None, port: int | None = None,
     except BaseException:
         engine.close()
         raise
+    log_to_stderr()
     app = create_app(service)
     try:
         uvicorn.run(app, host=cfg.host, port=cfg.port, access_log=access_log, log_level="info",

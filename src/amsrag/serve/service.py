@@ -17,10 +17,13 @@ from amsrag.errors import InputError
 from amsrag.ingest.datasets import normalise_question
 from amsrag.ingest.readers import passage_from_record
 from amsrag.pipeline import Engine
+from amsrag.pipeline.engine import QuestionError, check_question
 from amsrag.pipeline.systems import SYSTEMS
+from amsrag.progress import Progress
 from amsrag.serve.jobs import Job, Writer
 from amsrag.serve.limits import ReadWriteLock
 from amsrag.serve.metrics import Metrics
+from amsrag.store.documents import Document
 from amsrag.types import RETRIEVERS, Passage
 
 log = logging.getLogger("amsrag.serve")
@@ -36,6 +39,7 @@ class Service:
     def __init__(self, engine: Engine, config: ServeConfig, metrics: Metrics | None = None,
                  ask: Callable[[str, str], Any] | None = None) -> None:
         self.engine = engine
+        self.engine.max_question_chars = config.max_question_chars  # one limit: the engine refuses what we do
         self.config = config
         self.metrics = metrics or Metrics()
         self.lock = ReadWriteLock()
@@ -155,14 +159,59 @@ class Service:
             seen[p.id] = i
         return passages
 
-    def add(self, passages: list[Passage]) -> dict[str, Any]:
-        """Runs on the writer thread."""
+    def add(self, passages: list[Passage], progress: Progress | None = None) -> dict[str, Any]:
+        """Runs on the writer thread; `progress` gets the index's steps (a background job's status shows them)."""
         with self.lock.write():
-            report = self.engine.index.add(passages)
+            report = self.engine.index.add(passages, progress=progress)
             self._after_write()
         return {"received": report.received, "added": report.added, "skipped_existing": report.skipped_existing,
                 "skipped_duplicate_content": report.skipped_duplicate_content,
                 "passages": len(self.engine.index), "seconds": {k: round(v, 3) for k, v in report.seconds.items()}}
+
+    def parse_document(self, doc_id: str, text: str | None, fmt: str, title: str, records: list[Any] | None,
+                       metadata: dict[str, Any] | None) -> Document:
+        """The document of a PUT body: its `text` chunked with the index's settings, or its `passages`."""
+        from amsrag.ingest.documents import text_document
+
+        doc_id = doc_id.strip()
+        if not doc_id:
+            raise InputError("the document id is empty")
+        if (text is None) == (records is None):
+            raise InputError("give the document as `text` or as `passages` (one of the two)")
+        if records is not None:
+            if not records:
+                raise InputError("`passages` is empty: give at least one passage, or DELETE the document")
+            records = [r if not isinstance(r, dict) or "id" in r else {**r, "id": f"{doc_id}#{i}"}
+                       for i, r in enumerate(records)]
+            passages = self.parse_passages(records)
+        else:
+            assert text is not None
+            if len(text) > self.config.max_body_bytes:
+                raise InputError(f"`text` is {len(text)} characters; the body limit is {self.config.max_body_bytes}")
+            passages = text_document(doc_id, text, fmt, title, self.engine.index.config.chunking,
+                                     metadata=metadata)
+            if not passages:
+                raise InputError(f"document {doc_id!r} has no text once headings are set aside")
+        return Document.of(doc_id, passages, source="api")
+
+    def put(self, document: Document) -> dict[str, Any]:
+        """Runs on the writer thread."""
+        with self.lock.write():
+            report = self.engine.index.put_documents([document])
+            self._after_write()
+        return {"doc_id": document.doc_id, "created": bool(report.created), "unchanged": bool(report.unchanged),
+                "added": report.added, "removed": report.removed, "kept": report.kept,
+                "embedded": report.embedded, "skipped_duplicate_content": report.skipped_duplicate_content,
+                "passages": len(self.engine.index)}
+
+    def delete_document(self, doc_id: str) -> dict[str, Any] | None:
+        """Runs on the writer thread; None when the index holds no such document."""
+        with self.lock.write():
+            if doc_id not in self.engine.index.documents(prefix=doc_id):
+                return None
+            report = self.engine.index.delete_documents([doc_id])
+            self._after_write()
+        return {"doc_id": doc_id, "deleted": report.deleted, "passages": len(self.engine.index)}
 
     def delete(self, ids: list[str]) -> dict[str, Any]:
         """Runs on the writer thread."""
@@ -181,11 +230,12 @@ class Service:
             raise InputError(f"{len(queries)} queries in one request; the limit is "
                              f"{self.config.max_passages_per_request}: split the batch")
         for i, (question, hop) in enumerate(queries):
+            try:
+                check_question(question, self.config.max_question_chars)
+            except QuestionError as exc:
+                raise InputError(f"queries[{i}]: {exc}; nothing was added") from None
             if not normalise_question(question):
                 raise InputError(f"queries[{i}]: the question is empty; nothing was added")
-            if len(question) > self.config.max_question_chars:
-                raise InputError(f"queries[{i}]: the question has {len(question)} characters; the limit is "
-                                 f"{self.config.max_question_chars}")
             if hop not in HOP_LABELS:
                 raise InputError(f"queries[{i}]: unknown hop label {hop!r} for question {question!r}; use "
                                  f"{' or '.join(HOP_LABELS)}; nothing was added")
@@ -227,7 +277,7 @@ class Service:
         self._warm(with_ask=False)
 
     def start_add_job(self, passages: list[Passage]) -> Job:
-        return self.writer.start_job("add_documents", len(passages), lambda: self.add(passages))
+        return self.writer.start_job("add_documents", len(passages), lambda progress: self.add(passages, progress))
 
     def _job_finished(self, job: Job) -> None:
         self.metrics.jobs.labels(job.status).inc()

@@ -25,6 +25,7 @@ import fcntl
 import hashlib
 import os
 import shutil
+import sqlite3
 import time
 import zipfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -38,7 +39,7 @@ import numpy as np
 from amsrag import INDEX_FORMAT_VERSION, __version__
 from amsrag.config import AmsragConfig
 from amsrag.embed.encoder import DIMENSION, Encoder, MiniLMEncoder, passage_text_for_embedding
-from amsrag.errors import IndexCorruptError, IndexMismatchError, IndexNotFoundError, InputError
+from amsrag.errors import IndexBusyError, IndexCorruptError, IndexMismatchError, IndexNotFoundError, InputError
 from amsrag.progress import NullProgress, Progress
 from amsrag.retrieve.base import Retriever
 from amsrag.retrieve.bm25 import BM25Index, BM25Retriever
@@ -64,6 +65,7 @@ DB_FILE = "passages.sqlite"
 CONFIG_FILE = "config.toml"
 LOCK_FILE = ".write.lock"
 LOCK_TIMEOUT_S = 60.0
+STAGE_TIMEOUT_S = 900.0  # staging waits for another writer's commit this long
 LIBRARY_FILE = "query_library.npz"
 LIBRARY_FORMAT = 1
 
@@ -468,8 +470,18 @@ class EmbeddedIndex:
         vectors = np.asarray(vectors, dtype=np.float32)
         if vectors.shape != (len(hashes), DIMENSION):
             raise InputError(f"{len(hashes)} hashes need a ({len(hashes)}, {DIMENSION}) array, got {vectors.shape}")
-        with self.table.transaction(bump=False) as conn:
-            self.table.put_vectors(conn, list(hashes), vectors)
+        deadline = time.monotonic() + STAGE_TIMEOUT_S
+        while True:
+            try:
+                with self.table.transaction(bump=False) as conn:
+                    self.table.put_vectors(conn, list(hashes), vectors)
+                return
+            except sqlite3.OperationalError as exc:
+                # another process's commit holds SQLite's write lock (BM25 + NER of a batch can take minutes)
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise IndexBusyError(f"index {self.path}: could not stage vectors for {STAGE_TIMEOUT_S:.0f} s "
+                                         f"({exc}); another process is writing") from exc
+                time.sleep(0.5)
 
     def sync(self, progress: Progress | None = None) -> int:
         """Bring derived indexes in line with the passages table (after an interrupted write)."""
@@ -564,7 +576,7 @@ class EmbeddedIndex:
     def repair(self, components: Sequence[str] | None = None, progress: Progress | None = None) -> RepairReport:
         """Rebuild derived indexes from SQLite: those `check` finds damaged (or the given `components`).
         BM25 is re-tokenised, the dense index rebuilt from the stored vectors (only passages without one
-        are embedded), the graph's NER reruns only if the graph itself is lost."""
+        are embedded), the graph rebuilt with NER run again (only when the graph is lost or damaged)."""
         t0 = time.perf_counter()
         progress = progress or NullProgress()
         report = RepairReport(self.location)
@@ -610,8 +622,7 @@ class EmbeddedIndex:
                                 [r.row for r in stored], mat, [])
                             adv(len(stored))
                         else:
-                            comps[name] = EntityGraph.build(stored, self.config.graph, progress)
-                            adv(len(stored))
+                            comps[name] = EntityGraph.build(stored, self.config.graph, adv)
                 self._remove_orphans()
                 written = {name: self._write_component(name, gen, comp) for name, comp in comps.items()}
                 staged = {"generation": gen, "written": written, "embedded": report.reembedded, **comps}
@@ -662,9 +673,11 @@ class EmbeddedIndex:
         if vectors is None:
             known = self.table.vectors_by_hash(hashes, DIMENSION)
             todo = [i for i, h in enumerate(hashes) if h not in known]
-            with progress.task("dense: embed", len(todo)) as adv:
-                fresh = self.encoder.encode([passage_text_for_embedding(added[i].title, added[i].text)
-                                             for i in todo], adv)
+            fresh = np.zeros((0, DIMENSION), np.float32)
+            if todo:
+                with progress.task("dense: embed", len(todo)) as adv:
+                    fresh = self.encoder.encode([passage_text_for_embedding(added[i].title, added[i].text)
+                                                 for i in todo], adv)
             embedded = len(todo)
             known.update({hashes[i]: fresh[j] for j, i in enumerate(todo)})
             vectors = (np.stack([known[h] for h in hashes]) if hashes
@@ -752,8 +765,8 @@ class EmbeddedIndex:
                     break
                 except BlockingIOError:
                     if time.monotonic() > deadline:
-                        raise InputError(f"index {self.path} is being written by another process; "
-                                         f"gave up after {LOCK_TIMEOUT_S:.0f} s") from None
+                        raise IndexBusyError(f"index {self.path} is being written by another process; "
+                                             f"gave up after {LOCK_TIMEOUT_S:.0f} s") from None
                     time.sleep(0.1)
             self.refresh()
             yield

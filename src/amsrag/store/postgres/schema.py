@@ -81,9 +81,28 @@ CREATE TABLE query_library (
 INSERT INTO meta (key, value) VALUES ('query_library_generation', '0');
 """
 
+# Documents as the unit of change: the source fingerprint of each document last written in full
+# (`put_documents`, or an add that completed the document), forgotten when the document is changed
+# passage by passage; and vectors staged for content not stored yet (an ingest commits them batch by
+# batch before the passages, so a killed ingest resumes without re-embedding). Stored passages keep
+# their vector in passages.embedding; a staged vector is deleted once its content is stored.
+_V3 = """
+CREATE TABLE documents (
+    doc_id text PRIMARY KEY,
+    content_hash text NOT NULL,  -- the fingerprint of the document's source
+    source text NOT NULL,  -- the source key it came from ("" when not a file)
+    updated timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE staged_vectors (
+    content_hash text PRIMARY KEY,
+    vector vector({dim}) NOT NULL,
+    staged_at timestamptz NOT NULL DEFAULT now()
+);
+"""
+
 # version -> SQL; formatted with the index's dense settings (`dim` only after version 1, so that
 # `open` can apply them). Append, never edit, released versions.
-MIGRATIONS: dict[int, str] = {1: _V1, 2: _V2}
+MIGRATIONS: dict[int, str] = {1: _V1, 2: _V2, 3: _V3}
 CURRENT_VERSION = max(MIGRATIONS)
 
 

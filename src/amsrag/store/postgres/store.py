@@ -1,9 +1,11 @@
 """The PostgreSQL + pgvector index: the same PassageIndex as the embedded store, in a database.
 
 Passages, their vectors (pgvector, HNSW with cosine), BM25 term and posting tables, the entity
-graph (entities, mentions) and the query library live in the `amsrag` schema. Every add, delete or
-library save is one transaction, serialised across processes by an advisory lock, so several amsrag
-processes can share one database and see each other's writes as soon as they commit. Reads go through a psycopg pool; a
+graph (entities, mentions), each document's source fingerprint, the vectors staged by an ingest
+and the query library live in the `amsrag` schema. Every add, document put, delete, repair or
+library save is one transaction, serialised across processes by an advisory lock (staging vectors
+is a short transaction of its own, outside the lock), so several amsrag processes can share one
+database and see each other's writes as soon as they commit. Reads go through a psycopg pool; a
 failed read (server down, connection dropped) is retried once within the request timeout and then
 reported as `StoreUnavailableError`.
 """
@@ -13,8 +15,9 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
@@ -29,11 +32,13 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from amsrag import INDEX_FORMAT_VERSION, __version__
 from amsrag.config import AmsragConfig
 from amsrag.embed.encoder import DIMENSION, Encoder, MiniLMEncoder, passage_text_for_embedding
-from amsrag.errors import AmsragError, IndexMismatchError, IndexNotFoundError, InputError
+from amsrag.errors import AmsragError, IndexBusyError, IndexMismatchError, IndexNotFoundError, InputError
 from amsrag.progress import NullProgress, Progress
 from amsrag.retrieve.base import Retriever
 from amsrag.retrieve.bm25 import BM25Tokenizer, passage_text_for_bm25
 from amsrag.retrieve.graph import EntityGraph, GraphRetriever, NerCache, text_checksum
+from amsrag.store.documents import Document, DocumentInfo, PutReport, check_documents, plan_put
+from amsrag.store.health import CheckReport, RepairReport
 from amsrag.store.postgres import schema
 from amsrag.store.postgres.retrievers import PgBM25Retriever, PgDenseRetriever, PgEntityGraph
 from amsrag.store.query_library import QueryLibrary
@@ -52,6 +57,12 @@ CONNECT_TIMEOUT_S = 5.0
 REQUEST_TIMEOUT_S = 10.0  # a read (with its one retry) gives up after this
 LOCK_TIMEOUT_S = 60.0
 BULK_REBUILD_SHARE = 0.5  # an add at least this large (vs. stored passages) rebuilds HNSW after loading
+LOOKUP_CHUNK = 20_000  # content hashes per lookup statement
+HNSW_INDEX = "passages_embedding_hnsw"
+COMPONENTS = ("bm25", "dense", "graph")  # what `check` verifies and `repair` rebuilds
+NORM_TOLERANCE = 1e-3  # a stored vector's norm may differ this much from 1
+CHECK_SAMPLE = 200  # passages whose postings `check` compares with a fresh tokenisation
+REPAIR_PAGE = 2000  # passages per step of a BM25 rebuild
 
 
 class StoreUnavailableError(AmsragError):
@@ -71,8 +82,8 @@ def _configure(conn: psycopg.Connection) -> None:
     register_vector(conn)
 
 
-class _Existing:
-    """What `plan_insert` asks the passage table, answered by PostgreSQL."""
+class _Stored:
+    """What `plan_insert` and `plan_put` ask the passage table, answered by PostgreSQL."""
 
     @staticmethod
     def existing(conn: psycopg.Connection, ids: Sequence[str], hashes: Sequence[str]
@@ -82,6 +93,40 @@ class _Existing:
         by_hash: dict[str, str] = dict(conn.execute(
             "SELECT content_hash, id FROM passages WHERE content_hash = ANY(%s)", (list(hashes),)).fetchall())
         return by_id, by_hash
+
+    @staticmethod
+    def document_rows(conn: psycopg.Connection, doc_ids: Sequence[str]) -> list[tuple[int, str, str, str]]:
+        """(row, passage id, doc_id, content hash) of every stored passage of the given documents."""
+        return [(int(r), i, d, h) for r, i, d, h in conn.execute(
+            "SELECT prow, id, doc_id, content_hash FROM passages WHERE doc_id = ANY(%s) ORDER BY prow",
+            (list(doc_ids),)).fetchall()]
+
+
+@dataclass
+class _Change:
+    """What `_apply` did."""
+
+    added: list[PassageRow]
+    removed: int
+    embedded: int  # inserted passages embedded now (the others had a given, staged or stored vector)
+    bulk: bool  # the HNSW index was rebuilt after loading (vacuum after the commit)
+
+
+def _record_documents(conn: psycopg.Connection, doc_hashes: Mapping[str, tuple[str, str]]) -> None:
+    """Record (fingerprint, source) of documents written in full."""
+    if doc_hashes:
+        ids = list(doc_hashes)
+        conn.execute("INSERT INTO documents (doc_id, content_hash, source) "
+                     "SELECT * FROM unnest(%s::text[], %s::text[], %s::text[]) ON CONFLICT (doc_id) DO UPDATE "
+                     "SET content_hash = EXCLUDED.content_hash, source = EXCLUDED.source, updated = now()",
+                     (ids, [doc_hashes[d][0] for d in ids], [doc_hashes[d][1] for d in ids]))
+
+
+def _forget_documents(conn: psycopg.Connection, doc_ids: Iterable[str]) -> None:
+    """Drop the recorded fingerprint of documents changed passage by passage (or gone)."""
+    ids = list(doc_ids)
+    if ids:
+        conn.execute("DELETE FROM documents WHERE doc_id = ANY(%s)", (ids,))
 
 
 class PostgresIndex:
@@ -210,6 +255,19 @@ class PostgresIndex:
         row = conn.execute("SELECT value FROM meta WHERE key = %s", (key,)).fetchone()
         return None if row is None else row[0]
 
+    def _primary(self, fn: Callable[[psycopg.Connection], T]) -> T:
+        """Run `fn` where writes go (a pooled connection, or a new one to `dsn` when reads are served by
+        a replica): for what a writer must see exactly, such as the vectors it has just staged."""
+        if self.read_dsn == self.dsn:
+            return self.read(fn)
+        conn = _connect(self.dsn)
+        try:
+            conn.execute(f"SET search_path = {schema.SEARCH_PATH}")
+            register_vector(conn)
+            return fn(conn)
+        finally:
+            conn.close()
+
     @contextmanager
     def _write(self) -> Iterator[psycopg.Connection]:
         """One transaction holding the cross-process write lock; no statement timeout (bulk work)."""
@@ -323,12 +381,15 @@ class PostgresIndex:
                                      (schema.SCHEMA,)))
             version = schema.installed_version(c)
             library = _scalar(c.execute("SELECT count(*) FROM query_library"))
+            staged = _scalar(c.execute("SELECT count(*) FROM staged_vectors s WHERE NOT EXISTS "
+                                       "(SELECT 1 FROM passages p WHERE p.content_hash = s.content_hash)"))
             return {"index": self.path, "backend": self.backend, "passages": int(meta["n_passages"]),
                     "documents": int(docs), "generation": int(meta["generation"]),
                     "embedding_model": meta["params"]["dense"]["model_id"], "dense_search": "hnsw (pgvector)",
                     "bm25": {"method": self.config.bm25.method, "vocabulary": int(vocab),
                              "tokens": int(meta["bm25_stats"]["total_len"])},
                     "graph": {"entities": int(ents), "edges": int(edges)}, "query_library": int(library),
+                    "staged_vectors": int(staged),
                     "disk_bytes": int(size),
                     "schema_version": version, "created": meta["created"], "updated": meta["updated"]}
         return self.read(q)
@@ -389,79 +450,299 @@ class PostgresIndex:
 
     # ---------------------------------------------------------------- writing
     def add(self, passages: Iterable[Passage], progress: Progress | None = None,
-            vectors: np.ndarray | None = None, ner: dict[str, tuple[str, ...]] | None = None) -> IngestReport:
+            vectors: np.ndarray | None = None, doc_hashes: Mapping[str, tuple[str, str]] | None = None,
+            ner: dict[str, tuple[str, ...]] | None = None) -> IngestReport:
         """Add passages in one transaction. Identical re-adds and duplicate content are skipped.
 
         `vectors`: the passages' embeddings by this index's model, aligned with `passages` (no
-        re-embedding). `ner`: NER surfaces per passage id already computed by the same spaCy model
-        (an export from the embedded store passes them so spaCy does not run again).
+        re-embedding); without them, vectors staged for the same content are reused and only the rest
+        is embedded. `doc_hashes` ({doc_id: (fingerprint, source)}) records the documents this add
+        completes; the fingerprint of any other document it adds to is forgotten. `ner`: NER surfaces
+        per passage id already computed by the same spaCy model (an export from the embedded store
+        passes them so spaCy does not run again).
         """
         progress = progress or NullProgress()
         items = validate_passages(list(passages))
         if vectors is not None and len(vectors) != len(items):
             raise InputError(f"{len(items)} passages but {len(vectors)} vectors")
         report = IngestReport(received=len(items))
+        doc_hashes = dict(doc_hashes or {})
         with self._write() as conn:
-            new, report.skipped_existing, report.skipped_duplicate_content = plan_insert(_Existing(), conn, items)
-            if not new:
-                return report
+            new, report.skipped_existing, report.skipped_duplicate_content = plan_insert(_Stored(), conn, items)
             chosen = [items[i] for i in new]
-            t = time.perf_counter()
-            if vectors is None:
-                with progress.task("dense: embed", len(chosen)) as adv:
-                    vecs = self.encoder.encode([passage_text_for_embedding(p.title, p.text) for p, _ in chosen], adv)
-            else:
-                vecs = np.asarray(vectors, dtype=np.float32)[new]
-            if vecs.shape != (len(chosen), DIMENSION) or not np.all(np.isfinite(vecs)):
-                raise InputError(f"vectors must be {len(chosen)} x {DIMENSION} finite numbers, got {vecs.shape}")
-            report.seconds["embed"] = time.perf_counter() - t
-            t = time.perf_counter()
-            with progress.task("bm25: tokenise", len(chosen)) as adv:
-                tokens = []
-                for n, (p, _) in enumerate(chosen):
-                    tokens.append(self.tokenizer(passage_text_for_bm25(p.title, p.text)))
-                    if n % 500 == 499:
-                        adv(500)
-                adv(len(chosen) % 500)
-            report.seconds["bm25"] = time.perf_counter() - t
-            t = time.perf_counter()
-            stored = int(self.meta(conn, "n_passages"))
-            rebuild = len(chosen) >= 1000 and len(chosen) >= BULK_REBUILD_SHARE * stored
-            if rebuild:
-                conn.execute("DROP INDEX passages_embedding_hnsw")
-            with conn.cursor().copy("COPY passages (id, doc_id, title, text, metadata, content_hash, doc_len, "
-                                    "embedding) FROM STDIN WITH (FORMAT BINARY)") as copy:
-                copy.set_types(["text", "text", "text", "text", "jsonb", "text", "int4", "vector"])
-                for (p, h), toks, v in zip(chosen, tokens, vecs, strict=True):
-                    copy.write_row([p.id, p.doc_id or p.id, p.title, p.text,
-                                    Jsonb(p.metadata), h, len(toks), v])
-            row_of = dict(conn.execute("SELECT id, prow FROM passages WHERE id = ANY(%s)",
-                                       ([p.id for p, _ in chosen],)).fetchall())
-            added = [PassageRow(int(row_of[p.id]), p.id, p.title, p.text) for p, _ in chosen]
-            report.seconds["passages"] = time.perf_counter() - t
-            t = time.perf_counter()
-            self._add_postings(conn, [(r.row, toks) for r, toks in zip(added, tokens, strict=True)])
-            report.seconds["bm25_tables"] = time.perf_counter() - t
-            t = time.perf_counter()
-            known = {r.row: ner[r.id] for r in added if ner is not None and r.id in ner}
-            self._rewrite_graph(conn, added, [], known, progress)
-            report.seconds["graph"] = time.perf_counter() - t
-            if rebuild:
-                t = time.perf_counter()
-                d = self.config.dense
-                conn.execute("SET LOCAL maintenance_work_mem = '1GB'")
-                conn.execute(f"CREATE INDEX passages_embedding_hnsw ON passages USING hnsw "
-                             f"(embedding vector_cosine_ops) WITH (m = {int(d.hnsw_m)}, "
-                             f"ef_construction = {int(d.hnsw_ef_construction)})")
-                report.seconds["hnsw"] = time.perf_counter() - t
-            self._bump(conn, len(added), sum(len(x) for x in tokens))
+            _forget_documents(conn, {p.doc_id or p.id for p, _ in chosen} - set(doc_hashes))
+            _record_documents(conn, doc_hashes)
+            if not chosen:
+                return report  # commits the fingerprints (if any); the generation stays
+            given = None if vectors is None else np.asarray(vectors, dtype=np.float32)[new]
+            change = self._apply(conn, [], chosen, given, progress, report.seconds, ner)
+        self._written(change, report.seconds)
+        report.added, report.embedded = len(change.added), change.embedded
+        return report
+
+    def put_documents(self, documents: Sequence[Document], progress: Progress | None = None,
+                      delete: Sequence[str] = ()) -> PutReport:
+        """Make each document hold exactly its given passages and delete the documents in `delete`, in
+        one transaction: new documents are added, changed ones replaced (passages with the same id and
+        content stay; the vectors of staged content and of removed passages are reused, only new
+        content is embedded)."""
+        docs = check_documents(list(documents))
+        delete = list(dict.fromkeys(delete))
+        if not docs and not delete:
+            raise InputError("no documents given to put or delete")
+        validate_passages([p for d in docs for p in d.passages])
+        progress = progress or NullProgress()
+        report = PutReport(documents=len(docs))
+        with self._write() as conn:
+            plan = plan_put(_Stored(), conn, docs, delete)
+            _forget_documents(conn, delete)
+            _record_documents(conn, {d.doc_id: (d.content_hash, d.source) for d in docs})
+            report.deleted_documents = len(delete)
+            report.kept, report.created = plan.kept, plan.created
+            report.skipped_duplicate_content = plan.skipped_duplicate_content
+            report.unchanged = len(plan.unchanged)
+            if not plan.removed_rows and not plan.insert:
+                return report  # commits the fingerprints; the generation stays
+            change = self._apply(conn, plan.removed_rows, plan.insert, None, progress, report.seconds)
+        self._written(change, report.seconds)
+        report.added, report.removed = len(change.added), change.removed
+        report.embedded = change.embedded
+        report.reused_vectors = len(change.added) - change.embedded
+        return report
+
+    def delete_documents(self, doc_ids: Sequence[str], progress: Progress | None = None) -> DeleteReport:
+        """Delete whole documents in one transaction; an unknown doc_id is an error and nothing is deleted."""
+        doc_ids = list(dict.fromkeys(doc_ids))
+        if not doc_ids:
+            raise InputError("no document ids given to delete")
+        report = DeleteReport()
+        with self._write() as conn:
+            found = _Stored.document_rows(conn, doc_ids)
+            missing = sorted(set(doc_ids) - {d for _, _, d, _ in found})
+            if missing:
+                shown = ", ".join(missing[:10]) + (" ..." if len(missing) > 10 else "")
+                raise InputError(f"{len(missing)} document(s) not in the index {self.path}: {shown}; "
+                                 f"nothing was deleted")
+            _forget_documents(conn, doc_ids)
+            change = self._apply(conn, sorted(r for r, _, _, _ in found), [], None, progress or NullProgress(),
+                                 report.seconds)
+        self._written(change, report.seconds)
+        report.deleted, report.documents = change.removed, len(doc_ids)
+        return report
+
+    def delete(self, ids: Sequence[str], progress: Progress | None = None) -> DeleteReport:
+        """Delete passages by id in one transaction; unknown ids are an error and nothing is deleted.
+        The documents they belong to lose their recorded fingerprint (changed passage by passage)."""
+        ids = list(dict.fromkeys(ids))
+        if not ids:
+            raise InputError("no passage ids given to delete")
+        report = DeleteReport()
+        with self._write() as conn:
+            found = {i: (int(r), d) for i, r, d in conn.execute(
+                "SELECT id, prow, doc_id FROM passages WHERE id = ANY(%s)", (ids,)).fetchall()}
+            missing = [i for i in ids if i not in found]
+            if missing:
+                shown = ", ".join(missing[:10]) + (" ..." if len(missing) > 10 else "")
+                raise InputError(f"{len(missing)} id(s) not in the index {self.path}: {shown}; nothing was deleted")
+            _forget_documents(conn, {d for _, d in found.values()})
+            change = self._apply(conn, sorted(r for r, _ in found.values()), [], None, progress or NullProgress(),
+                                 report.seconds)
+        self._written(change, report.seconds)
+        report.deleted = change.removed
+        return report
+
+    def documents(self, prefix: str | None = None) -> dict[str, DocumentInfo]:
+        """Every document with stored passages (those whose doc_id or recorded source starts with
+        `prefix`, when given), by doc_id; content_hash is "" when no fingerprint is recorded."""
+        def q(c: psycopg.Connection) -> list[tuple[Any, ...]]:
+            return c.execute(
+                "SELECT p.doc_id, count(*), coalesce(d.content_hash, ''), coalesce(d.source, '') "
+                "FROM passages p LEFT JOIN documents d ON d.doc_id = p.doc_id "
+                "WHERE %(prefix)s::text IS NULL OR starts_with(p.doc_id, %(prefix)s) "
+                "OR starts_with(d.source, %(prefix)s) "
+                "GROUP BY p.doc_id, d.content_hash, d.source ORDER BY p.doc_id COLLATE \"C\"",
+                {"prefix": prefix or None}).fetchall()
+
+        return {d: DocumentInfo(d, int(n), h, src) for d, n, h, src in self._primary(q)}
+
+    def unembedded(self, hashes: Sequence[str]) -> list[str]:
+        """The content hashes among `hashes` with neither a stored passage nor a staged vector (each
+        once, in order)."""
+        wanted = list(dict.fromkeys(hashes))
+
+        def q(c: psycopg.Connection) -> set[str]:
+            out: set[str] = set()
+            for start in range(0, len(wanted), LOOKUP_CHUNK):
+                out.update(h for (h,) in c.execute(
+                    "SELECT h FROM unnest(%s::text[]) AS x(h) "
+                    "WHERE NOT EXISTS (SELECT 1 FROM passages p WHERE p.content_hash = x.h) "
+                    "AND NOT EXISTS (SELECT 1 FROM staged_vectors s WHERE s.content_hash = x.h)",
+                    (wanted[start : start + LOOKUP_CHUNK],)).fetchall())
+            return out
+
+        missing = self._primary(q) if wanted else set()
+        return [h for h in wanted if h in missing]
+
+    def count_staged(self, hashes: Sequence[str]) -> int:
+        """How many of `hashes` have a staged vector but no stored passage (an interrupted ingest's work)."""
+        wanted = list(dict.fromkeys(hashes))
+
+        def q(c: psycopg.Connection) -> int:
+            return sum(int(_scalar(c.execute(
+                "SELECT count(*) FROM staged_vectors s WHERE s.content_hash = ANY(%s) "
+                "AND NOT EXISTS (SELECT 1 FROM passages p WHERE p.content_hash = s.content_hash)",
+                (wanted[start : start + LOOKUP_CHUNK],)))) for start in range(0, len(wanted), LOOKUP_CHUNK))
+
+        return self._primary(q) if wanted else 0
+
+    def stage_vectors(self, hashes: Sequence[str], vectors: np.ndarray) -> None:
+        """Commit vectors for content not stored yet (an ingest's progress, kept if it is killed): one
+        short transaction of its own, without the write lock (a long write elsewhere does not hold it
+        up) and without a new generation (no passage changes)."""
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if vectors.shape != (len(hashes), DIMENSION):
+            raise InputError(f"{len(hashes)} hashes need a ({len(hashes)}, {DIMENSION}) array, got {vectors.shape}")
+        if not np.all(np.isfinite(vectors)):
+            raise InputError("staged vectors must be finite numbers")
+        # in content-hash order, as `_apply` locks the rows it deletes: concurrent writers cannot deadlock
+        rows = sorted({h: v for h, v in zip(hashes, vectors, strict=True)}.items())
+        if not rows:
+            return
+
+        def upsert(c: psycopg.Connection) -> None:
+            with c.transaction(), c.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO staged_vectors (content_hash, vector) SELECT %(h)s, %(v)s "
+                    "WHERE NOT EXISTS (SELECT 1 FROM passages WHERE content_hash = %(h)s) "
+                    "ON CONFLICT (content_hash) DO UPDATE SET vector = EXCLUDED.vector, staged_at = now()",
+                    [{"h": h, "v": v} for h, v in rows])
+
+        self._primary(upsert)
+
+    # ---------------------------------------------------------------- the one write path
+    def _apply(self, conn: psycopg.Connection, removed: Sequence[int], chosen: Sequence[tuple[Passage, str]],
+               vectors: np.ndarray | None, progress: Progress, seconds: dict[str, float],
+               ner: Mapping[str, tuple[str, ...]] | None = None) -> _Change:
+        """The passage change of every write, in the caller's write transaction: delete the rows
+        `removed` (their postings and NER go with them, BM25 document frequencies drop), insert
+        `chosen` (vectors: the given ones, else those staged or stored for the same content, else
+        embedded now), rewrite the entity graph, update the BM25 statistics and the generation."""
+        t = time.perf_counter()
+        embedded = 0
+        if vectors is None:
+            vecs, embedded = self._vectors_for(conn, chosen, progress)
+        else:
+            vecs = np.asarray(vectors, dtype=np.float32)
+        if vecs.shape != (len(chosen), DIMENSION) or not np.all(np.isfinite(vecs)):
+            raise InputError(f"vectors must be {len(chosen)} x {DIMENSION} finite numbers, got {vecs.shape}")
+        seconds["embed"] = time.perf_counter() - t
+        t = time.perf_counter()
+        tokens = self._tokenise(chosen, progress)
+        seconds["bm25"] = time.perf_counter() - t
+        t = time.perf_counter()
+        lost = self._delete_rows(conn, removed)
+        seconds["delete"] = time.perf_counter() - t
+        t = time.perf_counter()
+        stored = int(self.meta(conn, "n_passages")) - len(removed)
+        rebuild = len(chosen) >= 1000 and len(chosen) >= BULK_REBUILD_SHARE * stored
+        if rebuild:
+            conn.execute(f"DROP INDEX IF EXISTS {HNSW_INDEX}")
+        added = self._insert_rows(conn, chosen, tokens, vecs)
+        seconds["passages"] = time.perf_counter() - t
+        t = time.perf_counter()
+        self._add_postings(conn, [(r.row, toks) for r, toks in zip(added, tokens, strict=True)])
+        seconds["bm25_tables"] = time.perf_counter() - t
+        t = time.perf_counter()
+        known = {r.row: tuple(ner[r.id]) for r in added if ner is not None and r.id in ner}
+        self._rewrite_graph(conn, added, list(removed), known, progress)
+        seconds["graph"] = time.perf_counter() - t
         if rebuild:
             t = time.perf_counter()
+            self._create_hnsw(conn)
+            seconds["hnsw"] = time.perf_counter() - t
+        self._bump(conn, len(added) - len(removed), sum(len(x) for x in tokens) - lost)
+        return _Change(added, len(removed), embedded, rebuild)
+
+    def _written(self, change: _Change, seconds: dict[str, float]) -> None:
+        """After a write committed: planner statistics after a bulk load; retrievers read afresh."""
+        if change.bulk:
+            t = time.perf_counter()
             self._vacuum()
-            report.seconds["vacuum"] = time.perf_counter() - t
-        report.added = len(added)
+            seconds["vacuum"] = time.perf_counter() - t
         self._retrievers = {}
-        return report
+
+    def _vectors_for(self, conn: psycopg.Connection, chosen: Sequence[tuple[Passage, str]],
+                     progress: Progress) -> tuple[np.ndarray, int]:
+        """The vectors of `chosen`: staged, or stored with a passage of the same content (one being
+        replaced), else embedded now; and how many were embedded."""
+        hashes = [h for _, h in chosen]
+        if not hashes:
+            return np.zeros((0, DIMENSION), np.float32), 0
+        known: dict[str, np.ndarray] = {}
+        for start in range(0, len(hashes), LOOKUP_CHUNK):
+            part = hashes[start : start + LOOKUP_CHUNK]
+            for h, v in conn.execute("SELECT content_hash, vector FROM staged_vectors WHERE content_hash = ANY(%s) "
+                                     "UNION ALL SELECT content_hash, embedding FROM passages "
+                                     "WHERE content_hash = ANY(%s)", (part, part)).fetchall():
+                known[h] = np.asarray(v, dtype=np.float32)
+        todo = [i for i, h in enumerate(hashes) if h not in known]
+        with progress.task("dense: embed", len(todo)) as adv:
+            if todo:
+                fresh = self.encoder.encode([passage_text_for_embedding(chosen[i][0].title, chosen[i][0].text)
+                                             for i in todo], adv)
+                known.update({hashes[i]: np.asarray(fresh[j], dtype=np.float32) for j, i in enumerate(todo)})
+        return np.stack([known[h] for h in hashes]), len(todo)
+
+    def _tokenise(self, chosen: Sequence[tuple[Passage, str]], progress: Progress) -> list[list[str]]:
+        if not chosen:
+            return []
+        with progress.task("bm25: tokenise", len(chosen)) as adv:
+            tokens = []
+            for n, (p, _) in enumerate(chosen):
+                tokens.append(self.tokenizer(passage_text_for_bm25(p.title, p.text)))
+                if n % 500 == 499:
+                    adv(500)
+            adv(len(chosen) % 500)
+        return tokens
+
+    @staticmethod
+    def _delete_rows(conn: psycopg.Connection, removed: Sequence[int]) -> int:
+        """Delete passage rows (postings and NER cascade; terms only they use go, the others' df drop
+        by their share); the BM25 tokens they held."""
+        if not removed:
+            return 0
+        rows = [int(r) for r in removed]
+        conn.execute("DELETE FROM bm25_terms t USING (SELECT tid, count(*) AS n FROM bm25_postings "
+                     "WHERE prow = ANY(%s) GROUP BY tid) c WHERE t.tid = c.tid AND t.df = c.n", (rows,))
+        conn.execute("UPDATE bm25_terms t SET df = t.df - c.n FROM (SELECT tid, count(*) AS n FROM bm25_postings "
+                     "WHERE prow = ANY(%s) GROUP BY tid) c WHERE t.tid = c.tid AND t.df > c.n", (rows,))
+        lost = _scalar(conn.execute("SELECT coalesce(sum(doc_len), 0) FROM passages WHERE prow = ANY(%s)", (rows,)))
+        conn.execute("DELETE FROM passages WHERE prow = ANY(%s)", (rows,))
+        return int(lost)
+
+    @staticmethod
+    def _insert_rows(conn: psycopg.Connection, chosen: Sequence[tuple[Passage, str]], tokens: list[list[str]],
+                     vecs: np.ndarray) -> list[PassageRow]:
+        """Insert the passages with their vectors (staged vectors of their content are dropped: stored now)."""
+        if not chosen:
+            return []
+        with conn.cursor().copy("COPY passages (id, doc_id, title, text, metadata, content_hash, doc_len, "
+                                "embedding) FROM STDIN WITH (FORMAT BINARY)") as copy:
+            copy.set_types(["text", "text", "text", "text", "jsonb", "text", "int4", "vector"])
+            for (p, h), toks, v in zip(chosen, tokens, vecs, strict=True):
+                copy.write_row([p.id, p.doc_id or p.id, p.title, p.text, Jsonb(p.metadata), h, len(toks), v])
+        row_of: dict[str, int] = dict(conn.execute("SELECT id, prow FROM passages WHERE id = ANY(%s)",
+                                   ([p.id for p, _ in chosen],)).fetchall())
+        # rows locked in content-hash order, as `stage_vectors` writes them: no deadlock between the two
+        conn.execute("DELETE FROM staged_vectors WHERE content_hash IN (SELECT content_hash FROM staged_vectors "
+                     "WHERE content_hash = ANY(%s) ORDER BY content_hash FOR UPDATE)", ([h for _, h in chosen],))
+        return [PassageRow(int(row_of[p.id]), p.id, p.title, p.text) for p, _ in chosen]
+
+    def _create_hnsw(self, conn: psycopg.Connection) -> None:
+        d = self.config.dense
+        conn.execute("SET LOCAL maintenance_work_mem = '1GB'")
+        conn.execute(f"CREATE INDEX {HNSW_INDEX} ON passages USING hnsw (embedding vector_cosine_ops) "
+                     f"WITH (m = {int(d.hnsw_m)}, ef_construction = {int(d.hnsw_ef_construction)})")
 
     def _vacuum(self) -> None:
         """After a bulk load: visibility map and planner statistics, so postings are read by index-only
@@ -472,36 +753,195 @@ class PostgresIndex:
                           "entity_surfaces"):
                 conn.execute(f"VACUUM (ANALYZE) {schema.SCHEMA}.{table}")
 
-    def delete(self, ids: Sequence[str], progress: Progress | None = None) -> DeleteReport:
-        """Delete passages by id in one transaction; unknown ids are an error and nothing is deleted."""
-        ids = list(dict.fromkeys(ids))
-        if not ids:
-            raise InputError("no passage ids given to delete")
-        report = DeleteReport()
-        with self._write() as conn:
-            found = dict(conn.execute("SELECT id, prow FROM passages WHERE id = ANY(%s)", (ids,)).fetchall())
-            missing = [i for i in ids if i not in found]
-            if missing:
-                shown = ", ".join(missing[:10]) + (" ..." if len(missing) > 10 else "")
-                raise InputError(f"{len(missing)} id(s) not in the index {self.path}: {shown}; nothing was deleted")
-            removed = sorted(int(r) for r in found.values())
-            t = time.perf_counter()
-            # terms only the removed passages use go first; the others' df drop by their share
-            conn.execute("DELETE FROM bm25_terms t USING (SELECT tid, count(*) AS n FROM bm25_postings "
-                         "WHERE prow = ANY(%s) GROUP BY tid) c WHERE t.tid = c.tid AND t.df = c.n", (removed,))
-            conn.execute("UPDATE bm25_terms t SET df = t.df - c.n FROM (SELECT tid, count(*) AS n FROM bm25_postings "
-                         "WHERE prow = ANY(%s) GROUP BY tid) c WHERE t.tid = c.tid AND t.df > c.n", (removed,))
-            lost = _scalar(conn.execute("SELECT coalesce(sum(doc_len), 0) FROM passages WHERE prow = ANY(%s)",
-                                        (removed,)))
-            conn.execute("DELETE FROM passages WHERE prow = ANY(%s)", (removed,))  # cascades to postings, NER
-            report.seconds["passages"] = time.perf_counter() - t
-            t = time.perf_counter()
-            self._rewrite_graph(conn, [], removed, {}, progress or NullProgress())
-            report.seconds["graph"] = time.perf_counter() - t
-            self._bump(conn, -len(removed), -int(lost))
-        report.deleted = len(removed)
-        self._retrievers = {}
+    # ---------------------------------------------------------------- checking and repair
+    def check(self, progress: Progress | None = None) -> CheckReport:
+        """Verify the tables against each other, in one read-only snapshot: the passage count and BM25
+        statistics in meta, every passage's postings and every term's document frequency (and the
+        postings of a sample of passages against their text tokenised again), every stored vector
+        finite and unit-norm, the HNSW index present and valid, the entity graph covering every
+        passage. PostgreSQL keeps no derived files; `repair` rebuilds the components in `repairable`."""
+        report = CheckReport(self.location)
+        conn = _connect(self.dsn)
+        try:
+            with conn.transaction():
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                conn.execute(f"SET LOCAL search_path = {schema.SEARCH_PATH}")
+                self._check(conn, report, progress or NullProgress())
+        finally:
+            conn.close()
         return report
+
+    def _check(self, conn: psycopg.Connection, report: CheckReport, progress: Progress) -> None:
+        report.checked.append(f"schema version {schema.installed_version(conn)}")
+        n, total = conn.execute("SELECT count(*), coalesce(sum(doc_len), 0) FROM passages").fetchone() or (0, 0)
+        n, total = int(n), int(total)
+        with progress.task("check: tables", len(COMPONENTS)) as adv:
+            self._check_bm25(conn, report, n, total)
+            adv(1)
+            self._check_dense(conn, report)
+            adv(1)
+            self._check_graph(conn, report)
+            adv(1)
+        staged = _scalar(conn.execute("SELECT count(*) FROM staged_vectors s WHERE NOT EXISTS "
+                                      "(SELECT 1 FROM passages p WHERE p.content_hash = s.content_hash)"))
+        report.checked.append(f"{n} passages, {staged} staged vector(s)")
+
+    def _check_bm25(self, conn: psycopg.Connection, report: CheckReport, n: int, total: int) -> None:
+        report.checked.append("bm25")
+        meta: dict[str, Any] = dict(conn.execute(
+            "SELECT key, value FROM meta WHERE key IN ('n_passages', 'bm25_stats')").fetchall())
+        if meta.get("n_passages") != n:
+            report.problem(f"meta: n_passages is {meta.get('n_passages')}, the passages table holds {n}", "bm25")
+        stats = meta.get("bm25_stats") or {}
+        if (stats.get("n_docs"), stats.get("total_len")) != (n, total):
+            report.problem(f"bm25: the collection statistics count {stats.get('n_docs')} passages of "
+                           f"{stats.get('total_len')} tokens; the passages hold {n} of {total}", "bm25")
+        unposted = _scalar(conn.execute("SELECT count(*) FROM passages p WHERE p.doc_len > 0 AND NOT EXISTS "
+                                        "(SELECT 1 FROM bm25_postings po WHERE po.prow = p.prow)"))
+        if unposted:
+            report.problem(f"bm25: {unposted} passage(s) have no postings", "bm25")
+        bad_len = _scalar(conn.execute(
+            "SELECT count(*) FROM passages p JOIN (SELECT prow, sum(tf) AS s, min(dl) AS lo, max(dl) AS hi "
+            "FROM bm25_postings GROUP BY prow) c ON c.prow = p.prow "
+            "WHERE c.s <> p.doc_len OR c.lo <> p.doc_len OR c.hi <> p.doc_len"))
+        if bad_len:
+            report.problem(f"bm25: the postings of {bad_len} passage(s) do not add up to their length", "bm25")
+        bad_df = _scalar(conn.execute(
+            "SELECT count(*) FROM bm25_terms t FULL JOIN (SELECT tid, count(*) AS n FROM bm25_postings "
+            "GROUP BY tid) c ON c.tid = t.tid WHERE t.df IS DISTINCT FROM c.n"))
+        if bad_df:
+            report.problem(f"bm25: {bad_df} term(s) have a document frequency other than their number of "
+                           f"postings", "bm25")
+        share = min(100.0, 200.0 * CHECK_SAMPLE / max(n, 1))
+        sample = conn.execute(f"SELECT prow, title, text, doc_len FROM passages TABLESAMPLE BERNOULLI ({share:.6f}) "
+                              f"LIMIT {CHECK_SAMPLE}").fetchall()
+        stored: dict[int, Counter[str]] = {int(r[0]): Counter() for r in sample}
+        for row, term, tf in conn.execute("SELECT po.prow, t.term, po.tf FROM bm25_postings po JOIN bm25_terms t "
+                                          "ON t.tid = po.tid WHERE po.prow = ANY(%s)", (list(stored),)).fetchall():
+            stored[int(row)][term] = int(tf)
+        differ = 0
+        for row, title, text, doc_len in sample:
+            tokens = self.tokenizer(passage_text_for_bm25(title, text))
+            differ += int(len(tokens) != doc_len or Counter(tokens) != stored[int(row)])
+        if differ:
+            report.problem(f"bm25: {differ} of {len(sample)} sampled passage(s) have postings that differ from "
+                           f"their text tokenised again", "bm25")
+
+    @staticmethod
+    def _check_dense(conn: psycopg.Connection, report: CheckReport) -> None:
+        report.checked.append("dense")
+        bad = _scalar(conn.execute("SELECT count(*) FROM passages WHERE NOT (vector_norm(embedding) BETWEEN %s AND %s)",
+                                   (1 - NORM_TOLERANCE, 1 + NORM_TOLERANCE)))
+        if bad:
+            report.problem(f"dense: {bad} stored vector(s) are not unit-norm or not finite (repair embeds them "
+                           f"again)", "dense")
+        index = conn.execute("SELECT i.indisvalid, am.amname, pg_get_indexdef(i.indexrelid) FROM pg_index i "
+                             "JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am am ON am.oid = c.relam "
+                             "WHERE i.indexrelid = to_regclass(%s)", (f"{schema.SCHEMA}.{HNSW_INDEX}",)).fetchone()
+        if index is None:
+            report.problem(f"dense: the HNSW index {HNSW_INDEX} is missing", "dense")
+        elif not index[0]:
+            report.problem(f"dense: the HNSW index {HNSW_INDEX} is not valid (an interrupted build)", "dense")
+        elif index[1] != "hnsw" or "vector_cosine_ops" not in index[2]:
+            report.problem(f"dense: {HNSW_INDEX} is not an HNSW index of cosine distance ({index[2]})", "dense")
+
+    @staticmethod
+    def _check_graph(conn: psycopg.Connection, report: CheckReport) -> None:
+        report.checked.append("graph")
+        no_ner = _scalar(conn.execute("SELECT count(*) FROM passages p WHERE NOT EXISTS "
+                                      "(SELECT 1 FROM graph_ner g WHERE g.prow = p.prow)"))
+        if no_ner:
+            report.problem(f"graph: {no_ner} passage(s) have no stored NER result (not in the entity graph)",
+                           "graph")
+        dangling = _scalar(conn.execute(
+            "SELECT count(*) FROM mentions m WHERE NOT EXISTS (SELECT 1 FROM passages p WHERE p.prow = m.prow) "
+            "OR NOT EXISTS (SELECT 1 FROM entities e WHERE e.eid = m.eid)"))
+        if dangling:
+            report.problem(f"graph: {dangling} mention(s) of a passage or entity that does not exist", "graph")
+        bad_degree = _scalar(conn.execute(
+            "SELECT count(*) FROM entities e LEFT JOIN (SELECT eid, count(*) AS n FROM mentions GROUP BY eid) c "
+            "ON c.eid = e.eid WHERE e.degree <> coalesce(c.n, 0)"))
+        if bad_degree:
+            report.problem(f"graph: {bad_degree} entit(y/ies) with a degree other than their number of mentions",
+                           "graph")
+        lost = _scalar(conn.execute("SELECT count(*) FROM entity_surfaces s WHERE NOT EXISTS "
+                                    "(SELECT 1 FROM entities e WHERE e.eid = s.eid)"))
+        if lost:
+            report.problem(f"graph: {lost} query surface(s) name an entity that does not exist", "graph")
+
+    def repair(self, components: Sequence[str] | None = None, progress: Progress | None = None) -> RepairReport:
+        """Rebuild what `check` finds damaged (or the given `components`) from the passages, in one write
+        transaction: BM25 tokenised again (terms, postings, lengths, statistics); the HNSW index built
+        again (a stored vector that is not unit-norm is embedded again first; the others are kept);
+        the entity graph rewritten (stored NER reused, spaCy runs only on passages without it)."""
+        t0 = time.perf_counter()
+        progress = progress or NullProgress()
+        report = RepairReport(self.location)
+        unknown = sorted(set(components or ()) - set(COMPONENTS))
+        if unknown:
+            raise InputError(f"unknown component(s) {', '.join(unknown)}; choose from {', '.join(COMPONENTS)}")
+        with self._write() as conn:
+            if components:
+                todo = set(components)
+            else:
+                found = CheckReport(self.location)
+                self._check(conn, found, progress)
+                todo = set(found.repairable)
+            if todo:
+                if "bm25" in todo:
+                    self._rebuild_bm25(conn, progress)
+                if "dense" in todo:
+                    report.reembedded = self._rebuild_dense(conn, progress)
+                if "graph" in todo:
+                    self._rewrite_graph(conn, [], [], {}, progress)
+                self._bump(conn, 0, 0)
+        report.rebuilt = sorted(todo)
+        if todo:
+            self._written(_Change([], 0, 0, bulk="bm25" in todo), {})
+        report.seconds = time.perf_counter() - t0
+        return report
+
+    def _rebuild_bm25(self, conn: psycopg.Connection, progress: Progress) -> None:
+        """Terms, postings, passage lengths and the collection statistics from the passages' text."""
+        conn.execute("DELETE FROM bm25_postings")
+        conn.execute("DELETE FROM bm25_terms")
+        n = int(_scalar(conn.execute("SELECT count(*) FROM passages")))
+        total, last = 0, 0
+        with progress.task("repair: bm25", n) as adv:
+            while True:
+                page = conn.execute("SELECT prow, title, text FROM passages WHERE prow > %s ORDER BY prow LIMIT %s",
+                                    (last, REPAIR_PAGE)).fetchall()
+                if not page:
+                    break
+                docs = [(int(r), self.tokenizer(passage_text_for_bm25(title, text))) for r, title, text in page]
+                conn.execute("UPDATE passages p SET doc_len = x.dl FROM unnest(%s::bigint[], %s::int[]) AS x(prow, dl) "
+                             "WHERE p.prow = x.prow AND p.doc_len <> x.dl",
+                             ([r for r, _ in docs], [len(toks) for _, toks in docs]))
+                self._add_postings(conn, docs)
+                total += sum(len(toks) for _, toks in docs)
+                last = docs[-1][0]
+                adv(len(docs))
+        conn.execute("INSERT INTO meta (key, value) VALUES ('n_passages', to_jsonb(%s::bigint)) "
+                     "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", (n,))
+        conn.execute("INSERT INTO meta (key, value) VALUES ('bm25_stats', jsonb_build_object('n_docs', %s::bigint, "
+                     "'total_len', %s::bigint)) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", (n, total))
+
+    def _rebuild_dense(self, conn: psycopg.Connection, progress: Progress) -> int:
+        """Embed again the passages whose stored vector is damaged, then build the HNSW index again;
+        how many were embedded."""
+        bad = conn.execute("SELECT prow, title, text FROM passages WHERE NOT (vector_norm(embedding) BETWEEN %s "
+                           "AND %s) ORDER BY prow", (1 - NORM_TOLERANCE, 1 + NORM_TOLERANCE)).fetchall()
+        if bad:
+            with progress.task("repair: embed passages whose stored vector is damaged", len(bad)) as adv:
+                fresh = self.encoder.encode([passage_text_for_embedding(title, text) for _, title, text in bad], adv)
+            with conn.cursor() as cur:
+                cur.executemany("UPDATE passages SET embedding = %s WHERE prow = %s",
+                                [(np.asarray(v, dtype=np.float32), int(r[0])) for r, v in zip(bad, fresh, strict=True)])
+        with progress.task("repair: dense (HNSW index)", 1) as adv:
+            conn.execute(f"DROP INDEX IF EXISTS {HNSW_INDEX}")
+            self._create_hnsw(conn)
+            adv(1)
+        return len(bad)
 
     def _bump(self, conn: psycopg.Connection, passages: int, tokens: int) -> None:
         conn.execute("UPDATE meta SET value = to_jsonb((value::text)::bigint + %s) WHERE key = 'n_passages'",
@@ -609,5 +1049,5 @@ def _lock(conn: psycopg.Connection) -> None:
     try:
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (schema.WRITE_LOCK_KEY,))
     except psycopg.errors.LockNotAvailable as exc:
-        raise InputError(f"the index is being written by another process; gave up after {LOCK_TIMEOUT_S:.0f} s") \
+        raise IndexBusyError(f"the index is being written by another process; gave up after {LOCK_TIMEOUT_S:.0f} s") \
             from exc
