@@ -695,6 +695,13 @@ class DiskFullCase:
 
 
 SPACE_WORDS = ("no space left", "disk full", "disk is full", "enospc", "out of space", "not enough space")
+MISDIAGNOSES = ("another process is writing", "being written by another process")
+
+
+def names_disk_full(stderr: str) -> bool:
+    """The error says the disk is full, and does not blame something else (a busy index, another writer)."""
+    text = stderr.lower()
+    return any(w in text for w in SPACE_WORDS) and not any(w in text for w in MISDIAGNOSES)
 
 
 def _error_facts(case: DiskFullCase, proc: subprocess.CompletedProcess) -> None:
@@ -702,7 +709,7 @@ def _error_facts(case: DiskFullCase, proc: subprocess.CompletedProcess) -> None:
     case.traceback_shown = "Traceback (most recent call last)" in proc.stderr
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and "━" not in ln]
     case.message = "\n".join(lines[-3:])[-600:]
-    case.names_the_problem = any(w in proc.stderr.lower() for w in SPACE_WORDS)
+    case.names_the_problem = names_disk_full(proc.stderr)
 
 
 def _after_disk_full(case: DiskFullCase, idx: Path, before: set[str], after: set[str],
