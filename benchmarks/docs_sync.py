@@ -58,22 +58,32 @@ def ask(index: Path) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--work", type=Path, default=ROOT / "bench-cache" / "docs-sync")
+    ap.add_argument("--reuse", action="store_true",
+                    help="keep the index a previous run built: restore the original files and sync back first")
     args = ap.parse_args()
     missing = [str(p) for p in SOURCES.values() if not p.is_dir()]
     if missing:
         raise SystemExit(f"not on this machine: {', '.join(missing)} (Debian's nodejs-doc and python3-pip)")
-    shutil.rmtree(args.work, ignore_errors=True)
+    index = args.work / "index"
+    reuse = args.reuse and (args.work / "build.json").is_file()
+    if not reuse:
+        shutil.rmtree(args.work, ignore_errors=True)
     folders = []
     for name, src in SOURCES.items():
+        shutil.rmtree(args.work / name, ignore_errors=True)
         shutil.copytree(src, args.work / name)
         folders.append(args.work / name)
-    index = args.work / "index"
-    built = amsrag("index", "build", *map(str, folders), "--index", str(index), "--json", "-q")
+    steps: list[dict[str, Any]] = []
+    if not reuse:
+        built = amsrag("index", "build", *map(str, folders), "--index", str(index), "--json", "-q")
+        (args.work / "build.json").write_text(json.dumps(built), encoding="utf-8")
+    else:
+        step("restore the original files (a previous run edited them)", index, folders, steps)
+    built = json.loads((args.work / "build.json").read_text(encoding="utf-8"))
     result: dict[str, Any] = {"command": "OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE python benchmarks/docs_sync.py",
                               "build": {k: built.get(k) for k in ("seconds", "files", "received", "added",
                                                                   "embedded", "batches", "passages")}}
     print("build", result["build"], flush=True)
-    steps: list[dict[str, Any]] = []
     step("sync, nothing changed", index, folders, steps)
     result["before_edit"] = ask(index)
 
@@ -102,14 +112,15 @@ def render(r: dict[str, Any]) -> str:
     lines = ["# Keeping a documentation tree up to date: `amsrag index sync`", "",
              f"Command: `{r['command']}` (results: `docs-sync.json`). The Markdown documentation Debian ships "
              "for Node.js and pip, copied to a work folder: "
-             f"{b['files']} files, {b['passages']:,} passages, built in {b['seconds']:.0f} s "
+             f"{b['files']} files, {b['passages']:,} passages, built in {b['seconds']['total']:.0f} s "
              f"({b['batches']} committed batches) on two shared cores. Both folders hold an `index.md`; "
              "their documents are `nodejs/...` and `pip/...`.", "",
              "| change, then `index sync` | s | batches | docs new / changed / deleted / unchanged | "
              "passages added / removed / kept | embedded | index | check |",
              "|---|---:|---:|---|---|---:|---:|---|"]
     for s in r["steps"]:
-        lines.append(f"| {s['step']} | {s['seconds']} | {s['batches']} | {s['documents_created']} / "
+        lines.append(f"| {s['step']} | {s['seconds'].get('total', 0):.1f} | {s['batches']} | "
+                     f"{s['documents_created']} / "
                      f"{s['documents_replaced']} / {s['documents_deleted']} / {s['documents_unchanged']} | "
                      f"{s['added']} / {s['removed']} / {s['kept']} | {s['embedded']} | {s['passages']:,} | "
                      f"{'ok' if s['check_ok'] else 'FAILED'} |")

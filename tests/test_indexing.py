@@ -221,3 +221,58 @@ def test_sync_moves_content_between_files_without_re_embedding(tmp_path: Path) -
         r = sync_folders(idx, [docs])
         assert (r.documents_created, r.documents_deleted, r.embedded, r.added, r.removed) == (1, 1, 0, 1, 1)
         assert idx.get("kb/guide/setup.md#0") is not None and idx.get("kb/guide/install.md#0") is None
+
+
+def test_a_reader_that_loses_a_race_with_a_writer_loads_the_newer_generation(tmp_path: Path) -> None:
+    docs = make_docs(tmp_path / "kb")
+    with EmbeddedIndex.create(tmp_path / "idx") as idx:
+        ingest_inputs(idx, [docs])
+    reader = EmbeddedIndex.open(tmp_path / "idx")  # manifest read, derived indexes not loaded yet
+    with EmbeddedIndex.open(tmp_path / "idx") as writer:
+        write(docs / "more.md", "# More\n\nThe harbour of Lisbon opens at dawn.\n")
+        sync_folders(writer, [docs])  # publishes a newer generation and removes the folders reader was to load
+    hits = reader.retriever("bm25").search("harbour of Lisbon at dawn", k=3)
+    assert hits and hits[0].id == "kb/more.md#0" and len(reader) == 5
+    reader.close()
+
+
+def test_a_delete_committed_before_the_manifest_is_completed_at_open(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    docs = make_docs(tmp_path / "kb")
+    with EmbeddedIndex.create(tmp_path / "idx") as idx:
+        ingest_inputs(idx, [docs])
+
+        def power_cut(*args, **kwargs):
+            raise KeyboardInterrupt  # after the SQLite commit, before the manifest is replaced
+
+        monkeypatch.setattr(EmbeddedIndex, "_publish", power_cut)
+        with pytest.raises(KeyboardInterrupt):
+            idx.delete_documents(["kb/intro.md"])
+        monkeypatch.undo()
+    with EmbeddedIndex.open(tmp_path / "idx") as idx:
+        assert len(idx) == 2 and idx.get("kb/intro.md#0") is None and idx.check().ok
+        assert all(not h.id.startswith("kb/intro") for h in idx.retriever("bm25").search("Lisbon 2019", k=5))
+
+
+def test_a_full_disk_is_a_clear_error_and_loses_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    import numpy as np
+
+    from amsrag.errors import StorageError
+
+    docs = make_docs(tmp_path / "kb")
+    with EmbeddedIndex.create(tmp_path / "idx") as idx:
+        ingest_inputs(idx, [docs])
+        write(docs / "more.md", "# More\n\nAnother page about the harbour.\n")
+
+        def full(file, *args, **kwargs):
+            raise OSError(errno.ENOSPC, "No space left on device", str(file))
+
+        monkeypatch.setattr(np, "save", full)
+        with pytest.raises(StorageError, match=r"the disk is full\. The index keeps its last committed state"):
+            sync_folders(idx, [docs])
+        monkeypatch.undo()
+        assert len(idx) == 4 and not [p for p in (tmp_path / "idx").iterdir() if p.name.endswith(".tmp")]
+        assert idx.check().ok
+        assert sync_folders(idx, [docs]).added == 1 and len(idx) == 5

@@ -25,3 +25,7 @@ class IndexCorruptError(AmsragError):
 
 class IndexBusyError(AmsragError):
     """Another process held the index's write lock longer than this one would wait."""
+
+
+class StorageError(AmsragError):
+    """Writing the index failed for want of space or a failing disk; the index keeps its last committed state."""

@@ -23,6 +23,7 @@ import numpy as np
 from amsrag.embed.encoder import passage_text_for_embedding
 from amsrag.errors import InputError
 from amsrag.ingest.api import FileReader, IdRegistry, SourceFile, input_roots, source_files
+from amsrag.ingest.readers import base_suffix
 from amsrag.progress import Advance, NullProgress, Progress
 from amsrag.store.base import PassageIndex
 from amsrag.store.documents import Document
@@ -200,7 +201,7 @@ def ingest_inputs(index: PassageIndex, inputs: Sequence[Path | str], fmt: str = 
 
 def _completed(f: JobFile, batch: list[Passage]) -> dict[str, tuple[str, str]]:
     """The documents of a text / Markdown file once all its passages are read ({doc_id: (fp, key)})."""
-    if f.source.path.suffix.lower() in (".jsonl", ".json", ".gz"):
+    if base_suffix(f.source.path) in (".jsonl", ".json"):
         return {}  # passage files: their records are documents of their own
     return {f.source.key: (f.fingerprint, f.source.key)}
 

@@ -21,6 +21,7 @@ re-embedding stored passages.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import os
@@ -29,7 +30,7 @@ import sqlite3
 import time
 import zipfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,14 @@ import numpy as np
 from amsrag import INDEX_FORMAT_VERSION, __version__
 from amsrag.config import AmsragConfig
 from amsrag.embed.encoder import DIMENSION, Encoder, MiniLMEncoder, passage_text_for_embedding
-from amsrag.errors import IndexBusyError, IndexCorruptError, IndexMismatchError, IndexNotFoundError, InputError
+from amsrag.errors import (
+    IndexBusyError,
+    IndexCorruptError,
+    IndexMismatchError,
+    IndexNotFoundError,
+    InputError,
+    StorageError,
+)
 from amsrag.progress import NullProgress, Progress
 from amsrag.retrieve.base import Retriever
 from amsrag.retrieve.bm25 import BM25Index, BM25Retriever
@@ -65,6 +73,7 @@ DB_FILE = "passages.sqlite"
 CONFIG_FILE = "config.toml"
 LOCK_FILE = ".write.lock"
 LOCK_TIMEOUT_S = 60.0
+LOAD_ATTEMPTS = 5
 STAGE_TIMEOUT_S = 900.0  # staging waits for another writer's commit this long
 LIBRARY_FILE = "query_library.npz"
 LIBRARY_FORMAT = 1
@@ -135,8 +144,14 @@ class EmbeddedIndex:
         config = AmsragConfig.load(path / CONFIG_FILE)
         _check_params(path, manifest, expected_params(config))
         if check:
-            missing = [f"{name} ({c['dir']})" for name, c in manifest.get("components", {}).items()
-                       if c.get("dir") and not (path / c["dir"]).is_dir()]
+            missing = _missing_dirs(path, manifest)
+            for _ in range(LOAD_ATTEMPTS):  # a writer may have published a newer generation meanwhile
+                if not missing:
+                    break
+                newer = read_manifest(path)
+                if newer.get("generation") == manifest.get("generation"):
+                    break
+                manifest, missing = newer, _missing_dirs(path, newer)
             if missing:
                 raise IndexCorruptError(
                     f"index at {path}: derived index folder(s) missing: {', '.join(missing)}; rebuild them "
@@ -190,24 +205,53 @@ class EmbeddedIndex:
     @property
     def bm25_index(self) -> BM25Index:
         if self._bm25 is None:
-            d = self._component_dir("bm25")
-            self._bm25 = BM25Index.empty(self.config.bm25) if d is None else BM25Index.load(d, self.config.bm25)
+            self._load_components()
+        assert self._bm25 is not None
         return self._bm25
 
     @property
     def vector_index(self) -> VectorIndex:
         if self._vectors is None:
-            d = self._component_dir("dense")
-            self._vectors = (VectorIndex.empty(self.config.dense, DIMENSION) if d is None
-                             else VectorIndex.load(d, self.config.dense, DIMENSION))
+            self._load_components()
+        assert self._vectors is not None
         return self._vectors
 
     @property
     def entity_graph(self) -> EntityGraph:
         if self._graph is None:
-            d = self._component_dir("graph")
-            self._graph = EntityGraph.build([], self.config.graph) if d is None else EntityGraph.load(d)
+            self._load_components()
+        assert self._graph is not None
         return self._graph
+
+    def _load_one(self, name: str) -> Any:
+        d = self._component_dir(name)
+        if name == "bm25":
+            return BM25Index.empty(self.config.bm25) if d is None else BM25Index.load(d, self.config.bm25)
+        if name == "dense":
+            return (VectorIndex.empty(self.config.dense, DIMENSION) if d is None
+                    else VectorIndex.load(d, self.config.dense, DIMENSION))
+        return EntityGraph.build([], self.config.graph) if d is None else EntityGraph.load(d)
+
+    def _load_components(self) -> None:
+        """Load the three derived indexes of the manifest's generation together. A writer in another
+        process may publish a newer generation and remove this one's folders meanwhile: then the newer
+        manifest is read and loading starts again (a few times) before the index is called damaged."""
+        for _ in range(LOAD_ATTEMPTS):
+            try:
+                bm25, vectors, graph = (self._load_one(n) for n in COMPONENTS)
+            except (FileNotFoundError, IndexCorruptError) as exc:
+                on_disk = read_manifest(self.path)
+                if on_disk.get("generation") == self.manifest.get("generation"):
+                    raise IndexCorruptError(f"index at {self.path}: a derived index cannot be read ({exc}); "
+                                            f"rebuild it with `amsrag index repair --index {self.path}`") from exc
+                self.manifest = on_disk
+                self._retrievers = {}
+                self._load_row_info()
+                continue
+            self._bm25, self._vectors, self._graph = bm25, vectors, graph
+            return
+        raise IndexBusyError(f"index at {self.path}: writers published {LOAD_ATTEMPTS} generations while this "
+                             f"process was loading one; try again")
 
     def retriever(self, name: str) -> Retriever:
         """The retriever over the current generation (cached: the graph's query matcher is costly to build)."""
@@ -473,7 +517,7 @@ class EmbeddedIndex:
         deadline = time.monotonic() + STAGE_TIMEOUT_S
         while True:
             try:
-                with self.table.transaction(bump=False) as conn:
+                with self._storage_errors(), self.table.transaction(bump=False) as conn:
                     self.table.put_vectors(conn, list(hashes), vectors)
                 return
             except sqlite3.OperationalError as exc:
@@ -610,7 +654,7 @@ class EmbeddedIndex:
                 comps: dict[str, Any] = {}
                 for name in COMPONENTS:
                     if name not in todo:
-                        comps[name] = self._loaded(name)
+                        comps[name] = self._load_one(name)
                         continue
                     with progress.task(f"repair: {name}", len(stored)) as adv:
                         if name == "bm25":
@@ -630,11 +674,6 @@ class EmbeddedIndex:
             report.rebuilt = sorted(todo)
         report.seconds = time.perf_counter() - t0
         return report
-
-    def _loaded(self, name: str) -> Any:
-        if name == "bm25":
-            return self.bm25_index
-        return self.vector_index if name == "dense" else self.entity_graph
 
     def stale(self) -> bool:
         """True when another process published a write (a newer manifest) since this one loaded it."""
@@ -736,8 +775,9 @@ class EmbeddedIndex:
         self._bm25, self._vectors, self._graph = staged["bm25"], staged["dense"], staged["graph"]
         self._retrievers = {}
         for r in removed:
-            pid, _ = self._info.pop(r)
-            self._row_of.pop(pid, None)
+            gone = self._info.pop(r, None)  # absent when the row info was read after the commit (sync at open)
+            if gone is not None:
+                self._row_of.pop(gone[0], None)
         for p in added:
             self._info[p.row] = (p.id, p.title)
             self._row_of[p.id] = p.row
@@ -749,10 +789,14 @@ class EmbeddedIndex:
                 shutil.rmtree(d, ignore_errors=True)
 
     def _remove_orphans(self) -> None:
+        """Derived-index folders no manifest names and temporary files of atomic writes that never
+        finished (under the write lock: no other writer is mid-write)."""
         current = {c["dir"] for c in self.manifest["components"].values()}
         for d in self.path.iterdir():
             if d.is_dir() and d.name.split(".g")[0] in COMPONENTS and d.name not in current:
                 shutil.rmtree(d, ignore_errors=True)
+            elif d.is_file() and d.name.startswith((f".{MANIFEST}.", f".{LIBRARY_FILE}.")) and d.name.endswith(".tmp"):
+                d.unlink(missing_ok=True)
 
     @contextmanager
     def _write_lock(self) -> Iterator[None]:
@@ -769,14 +813,49 @@ class EmbeddedIndex:
                                              f"gave up after {LOCK_TIMEOUT_S:.0f} s") from None
                     time.sleep(0.1)
             self.refresh()
-            yield
+            with self._storage_errors(cleanup=True):
+                yield
         finally:
             os.close(fd)
         fsync_dir(self.path)
 
+    @contextmanager
+    def _storage_errors(self, cleanup: bool = False) -> Iterator[None]:
+        """A full or failing disk as a StorageError (the SQLite transaction has rolled back by then);
+        with `cleanup`, the folders and temporary files the failed write left are removed."""
+        try:
+            yield
+        except (OSError, sqlite3.OperationalError) as exc:
+            if not _is_storage_failure(exc):
+                raise
+            if cleanup:
+                with suppress(OSError):
+                    self._remove_orphans()
+            full = "full" in str(exc) or getattr(exc, "errno", None) in (errno.ENOSPC, errno.EDQUOT) or (
+                isinstance(exc, OSError) and exc.errno is None)
+            raise StorageError(
+                f"index {self.path}: writing failed ({type(exc).__name__}: {exc})"
+                + ("; the disk is full" if full else "")
+                + ". The index keeps its last committed state (a change committed just before the failure is "
+                  "completed when the index is next opened); free space and run the command again") from exc
+
+
+def _is_storage_failure(exc: BaseException) -> bool:
+    if isinstance(exc, sqlite3.OperationalError):
+        return any(w in str(exc) for w in ("full", "disk I/O error"))
+    assert isinstance(exc, OSError)
+    # numpy reports a short write as OSError("N requested and M written") without an errno
+    return exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS, errno.EFBIG) or (
+        exc.errno is None and "requested and" in str(exc))
+
 
 class _NothingToDo(Exception):
     """Everything given is already stored: roll back the (generation-bumping) transaction."""
+
+
+def _missing_dirs(path: Path, manifest: dict[str, Any]) -> list[str]:
+    return [f"{name} ({c['dir']})" for name, c in manifest.get("components", {}).items()
+            if c.get("dir") and not (path / c["dir"]).is_dir()]
 
 
 def _sha256(path: Path) -> str:
