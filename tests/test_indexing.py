@@ -198,7 +198,7 @@ def test_missing_derived_folder_names_repair_and_repair_restores(tmp_path: Path)
         assert proc.returncode == 2 and "index repair" in proc.stderr and "Traceback" not in proc.stderr
     code, out = invoke("index", "check", "--index", str(idx_dir), "--json")
     assert code == 1 and json.loads(out)["repairable"] == ["dense"]
-    code, out = invoke("index", "repair", "--index", str(idx_dir), "--json")
+    code, out = invoke("index", "repair", "--index", str(idx_dir), "--json", "-q")
     assert code == 0, out
     repaired = json.loads(out)
     assert (repaired["rebuilt"], repaired["reembedded"], repaired["ok"]) == (["dense"], 0, True)
