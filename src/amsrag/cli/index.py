@@ -62,9 +62,10 @@ def index_build(
     config = AmsragConfig.load(config_file) if config_file else AmsragConfig()
     idx = create_index(index, config)
     try:
-        with idx, progress_for(err, quiet) as progress:
-            report = ingest_inputs(idx, inputs, fmt, progress=progress, notice=_notice(quiet))
-        _job_summary(idx, report, as_json, "built")
+        with idx:
+            with progress_for(err, quiet) as progress:
+                report = ingest_inputs(idx, inputs, fmt, progress=progress, notice=_notice(quiet))
+            _job_summary(idx, report, as_json, "built")  # while open: a PostgreSQL index counts in the database
     except Exception:
         remove_empty_index(index)  # bad input is refused before any write: leave no empty index behind
         raise
