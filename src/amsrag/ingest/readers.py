@@ -103,39 +103,38 @@ def iter_text_blocks(path: Path, block_chars: int = 1 << 18) -> Iterator[tuple[i
     """(first line number, text) of consecutive pieces of a text file, each ending at a blank line once
     it holds `block_chars` characters (or at the end of the file): a large file is read as a stream."""
     lines: list[str] = []
-    size, first, offset = 0, 1, 0
-    with _reading(path), _open_binary(path) as fh:
-        for lineno, raw in enumerate(fh, start=1):
-            line = decode_utf8(raw, path, offset, lineno)
-            offset += len(raw)
-            if lineno == 1:
-                line = line.removeprefix(_BOM)
-            if size >= block_chars and not line.strip():
-                yield first, "".join(lines)
-                lines, size, first = [], 0, lineno + 1
-                continue
-            lines.append(line)
-            size += len(line)
+    size, first = 0, 1
+    for lineno, line in _iter_lines(path):
+        if size >= block_chars and not line.strip():
+            yield first, "".join(lines)
+            lines, size, first = [], 0, lineno + 1
+            continue
+        lines.append(line)
+        size += len(line)
     if lines:
         yield first, "".join(lines)
 
 
-def iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
-    """(1-based line number, parsed value) for every non-blank line."""
+def _iter_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(1-based line number, decoded line) of a UTF-8 file (gzipped or not), a leading BOM dropped."""
     offset = 0
     with _reading(path), _open_binary(path) as fh:
         for lineno, raw in enumerate(fh, start=1):
             line = decode_utf8(raw, path, offset, lineno)
             offset += len(raw)
-            if lineno == 1:
-                line = line.removeprefix(_BOM)
-            if not line.strip():
-                continue
-            try:
-                value = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{path}:{lineno}: malformed JSON: {exc.msg} (column {exc.colno})") from None
-            yield lineno, value
+            yield lineno, line.removeprefix(_BOM) if lineno == 1 else line
+
+
+def iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
+    """(1-based line number, parsed value) for every non-blank line."""
+    for lineno, line in _iter_lines(path):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path}:{lineno}: malformed JSON: {exc.msg} (column {exc.colno})") from None
+        yield lineno, value
 
 
 def read_json(path: Path) -> Any:
