@@ -57,6 +57,14 @@ def param_differences(stored: dict[str, Any], expected: dict[str, Any]) -> list[
             for k in keys if stored.get(k) != expected.get(k)]
 
 
+def ids_to_delete(ids: Sequence[str], what: str) -> list[str]:
+    """`ids` once each, in order; an InputError when there are none (`what`: "passage" or "document")."""
+    unique = list(dict.fromkeys(ids))
+    if not unique:
+        raise InputError(f"no {what} ids given to delete")
+    return unique
+
+
 def validate_passages(passages: list[Passage]) -> list[tuple[Passage, str]]:
     """(passage, content hash) of each input passage; an InputError for a non-Passage, an empty id or
     text, or an id given twice."""

@@ -62,6 +62,7 @@ from amsrag.store.writes import (
     DeleteReport,
     IngestReport,
     expected_params,
+    ids_to_delete,
     param_differences,
     plan_insert,
     validate_passages,
@@ -415,8 +416,7 @@ class EmbeddedIndex:
         delete = list(dict.fromkeys(delete))
         if not docs and not delete:
             raise InputError("no documents given to put or delete")
-        items = validate_passages([p for d in docs for p in d.passages])
-        del items  # validation only: plan_put re-derives the hashes per document
+        validate_passages([p for d in docs for p in d.passages])  # plan_put derives the hashes per document
         progress = progress or NullProgress()
         report = PutReport(documents=len(docs))
         with self._write_lock():
@@ -448,9 +448,7 @@ class EmbeddedIndex:
 
     def delete_documents(self, doc_ids: Sequence[str], progress: Progress | None = None) -> DeleteReport:
         """Delete whole documents in one transaction; an unknown doc_id is an error and nothing is deleted."""
-        doc_ids = list(dict.fromkeys(doc_ids))
-        if not doc_ids:
-            raise InputError("no document ids given to delete")
+        doc_ids = ids_to_delete(doc_ids, "document")
         report = DeleteReport()
         with self._write_lock():
             with self.table.transaction() as conn:
@@ -472,9 +470,7 @@ class EmbeddedIndex:
 
     def delete(self, ids: Sequence[str], progress: Progress | None = None) -> DeleteReport:
         """Delete passages by id in one transaction; unknown ids are an error and nothing is deleted."""
-        ids = list(dict.fromkeys(ids))
-        if not ids:
-            raise InputError("no passage ids given to delete")
+        ids = ids_to_delete(ids, "passage")
         report = DeleteReport()
         with self._write_lock():
             with self.table.transaction() as conn:

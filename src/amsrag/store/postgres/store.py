@@ -46,6 +46,7 @@ from amsrag.store.writes import (
     DeleteReport,
     IngestReport,
     expected_params,
+    ids_to_delete,
     param_differences,
     plan_insert,
     validate_passages,
@@ -512,9 +513,7 @@ class PostgresIndex:
 
     def delete_documents(self, doc_ids: Sequence[str], progress: Progress | None = None) -> DeleteReport:
         """Delete whole documents in one transaction; an unknown doc_id is an error and nothing is deleted."""
-        doc_ids = list(dict.fromkeys(doc_ids))
-        if not doc_ids:
-            raise InputError("no document ids given to delete")
+        doc_ids = ids_to_delete(doc_ids, "document")
         report = DeleteReport()
         with self._write() as conn:
             found = _Stored.document_rows(conn, doc_ids)
@@ -533,9 +532,7 @@ class PostgresIndex:
     def delete(self, ids: Sequence[str], progress: Progress | None = None) -> DeleteReport:
         """Delete passages by id in one transaction; unknown ids are an error and nothing is deleted.
         The documents they belong to lose their recorded fingerprint (changed passage by passage)."""
-        ids = list(dict.fromkeys(ids))
-        if not ids:
-            raise InputError("no passage ids given to delete")
+        ids = ids_to_delete(ids, "passage")
         report = DeleteReport()
         with self._write() as conn:
             found = {i: (int(r), d) for i, r, d in conn.execute(
