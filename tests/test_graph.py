@@ -315,3 +315,63 @@ def test_bad_query_is_an_input_error(graph: EntityGraph, retriever: GraphRetriev
 def test_bad_k_is_an_input_error(retriever: GraphRetriever) -> None:
     with pytest.raises(InputError):
         retriever.search("Judy Lewis", k=0)
+
+
+class _Stored:
+    """A passage source over a row list, with the BM25 postings as the title prefilter (as the store)."""
+
+    def __init__(self, rows: Sequence[PassageRow]) -> None:
+        from amsrag.config import BM25Config
+        from amsrag.retrieve.bm25 import BM25Index
+
+        self.by_row = {r.row: r for r in rows}
+        self.bm25 = BM25Index.build(rows, BM25Config())
+        self.read: list[int] = []
+
+    def rows(self, numbers: Sequence[int]) -> list[PassageRow]:
+        self.read.extend(numbers)
+        return [self.by_row[n] for n in sorted(numbers)]
+
+    def containing(self, surface: str) -> np.ndarray | None:
+        return self.bm25.rows_with_words(surface)
+
+
+@pytest.mark.parametrize("ner", [True, False])
+def test_incremental_update_touches_few_passages_and_equals_a_full_build(hotpot, tmp_path: Path, ner: bool) -> None:
+    """Adds and deletes through a passage source (the store's path) give the full build's graph,
+    reading back only passages that may mention a title that came or went — also after save/load."""
+    questions, rows = hotpot
+    config = GraphConfig(ner=ner)
+    graph = EntityGraph.build(rows[:30], config)
+    live = list(rows[:30])
+    for step, batch in enumerate([rows[30:45], rows[45:60], rows[60:]]):
+        gone = [r.row for r in live[step::7]]
+        live = [r for r in live if r.row not in gone] + list(batch)
+        source = _Stored(live)
+        graph = graph.update(batch, gone, lambda live=live: live, source=source)
+        expected = EntityGraph.build(live, config)
+        _same_structure(graph, expected)
+        assert graph.query_surfaces == expected.query_surfaces
+        np.testing.assert_array_equal(graph.query_surface_entities, expected.query_surface_entities)
+        assert len(set(source.read)) < len(live) - len(batch)  # not every old passage was read again
+        saved = tmp_path / f"g{step}"
+        saved.mkdir()
+        graph.save(saved)
+        graph = EntityGraph.load(saved)
+    seeds = [(1, 1.0), (52, 0.5)]
+    for q in questions:
+        assert graph.rank(q["question"], seeds, 10) == expected.rank(q["question"], seeds, 10)
+
+
+def test_a_new_title_is_found_in_old_passages_and_a_removed_one_forgotten() -> None:
+    config = GraphConfig(ner=False)
+    rows = [PassageRow(0, "a", "Alpha", "Alpha met the Zeta Corporation in Paris."),
+            PassageRow(1, "b", "Beta", "Beta wrote about Zeta Corporation and Zeta."),
+            PassageRow(2, "c", "Gamma", "Nothing here.")]
+    graph = EntityGraph.build(rows, config)
+    zeta = PassageRow(3, "z", "Zeta Corporation", "A company.")
+    grown = graph.update([zeta], [], lambda: [*rows, zeta], source=_Stored([*rows, zeta]))
+    key = grown.entity_keys.index("zeta corporation")
+    assert sorted(int(r) for r in grown.matrix[:, [key]].tocoo().row) == [0, 1, 3]
+    shrunk = grown.update([], [3], lambda: rows, source=_Stored(rows))
+    _same_structure(shrunk, graph)

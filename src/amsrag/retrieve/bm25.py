@@ -1,29 +1,26 @@
-"""Sparse retrieval: BM25 through bm25s, English stemming and stop words.
-
-bm25s indexes are static, so the index keeps every passage's token ids and re-indexes from them
-on change: tokenising (the slow part) happens once per passage, re-indexing 30k passages takes
-about a second.
-"""
+"""Sparse retrieval: BM25 (bm25s's formulas over segmented postings), English stemming and stop words."""
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
-import bm25s
 import numpy as np
 import Stemmer
 from bm25s.stopwords import STOPWORDS_EN
 
 from amsrag.config import BM25Config
+from amsrag.errors import IndexCorruptError
 from amsrag.retrieve.base import RowLookup, check_k, check_query
+from amsrag.retrieve.bm25_segments import Segment, merge_policy, merged, segment_from_ids
 from amsrag.retrieve.topk import topk_indices
 from amsrag.types import Hit, PassageRow
 
 TOKENIZER_VERSION = "amsrag-bm25-tokenizer-1"
+FORMAT_VERSION = 2  # 1: one token cache re-indexed by bm25s on load (still read)
 _TOKEN_RE = re.compile(r"(?u)\b\w\w+\b")
 
 
@@ -46,93 +43,69 @@ def passage_text_for_bm25(title: str, text: str) -> str:
     return f"{title}\n{text}" if title else text
 
 
-@dataclass
-class TokenCache:
-    """Token ids of every indexed passage: `flat[offsets[i]:offsets[i+1]]` belongs to `rows[i]`."""
+class _Stats:
+    """Collection statistics of the live passages, from which every score is computed at query time."""
 
-    rows: np.ndarray  # int64, ascending
-    offsets: np.ndarray  # int64, len(rows) + 1
-    flat: np.ndarray  # int32 ids into vocab
-    vocab: list[str]
+    def __init__(self, n_docs: int, total_len: int, df: np.ndarray) -> None:
+        self.n_docs = n_docs
+        self.total_len = total_len
+        self.df = df  # int64 per vocabulary id
 
-    @classmethod
-    def empty(cls) -> TokenCache:
-        return cls(np.zeros(0, np.int64), np.zeros(1, np.int64), np.zeros(0, np.int32), [])
+    @property
+    def avgdl(self) -> float:
+        return self.total_len / self.n_docs if self.n_docs else 1.0
 
-    def updated(self, added: Sequence[tuple[int, list[str]]], removed_rows: Sequence[int]) -> TokenCache:
-        """A new cache with `removed_rows` dropped and `added` appended.
 
-        The vocabulary is compacted to the tokens still used and sorted, so the cache equals the one a
-        full build of the same passages makes. Integer work only: kept passages are not re-tokenised.
-        """
-        keep = ~np.isin(self.rows, np.asarray(removed_rows, dtype=np.int64))
-        lengths = np.diff(self.offsets)
-        kept_flat = self.flat[np.repeat(keep, lengths)].astype(np.int64)
-        index = {tok: i for i, tok in enumerate(self.vocab)}
-        extra: list[str] = []
-        new_ids: list[int] = []
-        for _, tokens in added:
-            for tok in tokens:
-                j = index.get(tok)
-                if j is None:
-                    j = index[tok] = len(self.vocab) + len(extra)
-                    extra.append(tok)
-                new_ids.append(j)
-        all_ids = np.concatenate([kept_flat, np.asarray(new_ids, dtype=np.int64)])
-        combined = self.vocab + extra
-        used = np.unique(all_ids)
-        used_tokens = [combined[i] for i in used.tolist()]
-        order = sorted(range(len(used_tokens)), key=used_tokens.__getitem__)
-        remap = np.zeros(len(combined), dtype=np.int32)
-        remap[used[order]] = np.arange(len(order), dtype=np.int32)
-        flat = remap[all_ids]
-        row_lengths = np.concatenate([lengths[keep], np.asarray([len(t) for _, t in added], dtype=np.int64)])
-        rows = np.concatenate([self.rows[keep], np.asarray([r for r, _ in added], dtype=np.int64)])
-        offsets = np.concatenate([[0], np.cumsum(row_lengths)]).astype(np.int64)
-        if len(rows) > 1 and np.any(np.diff(rows) < 0):
-            by_row = np.argsort(rows, kind="stable")
-            flat = np.concatenate([flat[offsets[i] : offsets[i + 1]] for i in by_row])
-            rows = rows[by_row]
-            offsets = np.concatenate([[0], np.cumsum(row_lengths[by_row])]).astype(np.int64)
-        return TokenCache(rows, offsets, flat.astype(np.int32), [used_tokens[i] for i in order])
-
-    def doc_ids(self) -> list[list[int]]:
-        return [self.flat[self.offsets[i] : self.offsets[i + 1]].tolist() for i in range(len(self.rows))]
-
-    def save(self, directory: Path) -> None:
-        np.savez(directory / "tokens.npz", rows=self.rows, offsets=self.offsets, flat=self.flat)
-        (directory / "vocab.json").write_text(json.dumps(self.vocab), encoding="utf-8")
-
-    @classmethod
-    def load(cls, directory: Path) -> TokenCache:
-        with np.load(directory / "tokens.npz") as z:
-            rows, offsets, flat = z["rows"], z["offsets"], z["flat"]
-        vocab = json.loads((directory / "vocab.json").read_text(encoding="utf-8"))
-        return cls(rows, offsets, flat, vocab)
+def _idf(method: str, df: int, n: int) -> float:
+    """bm25s's idf variants (`bm25s.scoring`), one term at a time."""
+    if method == "robertson":
+        return math.log(max((n - df + 0.5) / (df + 0.5), 1.0))
+    if method == "lucene":
+        return math.log(1 + (n - df + 0.5) / (df + 0.5))
+    if method == "atire":
+        return math.log(n / df)
+    if method == "bm25l":
+        return math.log((n + 1) / (df + 0.5))
+    return math.log((n + 1) / df)  # bm25+
 
 
 class BM25Index:
-    """bm25s scores over the token cache; document i of bm25s is store row `rows[i]`."""
+    """BM25 over segments of term frequencies (`bm25_segments`): adding or deleting passages touches
+    only the new segment, the dead marks and the collection statistics, never the other passages.
+    Scores equal bm25s's on the same passages (its formulas, checked against rank_bm25 in the tests)."""
 
-    def __init__(self, config: BM25Config, cache: TokenCache) -> None:
+    def __init__(self, config: BM25Config, vocab: list[str], segments: list[Segment], stats: _Stats) -> None:
         self.config = config
-        self.cache = cache
         self.tokenizer = BM25Tokenizer(config)
-        self.vocab_ids = {tok: i for i, tok in enumerate(cache.vocab)}
-        self._bm25 = bm25s.BM25(k1=config.k1, b=config.b, delta=config.delta, method=config.method,
-                                backend=config.backend)
-        if len(cache.rows):
-            # vocab ids are already dense 0..V-1: hand bm25s an identity vocabulary.
-            self._bm25.index((cache.doc_ids(), {i: i for i in range(len(cache.vocab))}),
-                             create_empty_token=False, show_progress=False)
+        self.vocab = vocab
+        self.vocab_ids = {tok: i for i, tok in enumerate(vocab)}
+        self.segments = segments
+        self.stats = stats
+        self._live = [s.live_mask() if len(s.dead) else None for s in segments]
+        rows = [s.rows if m is None else s.rows[m] for s, m in zip(segments, self._live, strict=True)]
+        self._rows = np.concatenate(rows) if rows else np.zeros(0, np.int64)
+        self._starts = np.cumsum([0] + [len(r) for r in rows])  # first position of each segment in `rows`
+        avgdl = stats.avgdl
+        # the length normaliser of every passage, as bm25s computes it (float64, then float32)
+        self._norm = [((1 - config.b) + config.b * s.lengths / avgdl).astype(np.float32) for s in segments]
+        self._nonoccurrence = config.method in ("bm25l", "bm25+")
 
     @property
     def rows(self) -> np.ndarray:
-        return self.cache.rows
+        """Store rows of the live passages, ascending: `scores` is aligned with them."""
+        return self._rows
+
+    @property
+    def n_terms(self) -> int:
+        return int(np.count_nonzero(self.stats.df))
+
+    @property
+    def n_tokens(self) -> int:
+        return self.stats.total_len
 
     @staticmethod
     def params(config: BM25Config) -> dict[str, object]:
-        """What stored token caches depend on. bm25s itself is not listed: its index is rebuilt on load."""
+        """What stored indexes depend on (the formulas are applied at query time, so not bm25s)."""
         return {**config.model_dump(mode="json"), "tokenizer": TOKENIZER_VERSION,
                 "stemmer_lib": f"PyStemmer=={Stemmer.version()}"}
 
@@ -143,65 +116,229 @@ class BM25Index:
 
     @classmethod
     def empty(cls, config: BM25Config) -> BM25Index:
-        return cls(config, TokenCache.empty())
+        return cls(config, [], [], _Stats(0, 0, np.zeros(0, np.int64)))
 
+    # ---- updates ----------------------------------------------------------------------------
     def updated(self, added: Sequence[PassageRow], removed_rows: Sequence[int],
                 progress: Callable[[int], None] | None = None) -> BM25Index:
-        tokenized: list[tuple[int, list[str]]] = []
+        """The index with `removed_rows` deleted and `added` indexed: only the new passages are
+        tokenised and only their segment is built (plus any merge the size tiers call for)."""
+        vocab = list(self.vocab)
+        ids = dict(self.vocab_ids)
+        added = sorted(added, key=lambda p: p.row)
+        lengths = np.zeros(len(added), dtype=np.int64)
+        flat: list[int] = []
         for i, p in enumerate(added):
-            tokenized.append((p.row, self.tokenizer(passage_text_for_bm25(p.title, p.text))))
+            tokens = self.tokenizer(passage_text_for_bm25(p.title, p.text))
+            for tok in tokens:
+                j = ids.get(tok)
+                if j is None:
+                    j = ids[tok] = len(vocab)
+                    vocab.append(tok)
+                flat.append(j)
+            lengths[i] = len(tokens)
             if progress is not None and (i + 1) % 500 == 0:
                 progress(500)
         if progress is not None and len(added) % 500:
             progress(len(added) % 500)
-        return BM25Index(self.config, self.cache.updated(tokenized, removed_rows))
+        df = np.zeros(len(vocab), dtype=np.int64)
+        df[: len(self.stats.df)] = self.stats.df
+        n_docs, total_len = self.stats.n_docs, self.stats.total_len
+        segments = []
+        gone = np.unique(np.asarray(removed_rows, dtype=np.int64))
+        for seg in self.segments:
+            local = _local_positions(seg, gone)
+            if len(local):
+                df -= _term_counts(seg, local, len(vocab))
+                n_docs -= len(local)
+                total_len -= int(seg.lengths[local].sum())
+                seg = seg.with_dead(local)
+            segments.append(seg)
+        if added:
+            offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+            new = segment_from_ids(np.asarray([p.row for p in added], dtype=np.int64), offsets,
+                                   np.asarray(flat, dtype=np.int32), len(vocab))
+            df += np.diff(new.indptr)
+            n_docs += new.n
+            total_len += int(lengths.sum())
+            if segments and any(s.n and int(s.rows[-1]) >= int(new.rows[0]) for s in segments):
+                segments = [merged([*segments, new], len(vocab))]  # rows out of order: one segment again
+                segments[0] = _sorted_segment(segments[0], len(vocab))
+            else:
+                segments.append(new)
+        segments = merge_policy(segments, len(vocab))
+        return BM25Index(self.config, vocab, segments, _Stats(n_docs, total_len, df))
 
-    def save(self, directory: Path) -> None:
-        self.cache.save(directory)
+    # ---- storage ------------------------------------------------------------------------------
+    def save(self, directory: Path, previous: Path | None = None) -> None:
+        """Write into `directory`; segments already saved in `previous` are hard-linked from there."""
+        for seg in self.segments:
+            seg.save(directory, previous)
+        np.save(directory / "df.npy", self.stats.df)
+        (directory / "vocab.json").write_text(json.dumps(self.vocab), encoding="utf-8")
+        meta = {"format": FORMAT_VERSION, "n_docs": self.stats.n_docs, "total_len": self.stats.total_len,
+                "segments": [{"name": s.name, "n": s.n, "dead": len(s.dead)} for s in self.segments]}
+        (directory / "bm25.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
 
     @classmethod
     def load(cls, directory: Path, config: BM25Config) -> BM25Index:
-        return cls(config, TokenCache.load(directory))
+        if (directory / "tokens.npz").exists():  # format 1: one token cache, bm25s re-indexed on load
+            return cls._load_token_cache(directory, config)
+        meta = json.loads((directory / "bm25.json").read_text(encoding="utf-8"))
+        if meta.get("format") != FORMAT_VERSION:
+            raise IndexCorruptError(f"{directory}: BM25 format {meta.get('format')!r}, expected {FORMAT_VERSION}")
+        vocab = json.loads((directory / "vocab.json").read_text(encoding="utf-8"))
+        segments = [Segment.load(directory, s["name"], bool(s["dead"])) for s in meta["segments"]]
+        stats = _Stats(int(meta["n_docs"]), int(meta["total_len"]), np.load(directory / "df.npy"))
+        return cls(config, vocab, segments, stats)
 
-    def score_rows(self, query: str, rows: Sequence[int]) -> np.ndarray:
-        """BM25 score of the passages at store rows `rows` (0 for a row not indexed), equal to their entries of
-        `scores(query)`, read from bm25s's per-token postings: the cost grows with the query's postings and
-        the number of rows, not with the corpus."""
-        wanted = np.asarray(rows, dtype=np.int64)
-        out = np.zeros(len(wanted), dtype=np.float32)
-        ids = [self.vocab_ids[t] for t in self.tokenizer(query) if t in self.vocab_ids]
-        if not ids or not len(self.rows) or not len(wanted):
-            return out
-        pos = np.searchsorted(self.rows, wanted)
-        pos[pos >= len(self.rows)] = 0
-        present = self.rows[pos] == wanted
-        docs = pos[present]
-        postings = self._bm25.scores
-        data, indices, indptr = postings["data"], postings["indices"], postings["indptr"]
-        acc = np.zeros(len(docs), dtype=np.float32)
-        for t in ids:  # a query word that occurs twice counts twice, as in `scores`
-            lo, hi = int(indptr[t]), int(indptr[t + 1])
-            if lo == hi:
+    @classmethod
+    def _load_token_cache(cls, directory: Path, config: BM25Config) -> BM25Index:
+        with np.load(directory / "tokens.npz") as z:
+            rows, offsets, flat = z["rows"], z["offsets"], z["flat"]
+        vocab = json.loads((directory / "vocab.json").read_text(encoding="utf-8"))
+        if not len(rows):
+            return cls.empty(config)
+        seg = segment_from_ids(rows, offsets, flat, len(vocab))
+        return cls(config, vocab, [seg], _Stats(len(rows), int(offsets[-1]), np.diff(seg.indptr)))
+
+    def rows_with_words(self, text: str) -> np.ndarray | None:
+        """Store rows of the live passages holding every BM25 token of `text`; None when `text` has no
+        token (stop words and one-letter words only): then any passage may contain it."""
+        terms = []
+        for tok in set(self.tokenizer(text)):
+            t = self.vocab_ids.get(tok)
+            if t is None or not self.stats.df[t]:
+                return np.zeros(0, np.int64)
+            terms.append(t)
+        if not terms:
+            return None
+        terms.sort(key=lambda t: int(self.stats.df[t]))
+        found = []
+        for seg in self.segments:
+            docs = np.asarray(seg.postings(terms[0])[0])
+            for t in terms[1:]:
+                if not len(docs):
+                    break
+                docs = np.intersect1d(docs, seg.postings(t)[0], assume_unique=True)
+            if len(docs) and len(seg.dead):
+                docs = docs[~np.isin(docs, seg.dead)]
+            found.append(seg.rows[docs])
+        return np.concatenate(found) if found else np.zeros(0, np.int64)
+
+    # ---- scoring --------------------------------------------------------------------------------
+    def _query_terms(self, query: str) -> list[tuple[int, float, float]]:
+        """(vocabulary id, idf, non-occurrence score) per query token in the index, repeats kept: a
+        query word that occurs twice counts twice, as in rank_bm25 and Lucene."""
+        out = []
+        method, n = self.config.method, self.stats.n_docs
+        for tok in self.tokenizer(query):
+            t = self.vocab_ids.get(tok)
+            if t is None or not self.stats.df[t]:
                 continue
-            docs_t = indices[lo:hi]
-            at = np.minimum(np.searchsorted(docs_t, docs), hi - lo - 1)
-            hit = docs_t[at] == docs
-            acc[hit] += data[lo:hi][at[hit]]
-        nonoccurrence = getattr(self._bm25, "nonoccurrence_array", None)
-        if nonoccurrence is not None:  # bm25l / bm25+: the score of a term a passage lacks
-            acc += nonoccurrence[ids].sum()
-        out[present] = acc
+            idf = np.float32(_idf(method, int(self.stats.df[t]), n))
+            out.append((t, float(idf), float(idf * self._tfc(np.zeros(1, np.float32), np.ones(1, np.float32))[0])))
         return out
 
-    def scores(self, query: str) -> np.ndarray:
-        """BM25 score of every indexed passage (aligned with `rows`).
+    def _tfc(self, tf: np.ndarray, norm: np.ndarray) -> np.ndarray:
+        """bm25s's term-frequency components; `norm` is 1 - b + b * length / avgdl."""
+        k1, delta, method = np.float32(self.config.k1), np.float32(self.config.delta), self.config.method
+        if method in ("robertson", "lucene"):
+            return tf / (k1 * norm + tf)
+        if method == "atire":
+            return (tf * (k1 + 1)) / (tf + k1 * norm)
+        if method == "bm25l":
+            c = tf / norm
+            return ((k1 + 1) * (c + delta)) / (k1 + c + delta)
+        return ((k1 + 1) * tf) / (k1 * norm + tf) + delta
 
-        A query word that occurs twice counts twice, as in rank_bm25 and Lucene.
-        """
-        ids = [self.vocab_ids[t] for t in self.tokenizer(query) if t in self.vocab_ids]
-        if not ids or not len(self.rows):
-            return np.zeros(len(self.rows), dtype=np.float32)
-        return self._bm25.get_scores_from_ids(ids)
+    def _segment_scores(self, i: int, terms: list[tuple[int, float, float]]) -> np.ndarray:
+        seg, norm = self.segments[i], self._norm[i]
+        acc = np.zeros(seg.n, dtype=np.float64)
+        for t, idf, nonocc in terms:
+            docs, tf = seg.postings(t)
+            if not len(docs):
+                continue
+            part = np.float32(idf) * self._tfc(np.asarray(tf), norm[docs])
+            if self._nonoccurrence:
+                part -= np.float32(nonocc)
+            acc += np.bincount(docs, weights=part, minlength=seg.n)
+        return acc
+
+    def scores(self, query: str) -> np.ndarray:
+        """BM25 score of every live passage (aligned with `rows`)."""
+        terms = self._query_terms(query)
+        out = np.zeros(len(self._rows), dtype=np.float32)
+        if not terms:
+            return out
+        for i, live in enumerate(self._live):
+            acc = self._segment_scores(i, terms)
+            out[self._starts[i] : self._starts[i + 1]] = acc if live is None else acc[live]
+        if self._nonoccurrence:
+            out += np.float32(sum(nonocc for _, _, nonocc in terms))
+        return out
+
+    def score_rows(self, query: str, rows: Sequence[int]) -> np.ndarray:
+        """BM25 score of the passages at store rows `rows` (0 for a row not indexed), equal to their
+        entries of `scores(query)`; the cost grows with the query's postings, not with the corpus."""
+        wanted = np.asarray(rows, dtype=np.int64)
+        out = np.zeros(len(wanted), dtype=np.float32)
+        terms = self._query_terms(query)
+        if not terms or not len(wanted):
+            return out
+        for seg, norm in zip(self.segments, self._norm, strict=True):
+            pos = np.minimum(np.searchsorted(seg.rows, wanted), seg.n - 1)
+            here = np.flatnonzero(seg.rows[pos] == wanted)
+            if len(here) and len(seg.dead):
+                here = here[~np.isin(pos[here], seg.dead)]
+            if not len(here):
+                continue
+            local = pos[here]
+            acc = np.zeros(len(local), dtype=np.float64)
+            for t, idf, nonocc in terms:
+                docs, tf = seg.postings(t)
+                if not len(docs):
+                    continue
+                at = np.minimum(np.searchsorted(docs, local), len(docs) - 1)
+                hit = np.asarray(docs)[at] == local
+                part = np.float32(idf) * self._tfc(np.asarray(tf)[at[hit]], norm[local[hit]])
+                if self._nonoccurrence:
+                    part -= np.float32(nonocc)
+                acc[hit] += part
+            out[here] = acc
+            if self._nonoccurrence:
+                out[here] += np.float32(sum(nonocc for _, _, nonocc in terms))
+        return out
+
+
+def _local_positions(seg: Segment, rows: np.ndarray) -> np.ndarray:
+    """Local indices of the live passages of `seg` among store rows `rows` (ascending)."""
+    if not seg.n or not len(rows):
+        return np.zeros(0, np.int64)
+    pos = np.searchsorted(seg.rows, rows)
+    inside = pos < seg.n
+    pos, rows = pos[inside], rows[inside]
+    return np.setdiff1d(pos[seg.rows[pos] == rows], seg.dead).astype(np.int64)
+
+
+def _term_counts(seg: Segment, local: np.ndarray, vocab_size: int) -> np.ndarray:
+    """How many of the passages `local` of `seg` contain each term (their document frequencies)."""
+    starts, ends = seg.offsets[local], seg.offsets[local + 1]
+    lengths = ends - starts
+    which = np.repeat(np.arange(len(local), dtype=np.int64), lengths)
+    within = np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    terms = np.asarray(seg.flat)[np.repeat(starts, lengths) + within].astype(np.int64)
+    pairs = np.unique(which * vocab_size + terms)
+    return np.bincount(pairs % vocab_size, minlength=vocab_size)
+
+
+def _sorted_segment(seg: Segment, vocab_size: int) -> Segment:
+    """`seg` with its passages in ascending row order (after an add of rows below existing ones)."""
+    order = np.argsort(seg.rows, kind="stable")
+    lengths = seg.lengths[order]
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    flat = np.concatenate([np.asarray(seg.flat[seg.offsets[i] : seg.offsets[i + 1]]) for i in order.tolist()])
+    return segment_from_ids(seg.rows[order], offsets, flat, vocab_size)
 
 
 class BM25Retriever:

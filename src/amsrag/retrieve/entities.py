@@ -105,11 +105,13 @@ def is_matchable(surface: str, min_chars: int) -> bool:
 
 @functools.cache
 def _bmp_word_table() -> np.ndarray:
-    return np.array([chr(c).isalnum() for c in range(_BMP)], dtype=bool)
+    # a word character as regex \w sees it (alphanumeric or "_"), so that the BM25 postings of a title's
+    # words find every passage the matcher would match it in (`graph_parts` relies on that)
+    return np.array([chr(c).isalnum() or c == 0x5F for c in range(_BMP)], dtype=bool)
 
 
 def _is_word_char(codes: np.ndarray) -> np.ndarray:
-    """Vectorised str.isalnum over UTF-32 code points."""
+    """Vectorised `c.isalnum() or c == "_"` over UTF-32 code points."""
     table = _bmp_word_table()
     out = np.zeros(codes.shape, dtype=bool)
     small = codes < _BMP

@@ -17,7 +17,6 @@ import json
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -29,15 +28,13 @@ from amsrag.errors import IndexCorruptError, IndexMismatchError, InputError
 from amsrag.retrieve.base import GraphRanker, Retriever, RowLookup, check_k, check_query, to_hits
 from amsrag.retrieve.entities import (
     SurfaceMatcher,
-    collapsed_key,
     entity_key,
     extract_ner,
     is_matchable,
-    key_is_matchable,
     ner_pipeline,
     spacy_info,
-    title_surfaces,
 )
+from amsrag.retrieve.graph_parts import GraphParts, NerCache, PassageSource
 from amsrag.retrieve.pagerank import (
     MENTION,
     TITLE,
@@ -56,7 +53,6 @@ STRUCTURAL_FIELDS = ("ner", "ner_labels", "min_mention_chars")
 _FILES = {"meta": "graph.json", "edges": "graph_edges.npz", "ner": "graph_ner.npz"}
 
 Progress = Callable[[int], None] | None
-NerCache = dict[int, tuple[int, tuple[str, ...]]]  # row -> (crc32 of the text, NER surfaces)
 
 
 def text_checksum(text: str) -> int:
@@ -86,53 +82,6 @@ def _run_ner(rows: Sequence[PassageRow], config: GraphConfig, progress: Progress
         if progress is not None:
             progress(len(rows))
     return {r.row: (text_checksum(r.text), surfaces) for r, surfaces in zip(rows, found, strict=True)}
-
-
-@dataclass(frozen=True)
-class _Vocabulary:
-    """Entity keys (sorted) and the surface forms that name them."""
-
-    keys: list[str]
-    title_surfaces: list[list[str]]  # per row (in row order): the title surfaces with a key
-    ner_surfaces: list[list[str]]  # per row: the matchable NER surfaces
-    entity_of: dict[str, int]  # surface -> entity id, for every surface above
-    matchable: dict[str, bool]  # surface -> may be searched for in text
-
-
-def _vocabulary(rows: Sequence[PassageRow], ner: NerCache, min_chars: int) -> _Vocabulary:
-    titles = [title_surfaces(r.title) for r in rows]
-    named_all = [ner[r.row][1] for r in rows]
-    unique = set().union(*titles, *named_all)
-    # surfaces here are whitespace-collapsed already: skip that step of entity_key where it can
-    key_of = {s: collapsed_key(s) if s.isascii() else entity_key(s) for s in unique}
-    matchable = {s: key_is_matchable(s, k, min_chars) for s, k in key_of.items()}
-    titles = [[s for s in group if key_of[s]] for group in titles]
-    named = [[s for s in group if matchable[s]] for group in named_all]
-    keys = sorted({key_of[s] for group in (*titles, *named) for s in group})
-    index = {k: i for i, k in enumerate(keys)}
-    entity_of = {s: index[k] for s, k in key_of.items() if k in index}
-    return _Vocabulary(keys, titles, named, entity_of, matchable)
-
-
-def _surface_table(vocab: _Vocabulary, surfaces: Iterable[str]) -> tuple[list[str], list[int]]:
-    ordered = sorted(set(surfaces))
-    return ordered, [vocab.entity_of[s] for s in ordered]
-
-
-def _edges(rows: Sequence[PassageRow], vocab: _Vocabulary) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(row, entity, kind) of every edge before deduplication: titles, NER mentions, title mentions."""
-    row_numbers = np.fromiter((r.row for r in rows), dtype=np.int64, count=len(rows))
-    parts = []
-    for groups, kind in ((vocab.title_surfaces, TITLE), (vocab.ner_surfaces, MENTION)):
-        counts = np.fromiter((len(g) for g in groups), dtype=np.int64, count=len(groups))
-        ents = np.fromiter((vocab.entity_of[s] for g in groups for s in g), dtype=np.int64, count=int(counts.sum()))
-        parts.append((np.repeat(row_numbers, counts), ents, np.full(len(ents), kind, dtype=np.int8)))
-    patterns = (s for group in vocab.title_surfaces for s in group if vocab.matchable[s])
-    surfaces, entities = _surface_table(vocab, patterns)
-    which, found = SurfaceMatcher(surfaces, entities).find_in_texts([normalise_whitespace(r.text) for r in rows])
-    parts.append((row_numbers[which], found, np.full(len(found), MENTION, dtype=np.int8)))
-    edge_rows, edge_ents, kinds = zip(*parts, strict=True)
-    return np.concatenate(edge_rows), np.concatenate(edge_ents), np.concatenate(kinds)
 
 
 def _edge_matrix(rows: np.ndarray, ents: np.ndarray, kinds: np.ndarray, shape: tuple[int, int]) -> sp.csr_array:
@@ -175,9 +124,13 @@ class EntityGraph:
         query_surfaces: list[str],
         query_entities: np.ndarray,
         ner: NerCache,
+        parts: GraphParts | None = None,
+        parts_dir: Path | None = None,
     ) -> None:
         self.config = config
         self._ner = ner
+        self._parts = parts
+        self._parts_dir = parts_dir  # where the parts of a loaded graph are read from, on its first update
         self._ids = ids
         self._keys = keys
         self._matrix = matrix
@@ -196,7 +149,7 @@ class EntityGraph:
     def build(cls, rows: Iterable[PassageRow], config: GraphConfig, progress: Progress = None) -> EntityGraph:
         """A graph over `rows`; NER (when enabled) runs on every passage, `progress` gets its steps."""
         ordered = _sorted_rows(rows)
-        return cls._assemble(ordered, _run_ner(ordered, config, progress), config)
+        return cls._from_scratch(ordered, _run_ner(ordered, config, progress), config)
 
     def update(
         self,
@@ -204,35 +157,81 @@ class EntityGraph:
         removed_rows: Sequence[int],
         all_rows: Callable[[], Iterable[PassageRow]],
         progress: Progress = None,
+        source: PassageSource | None = None,
     ) -> EntityGraph:
-        """The graph of the passage set `all_rows()`, reusing the stored NER of unchanged passages.
+        """The graph of the passage set after removing `removed_rows` and adding `added`, equal to
+        `build` on it; NER runs on `added` only.
 
-        NER runs on `added` (and on any passage whose stored NER is missing or was computed on
-        another text); mention matching and the matrices are recomputed over all passages, so the
-        result equals `build` on the final passage set.
-        """
+        With a `source`, only the new passages and the old ones whose title mentions can have
+        changed are matched (see `graph_parts`). Without one (or for a graph saved before parts were
+        kept), every passage of `all_rows()` is matched again, reusing the stored NER of unchanged
+        passages."""
+        parts = self._load_parts() if source is not None else None
         cache = dict(self._ner)
-        for row in removed_rows:
-            cache.pop(int(row), None)
-        cache.update(_run_ner(_sorted_rows(added), self.config, progress))
-        ordered = _sorted_rows(all_rows())
-        stale = [r for r in ordered if r.row not in cache or cache[r.row][0] != text_checksum(r.text)]
-        cache.update(_run_ner(stale, self.config, progress))
-        return self._assemble(ordered, {r.row: cache[r.row] for r in ordered}, self.config)
+        if parts is None:
+            for row in removed_rows:
+                cache.pop(int(row), None)
+            cache.update(_run_ner(_sorted_rows(added), self.config, progress))
+            ordered = _sorted_rows(all_rows())
+            stale = [r for r in ordered if r.row not in cache or cache[r.row][0] != text_checksum(r.text)]
+            cache.update(_run_ner(stale, self.config, progress))
+            return self._from_scratch(ordered, {r.row: cache[r.row] for r in ordered}, self.config)
+        assert source is not None
+        new = _sorted_rows(added)
+        min_chars = self.config.min_mention_chars
+        before = parts.patterns(min_chars)
+        removed = [int(r) for r in removed_rows]
+        parts.remove(removed, cache, min_chars)
+        for row in removed:
+            cache.pop(row, None)
+        if any(r.row in parts.ids for r in new):
+            raise InputError("a passage row added to the entity graph is already in it")
+        cache.update(_run_ner(new, self.config, progress))
+        parts.add(new, cache, min_chars)
+        again = parts.rows_to_rematch(before, min_chars, source, all_rows, {r.row for r in new})
+        parts.match([*new, *again], min_chars)
+        return self._assemble(parts, cache, self.config)
+
+    def _load_parts(self) -> GraphParts | None:
+        if self._parts is None and self._parts_dir is not None:
+            try:
+                self._parts = GraphParts.load(self._parts_dir, self._ids)
+            except OSError:
+                self._parts = None  # the folder went with a newer generation: match everything once
+            self._parts_dir = None
+        return self._parts.copy() if self._parts is not None else None
 
     @classmethod
-    def _assemble(cls, rows: list[PassageRow], ner: NerCache, config: GraphConfig) -> EntityGraph:
-        vocab = _vocabulary(rows, ner, config.min_mention_chars)
-        n_rows = rows[-1].row + 1 if rows else 0
+    def _from_scratch(cls, rows: list[PassageRow], ner: NerCache, config: GraphConfig) -> EntityGraph:
+        parts = GraphParts.empty()
+        parts.add(rows, ner, config.min_mention_chars)
+        parts.match(rows, config.min_mention_chars)
+        return cls._assemble(parts, ner, config)
+
+    @classmethod
+    def _assemble(cls, parts: GraphParts, ner: NerCache, config: GraphConfig) -> EntityGraph:
+        """The graph's matrices from its parts: entities are renumbered in key order."""
+        title_rows, title_kids = parts.edges["title"]
+        ner_rows, ner_kids = parts.edges["ner"]
+        match_rows, match_kids = parts.edges["match"]
+        present = np.unique(np.concatenate([title_kids, ner_kids]))
+        ordered = sorted(present.tolist(), key=parts.key_table.__getitem__)
+        keys = [parts.key_table[k] for k in ordered]
+        remap = np.full(len(parts.key_table), -1, dtype=np.int64)
+        remap[np.asarray(ordered, dtype=np.int64)] = np.arange(len(ordered), dtype=np.int64)
+        n_rows = max(parts.ids) + 1 if parts.ids else 0
         ids = [""] * n_rows
-        for r in rows:
-            ids[r.row] = r.id
-        edge_rows, edge_ents, kinds = _edges(rows, vocab)
-        matrix = _edge_matrix(edge_rows, edge_ents, kinds, (n_rows, len(vocab.keys)))
-        query_pool = [s for g in vocab.title_surfaces for s in g if vocab.matchable[s]]
-        query_pool += [s for g in vocab.ner_surfaces for s in g]
-        surfaces, entities = _surface_table(vocab, query_pool)
-        return cls(config, ids, vocab.keys, matrix, surfaces, np.asarray(entities, dtype=np.int64), ner)
+        for r, pid in parts.ids.items():
+            ids[r] = pid
+        edge_rows = np.concatenate([title_rows, ner_rows, match_rows])
+        edge_ents = remap[np.concatenate([title_kids, ner_kids, match_kids])]
+        kinds = np.concatenate([np.full(len(title_rows), TITLE, np.int8),
+                                np.full(len(ner_rows) + len(match_rows), MENTION, np.int8)])
+        matrix = _edge_matrix(edge_rows, edge_ents, kinds, (n_rows, len(keys)))
+        min_chars = config.min_mention_chars
+        surfaces = sorted(parts.patterns(min_chars) | set(parts.ner_count))
+        entities = remap[np.asarray([parts.kid(s) for s in surfaces], dtype=np.int64)]
+        return cls(config, ids, keys, matrix, surfaces, entities, ner, parts)
 
     def with_config(self, config: GraphConfig) -> EntityGraph:
         """The same graph ranking with `config`'s query-time settings (structural ones stay)."""
@@ -378,6 +377,9 @@ class EntityGraph:
             shape=np.array(m.shape, dtype=np.int64),
             query_entities=self._query_entities,
         )
+        parts = self._load_parts()
+        if parts is not None:
+            parts.save(directory)
         np.savez(
             directory / _FILES["ner"],
             rows=ner_rows,
@@ -405,7 +407,8 @@ class EntityGraph:
             with np.load(directory / _FILES["ner"], allow_pickle=False) as ner:
                 cache = _ner_cache(meta["ner_surfaces"], ner["rows"], ner["crc"], ner["indptr"], ner["surfaces"])
             config = GraphConfig.model_validate(meta["config"])
-            return cls(config, meta["ids"], meta["entity_keys"], matrix, meta["query_surfaces"], query_entities, cache)
+            return cls(config, meta["ids"], meta["entity_keys"], matrix, meta["query_surfaces"], query_entities, cache,
+                       parts_dir=directory)
         except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
             raise IndexCorruptError(f"entity graph in {directory} is unreadable ({exc}): rebuild the index") from exc
 

@@ -5,7 +5,8 @@ Layout of DIR:
                            every passage vector by content hash (the dense index is rebuilt from them)
     config.toml            the configuration the index was built with
     manifest.json          format version, generation, and per component its directory and parameters
-    bm25.gNNNNNN/          token cache (BM25 is re-indexed from it on load and on change)
+    bm25.gNNNNNN/          BM25 segments (term frequencies, memory-mapped; a segment unchanged since the
+                           last generation is a hard link to its file there) and the collection statistics
     dense.gNNNNNN/         passage vectors (+ HNSW graph above `dense.hnsw_min_size`)
     graph.gNNNNNN/         entity graph
     query_library.npz      labelled queries and their vectors (written apart from passages, replaced atomically)
@@ -322,8 +323,8 @@ class EmbeddedIndex:
             "generation": self.manifest["generation"],
             "embedding_model": comps["dense"]["params"]["model_id"],
             "dense_search": vec.kind,
-            "bm25": {"method": self.config.bm25.method, "vocabulary": len(self.bm25_index.cache.vocab),
-                     "tokens": int(self.bm25_index.cache.flat.size)},
+            "bm25": {"method": self.config.bm25.method, "vocabulary": self.bm25_index.n_terms,
+                     "tokens": self.bm25_index.n_tokens, "segments": len(self.bm25_index.segments)},
             "graph": {"entities": self.entity_graph.n_entities, "edges": self.entity_graph.n_edges},
             "query_library": len(self.query_library()),
             "staged_vectors": self.table.embedding_counts()[1],
@@ -662,7 +663,8 @@ class EmbeddedIndex:
                         else:
                             comps[name] = EntityGraph.build(stored, self.config.graph, adv)
                 self._remove_orphans()
-                written = {name: self._write_component(name, gen, comp) for name, comp in comps.items()}
+                written = {name: self._write_component(name, gen, comp, reuse=name not in todo)
+                           for name, comp in comps.items()}
                 staged = {"generation": gen, "written": written, "embedded": report.reembedded, **comps}
             self._publish(staged, [], [], reload=True)
             report.rebuilt = sorted(todo)
@@ -734,7 +736,8 @@ class EmbeddedIndex:
         seconds["vectors"] = time.perf_counter() - t
         t = time.perf_counter()
         with progress.task("graph: entities", len(added)) as adv:
-            graph = self.entity_graph.update(added, removed, lambda: self.table.iter_rows(), adv)
+            graph = self.entity_graph.update(added, removed, lambda: self.table.iter_rows(), adv,
+                                             source=_StoredPassages(self.table, bm25))
         seconds["graph"] = time.perf_counter() - t
         t = time.perf_counter()
         written = {}
@@ -744,20 +747,31 @@ class EmbeddedIndex:
         return {"generation": gen, "written": written, "bm25": bm25, "dense": vec, "graph": graph,
                 "embedded": embedded}
 
-    def _write_component(self, name: str, gen: int, comp: Any) -> tuple[str, dict[str, tuple[int, str]]]:
+    def _write_component(self, name: str, gen: int, comp: Any,
+                         reuse: bool = True) -> tuple[str, dict[str, tuple[int, str]]]:
         """Save `comp` as generation `gen`: its directory name and {file: (size, sha256)}."""
         final = self.path / f"{name}.g{gen:06d}"
         tmp = self.path / f"{name}.g{gen:06d}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.rmtree(final, ignore_errors=True)  # left by a write that never reached the manifest
         tmp.mkdir()
+        previous = self._component_dir(name) if reuse else None  # repair never links a file it may distrust
+        recorded = self.manifest["components"][name].get("files", {}) if previous is not None else {}
         try:
-            comp.save(tmp)
+            if isinstance(comp, BM25Index):
+                comp.save(tmp, previous=previous)  # unchanged segments are hard-linked, not rewritten
+            else:
+                comp.save(tmp)
             files = {}
             for f in sorted(tmp.iterdir()):
+                st = f.stat()
+                if previous is not None and f.name in recorded and _same_file(st, previous / f.name):
+                    size, digest = recorded[f.name]
+                    files[f.name] = (int(size), str(digest))  # a link to a file already checked and synced
+                    continue
                 with open(f, "rb") as fh:
                     os.fsync(fh.fileno())
-                files[f.name] = (f.stat().st_size, _sha256(f))
+                files[f.name] = (st.st_size, _sha256(f))
             os.rename(tmp, final)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -857,6 +871,21 @@ def _is_storage_failure(exc: BaseException) -> bool:
         exc.errno is None and "requested and" in str(exc))
 
 
+class _StoredPassages:
+    """What an entity-graph update reads back: stored passages by row, and the staged BM25 postings
+    as the prefilter for passages that may mention a new title."""
+
+    def __init__(self, table: PassageTable, bm25: BM25Index) -> None:
+        self.table = table
+        self.bm25 = bm25
+
+    def rows(self, numbers: Sequence[int]) -> list[PassageRow]:
+        return list(self.table.iter_rows(numbers))
+
+    def containing(self, surface: str) -> np.ndarray | None:
+        return self.bm25.rows_with_words(surface)
+
+
 class _NothingToDo(Exception):
     """Everything given is already stored: roll back the (generation-bumping) transaction."""
 
@@ -872,6 +901,14 @@ def _sha256(path: Path) -> str:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def _same_file(st: os.stat_result, other: Path) -> bool:
+    try:
+        o = other.stat()
+    except OSError:
+        return False
+    return (st.st_ino, st.st_dev) == (o.st_ino, o.st_dev)
 
 
 def _stamp_of(st: os.stat_result) -> tuple[int, int, int]:
