@@ -94,6 +94,7 @@ def build(args: argparse.Namespace) -> dict:
         shutil.rmtree(path)
     config = AmsragConfig()
     config.graph.ner = args.graph == "ner"
+    config.dense.hnsw_ef_construction = args.ef_construction
     index = EmbeddedIndex.create(path, config)
     base = args.passages - HELD
     stages: dict[str, float] = {}
@@ -120,7 +121,8 @@ def build(args: argparse.Namespace) -> dict:
     stats = index.stats()
     index.close()
     return {
-        "passages": args.passages, "graph_mode": args.graph, "chunk": args.chunk, "date": time.strftime("%Y-%m-%d"),
+        "passages": args.passages, "graph_mode": args.graph, "chunk": args.chunk,
+        "hnsw_ef_construction": args.ef_construction, "date": time.strftime("%Y-%m-%d"),
         "build": {"passages": base, "seconds_total": round(build_s, 1),
                   "seconds_by_stage": {k: round(v, 1) for k, v in stages.items()},
                   "note": "vectors given (see how the passages were made); embedding not included",
@@ -161,7 +163,15 @@ def queries(args: argparse.Namespace) -> dict:
         with Timer() as tm:
             engine.retrieve(q.question, system="full")
         lat["full (incl. embedding)"].append(tm.ms)
+    dense = index.retriever("dense")
+    overlap = []
+    for q in qs[:50]:  # HNSW against exact search (exact reads every vector: ~0.1-1 s a query)
+        vec = index.encoder.encode_query(q.question)
+        approx = {h.row for h in dense.search(q.question, k=10, query_vector=vec)}
+        exact = {h.row for h in dense.search(q.question, k=10, query_vector=vec, exact=True)}  # type: ignore[call-arg]
+        overlap.append(len(approx & exact) / max(1, len(exact)))
     return {"queries": args.queries, "open_and_warm_s": round(open_s, 1),
+            "hnsw_recall_at_10_vs_exact": round(float(np.mean(overlap)), 4),
             "dense_search": index.vector_index.kind,
             "latency_ms": {k: percentiles(v) for k, v in lat.items()},
             "rss_mb": round(rss_mb()), "peak_rss_mb": round(peak_rss_mb())}
@@ -170,7 +180,7 @@ def queries(args: argparse.Namespace) -> dict:
 def report(result: dict, out: Path, name: str) -> None:
     b, a, q = result["build"], result["incremental_add"], result["query_process"]
     cmd = (f"python benchmarks/scale.py --passages {result['passages']} --graph {result['graph_mode']} "
-           f"--name {name}")
+           f"--ef-construction {result.get('hnsw_ef_construction', 200)} --name {name}")
     lines = [f"# Scale run: {result['passages']:,} passages (embedded store, graph mode `{result['graph_mode']}`)",
              "", f"Command: `{cmd}` ({result['date']})", "",
              "How the passages were made: "
@@ -194,7 +204,9 @@ def report(result: dict, out: Path, name: str) -> None:
               f"{result['incremental_delete']['seconds_total']} s", "",
               "## Queries", "",
               f"A fresh process opens the index ({q['open_and_warm_s']} s including one warm-up query), then answers "
-              f"{q['queries']} benchmark questions one at a time; dense search: {q['dense_search']}. "
+              f"{q['queries']} benchmark questions one at a time; dense search: {q['dense_search']} "
+              f"(ef_construction {result.get('hnsw_ef_construction', 200)}; recall@10 against exact search on 50 "
+              f"questions: {q['hnsw_recall_at_10_vs_exact']}). "
               f"Its RSS afterwards: {q['rss_mb']:,} MB (peak {q['peak_rss_mb']:,} MB).", "",
               "| what | p50 ms | p95 ms | mean ms |", "|---|---:|---:|---:|"]
     lines += [f"| {k} | {v['p50']} | {v['p95']} | {v['mean']} |" for k, v in q["latency_ms"].items()]
@@ -206,6 +218,7 @@ def main() -> None:
     ap.add_argument("--passages", type=int, default=200_000)
     ap.add_argument("--chunk", type=int, default=100_000)
     ap.add_argument("--graph", choices=("ner", "title"), default="ner", help="graph.ner on or off (title/alias only)")
+    ap.add_argument("--ef-construction", type=int, default=200, help="dense.hnsw_ef_construction of the index")
     ap.add_argument("--name", default="scale")
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--queries-only", action="store_true", help="only measure queries on the built index")

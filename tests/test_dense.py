@@ -86,3 +86,41 @@ def test_vector_index_round_trip(tmp_path, slice_vectors) -> None:
         assert loaded.kind == index.kind
         np.testing.assert_array_equal(loaded.rows, index.rows)
         np.testing.assert_array_equal(loaded.vectors_for_rows([3, 1]), index.vectors_for_rows([3, 1]))
+
+
+def test_small_changes_keep_the_hnsw_base_and_search_the_delta(tmp_path, slice_vectors, slice_passages,
+                                                               monkeypatch) -> None:
+    """Adds below the delta limit leave the HNSW base untouched (its files hard-linked into the next
+    generation) and are found by exact search beside it; past the limit they are inserted into the
+    graph and a new base is written. Results match exact search throughout, deleted rows never return."""
+    from amsrag.retrieve import dense
+
+    monkeypatch.setattr(dense, "_delta_limit", lambda base: 15)
+    n = len(slice_passages)
+    rows = np.arange(1, n + 1)
+    ids = {int(r): p.id for r, p in zip(rows, slice_passages, strict=True)}
+    config = DenseConfig(hnsw_min_size=10)
+    index = VectorIndex.empty(config, 384).updated(rows[:50], slice_vectors[:50], [])
+    first = tmp_path / "g1"
+    first.mkdir()
+    index.save(first)
+    base = index.base_name
+    index = VectorIndex.load(first, config, 384).updated(rows[50:60], slice_vectors[50:60], [2])
+    index = index.updated([], np.zeros((0, 384), np.float32), [55])  # from the delta
+    second = tmp_path / "g2"
+    second.mkdir()
+    index.save(second, previous=first)
+    assert index.base_name == base and (second / f"{base}.hnsw.bin").stat().st_nlink == 2
+    loaded = VectorIndex.load(second, config, 384)
+    assert len(loaded.delta_rows) == 9 and loaded.dead.tolist() == [2]
+    np.testing.assert_array_equal(loaded.rows, [r for r in rows[:60] if r not in (2, 55)])
+    grown = loaded.updated(rows[60:], slice_vectors[60:], [])
+    assert grown.base_name is None and not len(grown.delta_rows)  # past the limit: a new base
+    for index in (loaded, grown):
+        retriever = DenseRetriever(index, encoder=None, lookup=_Lookup(ids))  # type: ignore[arg-type]
+        for v in slice_vectors[::9]:
+            approx = [h.row for h in retriever.search("q", k=5, query_vector=v)]
+            exact = [h.row for h in retriever.search("q", k=5, query_vector=v, exact=True)]
+            assert 2 not in approx and 55 not in approx
+            assert len(set(approx) & set(exact)) >= 4
+    np.testing.assert_allclose(grown.vectors_for_rows([61, 3]), slice_vectors[[60, 2]], rtol=1e-6)

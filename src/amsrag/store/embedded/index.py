@@ -758,8 +758,8 @@ class EmbeddedIndex:
         previous = self._component_dir(name) if reuse else None  # repair never links a file it may distrust
         recorded = self.manifest["components"][name].get("files", {}) if previous is not None else {}
         try:
-            if isinstance(comp, BM25Index):
-                comp.save(tmp, previous=previous)  # unchanged segments are hard-linked, not rewritten
+            if isinstance(comp, (BM25Index, VectorIndex)):
+                comp.save(tmp, previous=previous)  # unchanged parts are hard-linked, not rewritten
             else:
                 comp.save(tmp)
             files = {}
