@@ -171,7 +171,10 @@ class MiniLMEncoder:
                     progress(len(idx))
             return out
         encs = self.tokenizer.encode_batch(list(texts))
-        for idx in token_batches([len(e.ids) for e in encs], cfg.batch_tokens, cfg.max_batch_rows):
+        # Longest batches first: the slowest passages per second come first, so a progress ETA taken from the
+        # rate so far errs long rather than short, and the memory peak (the widest batch) is reached at once.
+        batches = token_batches([len(e.ids) for e in encs], cfg.batch_tokens, cfg.max_batch_rows)
+        for idx in reversed(batches):
             out[idx] = self._run_encodings([encs[i] for i in idx], session)
             if progress is not None:
                 progress(len(idx))
