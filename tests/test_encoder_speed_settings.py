@@ -57,8 +57,14 @@ def test_bulk_vectors_equal_one_by_one(texts) -> None:
     bulk = enc.encode(texts, progress=seen.append)
     assert enc.bulk_session() is not enc.session  # the 2-thread session did the work
     assert sum(seen) == len(texts) and len(seen) > len(texts) // 16  # one call per token-budget batch
+    assert seen[0] <= seen[-1]  # longest (fewest-row) batches first
     assert bulk.shape == (len(texts), 384) and bulk.dtype == np.float32
     assert np.abs(bulk - one_by_one).max() <= 1e-6
+    # two batches at once on the 1-thread session: the same vectors, progress told once per batch, in order
+    par = MiniLMEncoder(config.model_copy(update={"bulk_mode": "batches"}))
+    par_seen: list[int] = []
+    assert np.abs(par.encode(texts, progress=par_seen.append) - one_by_one).max() <= 1e-6
+    assert par_seen == seen and par._bulk_session is None
     # the old scheme (batch_size rows by character length, one thread) agrees too
     old = MiniLMEncoder(EmbeddingConfig(batch_tokens=0, bulk_threads=1, batch_size=32)).encode(texts)
     assert np.abs(old - one_by_one).max() <= 1e-6

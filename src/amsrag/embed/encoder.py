@@ -87,8 +87,9 @@ class MiniLMEncoder:
     """all-MiniLM-L6-v2 int8 ONNX. Thread-safe for concurrent `encode` calls (onnxruntime sessions are).
 
     Two sessions: the query session (`threads`, default 1) and, created on first use, a bulk session
-    (`bulk_threads`, default 2) that `encode` uses for `bulk_min_texts` texts or more. Bulk texts are tokenised
-    once, sorted by token count and batched under a token budget (`batch_tokens`), so short texts go in large
+    (`bulk_threads`, default 2) that `encode` uses for `bulk_min_texts` texts or more (`bulk_mode` "intra_op";
+    with "batches", `bulk_threads` Python threads instead run whole batches on the query session at once).
+    Bulk texts are tokenised once, sorted by token count and batched under a token budget (`batch_tokens`), so short texts go in large
     batches, long ones in small, and almost nothing is padding. `model_file` overrides the ONNX file
     (benchmarks only: the model id then names the file, so an index built with it is never mistaken for one
     built with the shipped model)."""
@@ -160,7 +161,8 @@ class MiniLMEncoder:
         if len(texts) == 0:
             return np.zeros((0, self.dim), dtype=np.float32)
         cfg = self.config
-        session = self.bulk_session() if len(texts) >= cfg.bulk_min_texts else self.session
+        bulk = len(texts) >= cfg.bulk_min_texts and cfg.bulk_mode == "intra_op"
+        session = self.bulk_session() if bulk else self.session
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         if cfg.batch_tokens <= 0:
             order = np.argsort(np.array([len(t) for t in texts]), kind="stable")
@@ -173,8 +175,20 @@ class MiniLMEncoder:
         encs = self.tokenizer.encode_batch(list(texts))
         # Longest batches first: the slowest passages per second come first, so a progress ETA taken from the
         # rate so far errs long rather than short, and the memory peak (the widest batch) is reached at once.
-        batches = token_batches([len(e.ids) for e in encs], cfg.batch_tokens, cfg.max_batch_rows)
-        for idx in reversed(batches):
+        batches = token_batches([len(e.ids) for e in encs], cfg.batch_tokens, cfg.max_batch_rows)[::-1]
+        if cfg.bulk_mode == "batches" and cfg.bulk_threads > 1 and len(texts) >= cfg.bulk_min_texts:
+            # onnxruntime releases the GIL in run() and a session may run concurrently: each worker thread
+            # runs whole batches on the 1-thread query session; results are taken in order, here.
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(max_workers=cfg.bulk_threads, thread_name_prefix="amsrag-embed") as pool:
+                done = pool.map(lambda idx: self._run_encodings([encs[i] for i in idx], self.session), batches)
+                for idx, vecs in zip(batches, done, strict=True):
+                    out[idx] = vecs
+                    if progress is not None:
+                        progress(len(idx))
+            return out
+        for idx in batches:
             out[idx] = self._run_encodings([encs[i] for i in idx], session)
             if progress is not None:
                 progress(len(idx))
