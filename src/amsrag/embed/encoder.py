@@ -90,10 +90,9 @@ class MiniLMEncoder:
     (`bulk_threads`, default 2) that `encode` uses for `bulk_min_texts` texts or more (`bulk_mode` "intra_op";
     with "batches", `bulk_threads` Python threads instead run whole batches on the query session at once).
     Bulk texts are tokenised once, sorted by token count and batched under a token budget (`batch_tokens`), so
-    short texts go in large
-    batches, long ones in small, and almost nothing is padding. `model_file` overrides the ONNX file
-    (benchmarks only: the model id then names the file, so an index built with it is never mistaken for one
-    built with the shipped model)."""
+    short texts go in large batches, long ones in small, and almost nothing is padding. `model_file` overrides
+    the ONNX file (benchmarks only: the model id then names the file, so an index built with it is never
+    mistaken for one built with the shipped model)."""
 
     dim = DIMENSION
 
