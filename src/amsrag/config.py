@@ -52,9 +52,10 @@ class EmbeddingConfig(_Section):
     bulk_min_texts: int = Field(64, ge=1, description="encode() calls with at least this many texts use bulk_threads")
     bulk_mem_arena: bool = Field(False, description="onnxruntime CPU memory arena for the bulk session")
     bulk_mode: Literal["intra_op", "batches"] = Field(
-        "intra_op",
-        description="intra_op: one bulk session with bulk_threads intra-op threads; batches: bulk_threads "
-        "batches at once, each on one thread of the query session (no per-operator synchronisation)",
+        "batches",
+        description="batches: bulk_threads batches at once, each on one thread of the query session (no "
+        "per-operator synchronisation; the faster on busy shared cores, docs/benchmarks/ingest-speed.md); "
+        "intra_op: one bulk session with bulk_threads intra-op threads",
     )
 
 

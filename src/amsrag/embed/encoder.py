@@ -86,9 +86,9 @@ def token_batches(lengths: Sequence[int], batch_tokens: int, max_rows: int) -> l
 class MiniLMEncoder:
     """all-MiniLM-L6-v2 int8 ONNX. Thread-safe for concurrent `encode` calls (onnxruntime sessions are).
 
-    Two sessions: the query session (`threads`, default 1) and, created on first use, a bulk session
-    (`bulk_threads`, default 2) that `encode` uses for `bulk_min_texts` texts or more (`bulk_mode` "intra_op";
-    with "batches", `bulk_threads` Python threads instead run whole batches on the query session at once).
+    For `bulk_min_texts` texts or more, `encode` runs `bulk_threads` (default 2) batches at once, each on one
+    thread of the 1-thread query session (`bulk_mode` "batches", the default); with "intra_op" it uses instead
+    a second session with `bulk_threads` intra-op threads, created on first use.
     Bulk texts are tokenised once, sorted by token count and batched under a token budget (`batch_tokens`), so
     short texts go in large batches, long ones in small, and almost nothing is padding. `model_file` overrides
     the ONNX file (benchmarks only: the model id then names the file, so an index built with it is never
