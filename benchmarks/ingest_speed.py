@@ -82,8 +82,10 @@ def sample(n: int, n_questions: int, seed: int) -> tuple[list[Any], list[Any], l
     return passages, picked, chosen_q
 
 
-def time_encoders(texts: list[str], rounds: int) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    encs = {name: MiniLMEncoder(cfg, model_file=f) for name, (cfg, f) in variants().items()}
+def time_encoders(texts: list[str], rounds: int, only: list[str] | None = None
+                  ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    encs = {name: MiniLMEncoder(cfg, model_file=f) for name, (cfg, f) in variants().items()
+            if only is None or name in only}
     for e in encs.values():  # warm-up: session creation and first-run allocation are not throughput
         e.encode(texts[:64])
     names = list(encs)
@@ -131,9 +133,10 @@ def retrieval_agreement(vecs: dict[str, np.ndarray], picked: list[Any], question
             "query_cosine_min": round(float(np.min((qa * qb).sum(axis=1))), 6)}
 
 
-def memory_probe(arena: bool, n: int) -> dict[str, Any]:
-    """Peak RSS of a fresh process that bulk-encodes the `n` longest texts of the sample file."""
-    out = subprocess.run([sys.executable, __file__, "--mem-probe", "arena" if arena else "noarena",
+def memory_probe(mode: str, n: int) -> dict[str, Any]:
+    """Peak RSS of a fresh process that bulk-encodes the `n` longest texts of the sample file: intra_op with the
+    arena on ("arena") or off ("noarena"), or the batches mode (the query session, arena on)."""
+    out = subprocess.run([sys.executable, __file__, "--mem-probe", mode,
                           "--mem-n", str(n)], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -152,7 +155,8 @@ def run_memory_probe(mode: str, n: int) -> None:
     texts = json.loads((CACHE / "ingest_speed_texts.json").read_text())
     tok = load_tokenizer(256)
     texts = sorted(texts, key=lambda t: len(tok.encode(t).ids))[-n:]
-    enc = MiniLMEncoder(EmbeddingConfig(bulk_mode="intra_op", bulk_mem_arena=mode == "arena"))
+    enc = MiniLMEncoder(EmbeddingConfig(bulk_mode="batches") if mode == "batches"
+                        else EmbeddingConfig(bulk_mode="intra_op", bulk_mem_arena=mode == "arena"))
     enc.encode_query("warm up")
     enc.bulk_session()  # created before the baseline: the growth is the encode's working memory
     before = _status_mb("VmHWM")
@@ -160,7 +164,7 @@ def run_memory_probe(mode: str, n: int) -> None:
     enc.encode(texts)
     dt = time.perf_counter() - t
     peak = _status_mb("VmHWM")
-    print(json.dumps({"arena": mode == "arena", "texts": len(texts), "peak_rss_mb": round(peak, 1),
+    print(json.dumps({"mode": mode, "arena": mode != "noarena", "texts": len(texts), "peak_rss_mb": round(peak, 1),
                       "rss_before_mb": round(before, 1), "growth_mb": round(peak - before, 1),
                       "passages_per_s": round(len(texts) / dt, 2)}))
 
@@ -229,9 +233,11 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=13)
     ap.add_argument("--full", action="store_true", help="also embed the whole corpus with the new settings")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks" / "ingest-speed")
-    ap.add_argument("--mem-probe", choices=["arena", "noarena"])
+    ap.add_argument("--mem-probe", choices=["arena", "noarena", "batches"])
     ap.add_argument("--mem-n", type=int, default=320)
     ap.add_argument("--export-fp32", action="store_true", help="write bench-cache/minilm_fp32.onnx (torch env)")
+    ap.add_argument("--embed-only", help="comma-separated variants (old first): time only these, write "
+                    "bench-cache/ingest_speed_embed_only.json")
     args = ap.parse_args()
     if args.export_fp32:
         export_fp32()
@@ -261,6 +267,13 @@ def main() -> None:
     print(f"sample: {result['sample']}", flush=True)
 
     print("embedding variants (interleaved):", flush=True)
+    if args.embed_only:
+        result["command"] = f"{COMMAND} --n {args.n} --rounds {args.rounds} --embed-only {args.embed_only}"
+        result["embedding"] = time_encoders(texts, args.rounds, args.embed_only.split(","))[0]
+        result["machine"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
+        (CACHE / "ingest_speed_embed_only.json").write_text(json.dumps(result, indent=2) + "\n")
+        print(json.dumps(result, indent=2))
+        return
     enc_res, vecs = time_encoders(texts, args.rounds)
     result["embedding"] = enc_res
     one_by_one_idx = list(range(0, len(texts), max(1, len(texts) // 50)))
@@ -281,7 +294,7 @@ def main() -> None:
             "retrieval": retrieval_agreement(vecs, picked, questions, "new", "fp32"),
         }
     print("memory probes:", flush=True)
-    result["memory"] = [memory_probe(True, args.mem_n), memory_probe(False, args.mem_n)]
+    result["memory"] = [memory_probe(m, args.mem_n) for m in ("arena", "noarena", "batches")]
     print(result["memory"], flush=True)
 
     print("NER (interleaved):", flush=True)

@@ -65,7 +65,7 @@ def test_bulk_vectors_equal_one_by_one(texts) -> None:
     par = MiniLMEncoder(config.model_copy(update={"bulk_mode": "batches"}))
     par_seen: list[int] = []
     assert np.abs(par.encode(texts, progress=par_seen.append) - one_by_one).max() <= 1e-6
-    assert par_seen == seen and par._bulk_session is None
+    assert par_seen == seen and par.bulk_session() is not par.session  # 1 thread, no arena
     # the old scheme (batch_size rows by character length, one thread) agrees too
     old = MiniLMEncoder(EmbeddingConfig(batch_tokens=0, bulk_threads=1, batch_size=32)).encode(texts)
     assert np.abs(old - one_by_one).max() <= 1e-6
@@ -76,12 +76,9 @@ def test_small_calls_use_the_query_session(texts) -> None:
     enc.encode(texts[:3])
     assert enc._bulk_session is None  # never created for a few texts
     assert EmbeddingConfig().bulk_mode == "batches"  # the default: see docs/benchmarks/ingest-speed.md
-    default = MiniLMEncoder()
-    default.encode(texts)
-    assert default._bulk_session is None  # the batches mode needs no second session
     assert enc.encode([]).shape == (0, 384)
-    same = MiniLMEncoder(EmbeddingConfig(threads=2, bulk_threads=2))
-    assert same.bulk_session() is same.session
+    same = MiniLMEncoder(EmbeddingConfig(threads=2, bulk_threads=2, bulk_mode="intra_op", bulk_mem_arena=True))
+    assert same.bulk_session() is same.session  # nothing to differ in: no second session
 
 
 def test_speed_settings_do_not_change_the_model_id() -> None:

@@ -86,9 +86,9 @@ def token_batches(lengths: Sequence[int], batch_tokens: int, max_rows: int) -> l
 class MiniLMEncoder:
     """all-MiniLM-L6-v2 int8 ONNX. Thread-safe for concurrent `encode` calls (onnxruntime sessions are).
 
-    For `bulk_min_texts` texts or more, `encode` runs `bulk_threads` (default 2) batches at once, each on one
-    thread of the 1-thread query session (`bulk_mode` "batches", the default); with "intra_op" it uses instead
-    a second session with `bulk_threads` intra-op threads, created on first use.
+    For `bulk_min_texts` texts or more, `encode` uses a second session, created on first use, without the CPU
+    memory arena (`bulk_mem_arena`): 1-thread, running `bulk_threads` (default 2) batches at once (`bulk_mode`
+    "batches", the default), or with `bulk_threads` intra-op threads ("intra_op").
     Bulk texts are tokenised once, sorted by token count and batched under a token budget (`batch_tokens`), so
     short texts go in large batches, long ones in small, and almost nothing is padding. `model_file` overrides
     the ONNX file (benchmarks only: the model id then names the file, so an index built with it is never
@@ -125,13 +125,16 @@ class MiniLMEncoder:
         return f"{mid}|file={Path(self._model_file).name}" if self._custom_model else mid
 
     def bulk_session(self):  # -> onnxruntime.InferenceSession
-        """The session for many texts: the query session when the thread counts agree, else a second one,
-        created on first use."""
-        if self.config.bulk_threads == self.config.threads:
+        """The session for many texts, created on first use: in the batches mode a 1-thread session (run by
+        `bulk_threads` threads at once), else one with `bulk_threads` intra-op threads; either with the CPU
+        arena only if `bulk_mem_arena`. The query session itself when it has those settings already."""
+        cfg = self.config
+        threads = 1 if cfg.bulk_mode == "batches" else cfg.bulk_threads
+        if threads == cfg.threads and cfg.bulk_mem_arena:
             return self.session
         with self._bulk_lock:
             if self._bulk_session is None:
-                self._bulk_session = self._new_session(self.config.bulk_threads, self.config.bulk_mem_arena)
+                self._bulk_session = self._new_session(threads, cfg.bulk_mem_arena)
             return self._bulk_session
 
     def _run_encodings(self, encs: Sequence, session) -> np.ndarray:  # encs: tokenizers.Encoding
@@ -161,8 +164,7 @@ class MiniLMEncoder:
         if len(texts) == 0:
             return np.zeros((0, self.dim), dtype=np.float32)
         cfg = self.config
-        bulk = len(texts) >= cfg.bulk_min_texts and cfg.bulk_mode == "intra_op"
-        session = self.bulk_session() if bulk else self.session
+        session = self.bulk_session() if len(texts) >= cfg.bulk_min_texts else self.session
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         if cfg.batch_tokens <= 0:
             order = np.argsort(np.array([len(t) for t in texts]), kind="stable")
@@ -178,11 +180,11 @@ class MiniLMEncoder:
         batches = token_batches([len(e.ids) for e in encs], cfg.batch_tokens, cfg.max_batch_rows)[::-1]
         if cfg.bulk_mode == "batches" and cfg.bulk_threads > 1 and len(texts) >= cfg.bulk_min_texts:
             # onnxruntime releases the GIL in run() and a session may run concurrently: each worker thread
-            # runs whole batches on the 1-thread query session; results are taken in order, here.
+            # runs whole batches on the 1-thread bulk session; results are taken in order, here.
             from concurrent.futures import ThreadPoolExecutor
 
             with ThreadPoolExecutor(max_workers=cfg.bulk_threads, thread_name_prefix="amsrag-embed") as pool:
-                done = pool.map(lambda idx: self._run_encodings([encs[i] for i in idx], self.session), batches)
+                done = pool.map(lambda idx: self._run_encodings([encs[i] for i in idx], session), batches)
                 for idx, vecs in zip(batches, done, strict=True):
                     out[idx] = vecs
                     if progress is not None:
