@@ -164,7 +164,7 @@ def run_memory_probe(mode: str, n: int) -> None:
     enc.encode(texts)
     dt = time.perf_counter() - t
     peak = _status_mb("VmHWM")
-    print(json.dumps({"mode": mode, "arena": mode != "noarena", "texts": len(texts), "peak_rss_mb": round(peak, 1),
+    print(json.dumps({"mode": mode, "arena": mode == "arena", "texts": len(texts), "peak_rss_mb": round(peak, 1),
                       "rss_before_mb": round(before, 1), "growth_mb": round(peak - before, 1),
                       "passages_per_s": round(len(texts) / dt, 2)}))
 
