@@ -13,7 +13,14 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from amsrag.progress import LogProgress, NullProgress, RichProgress, format_duration, progress_for
+from amsrag.progress import (
+    LogProgress,
+    NullProgress,
+    RichProgress,
+    format_duration,
+    format_rate,
+    progress_for,
+)
 from amsrag.serve.jobs import Writer
 
 
@@ -58,6 +65,34 @@ def test_line_format_rate_and_eta() -> None:
     assert lines(out)[-1] == "dense: embed 40000/40000 (100.0%) 20.0/s done in 33m20s"
     snap = progress.snapshot()
     assert snap is not None and snap.state == "done" and snap.eta_s == 0.0
+
+
+def render_bars(progress: RichProgress, console: Console) -> str:
+    with console.capture() as cap:
+        console.print(progress._progress.make_tasks_table(progress._progress.tasks))
+    return cap.get()
+
+
+def test_rich_bars_show_the_rate_and_eta() -> None:
+    assert format_rate(21.34) == "21.3/s" and format_rate(None) == "?/s"
+    clock = FakeClock()
+    console = Console(file=io.StringIO(), width=160, color_system=None, force_terminal=False)
+    progress = RichProgress(console=console, clock=clock)
+    with progress.task("dense: embed", 40000) as advance:
+        assert "?/s" in render_bars(progress, console)  # nothing done yet: no rate
+        for _ in range(10):  # 300 passages every 15 s: 20 passages/s; 37000 left after 150 s -> 1850 s
+            clock.tick(15)
+            advance(300)
+        shown = render_bars(progress, console)
+        assert "dense: embed" in shown and "3000/40000" in shown
+        assert "20.0/s" in shown
+        assert "ETA 0:30:50" in shown
+        assert "0:02:30" in shown  # elapsed
+        clock.tick(1850)
+        advance(37000)
+    done = render_bars(progress, console)
+    assert "40000/40000" in done and "ETA 0:00:00" in done
+    assert "/s" in done and "?/s" not in done  # the finished bar keeps a rate
 
 
 def test_one_line_per_interval() -> None:

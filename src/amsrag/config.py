@@ -40,7 +40,23 @@ class EmbeddingConfig(_Section):
     model: Literal["all-MiniLM-L6-v2-int8"] = "all-MiniLM-L6-v2-int8"
     max_length: int = Field(256, ge=16, le=512)
     batch_size: int = Field(32, ge=1, le=1024)
-    threads: int = Field(1, ge=1, le=64, description="onnxruntime intra-op threads")
+    threads: int = Field(1, ge=1, le=64, description="onnxruntime intra-op threads (queries, small batches)")
+    batch_tokens: int = Field(
+        8192, ge=0, le=1_048_576,
+        description="token budget per batch (rows x padded width) after sorting by token count; 0: batch_size rows",
+    )
+    max_batch_rows: int = Field(256, ge=1, le=4096, description="most rows in one token-budget batch")
+    bulk_threads: int = Field(
+        2, ge=1, le=64, description="intra-op threads of a second session used by encode() for many texts"
+    )
+    bulk_min_texts: int = Field(64, ge=1, description="encode() calls with at least this many texts use bulk_threads")
+    bulk_mem_arena: bool = Field(False, description="onnxruntime CPU memory arena for the bulk session")
+    bulk_mode: Literal["intra_op", "batches"] = Field(
+        "batches",
+        description="batches: bulk_threads batches at once, each on one thread of the query session (no "
+        "per-operator synchronisation; the faster on busy shared cores, docs/benchmarks/ingest-speed.md); "
+        "intra_op: one bulk session with bulk_threads intra-op threads",
+    )
 
 
 class BM25Config(_Section):
@@ -78,6 +94,9 @@ class GraphConfig(_Section):
     seed_hits: int = Field(5, ge=0, le=100, description="top BM25/dense hits whose passages seed the walk")
     min_mention_chars: int = Field(3, ge=1)
     ner_batch_size: int = Field(64, ge=1, le=4096, description="spaCy nlp.pipe batch size")
+    ner_processes: int = Field(
+        1, ge=1, le=64, description="spaCy nlp.pipe n_process for graph builds (worker processes when > 1)"
+    )
     query_ner: bool = Field(False, description="also run spaCy NER on the query (~5 ms) besides surface matching")
     query_entity_weight: float = Field(
         0.5, ge=0, le=1, description="share of the restart mass on the query's entities when passages seed too"

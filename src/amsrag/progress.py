@@ -1,6 +1,6 @@
 """Progress reporting for long jobs: rich bars on a terminal, log lines elsewhere, silence in libraries and tests.
 
-- `RichProgress`: live bars, for a terminal;
+- `RichProgress`: live bars, for a terminal: done/total, rate (items/s), elapsed, ETA;
 - `LogProgress`: for a non-terminal (CI, a log file, the service's background jobs): one line per task when it
   starts, one every `interval` seconds while it advances, one when it ends, each with done/total, percent, rate
   and ETA (`dense: embed 3000/40000 (7.5%) 21.3/s ETA 29m00s`), written to a text stream and/or the
@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -42,10 +43,34 @@ class NullProgress:
         yield lambda n: None
 
 
-class RichProgress:
-    """One rich progress display; each `task` adds a bar that stays when done."""
+def format_rate(rate: float | None) -> str:
+    """Items per second as the bars and log lines show it: `21.3/s`; `?/s` when not known yet."""
+    return "?/s" if rate is None else f"{rate:.1f}/s"
 
-    def __init__(self, console=None) -> None:
+
+@functools.cache
+def _rate_column_class() -> type:
+    from rich.progress import ProgressColumn, Task
+    from rich.text import Text
+
+    class RateColumn(ProgressColumn):
+        """Items per second: rich's recent-window speed while running (the average since the start when the
+        window holds too few samples), the average over the whole task once it is finished."""
+
+        def render(self, task: Task) -> Text:
+            elapsed = task.finished_time if task.finished else task.elapsed
+            average = task.completed / elapsed if elapsed and task.completed else None
+            speed = average if task.finished else (task.speed if task.speed is not None else average)
+            return Text(format_rate(speed), style="progress.data.speed")
+
+    return RateColumn
+
+
+class RichProgress:
+    """One rich progress display; each `task` adds a bar that stays when done. A bar shows done/total, the rate
+    (items/s, e.g. passages/s while embedding), the time elapsed and the ETA. `clock` is injectable (tests)."""
+
+    def __init__(self, console=None, clock: Callable[[], float] | None = None) -> None:
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -60,10 +85,13 @@ class RichProgress:
             TextColumn("{task.description}", style="bold", markup=False),
             BarColumn(),
             MofNCompleteColumn(),
+            _rate_column_class()(),
             TimeElapsedColumn(),
+            TextColumn("ETA"),
             TimeRemainingColumn(),
             console=console,
             transient=False,
+            get_time=clock,
         )
 
     def __enter__(self) -> RichProgress:
@@ -136,7 +164,7 @@ class TaskSnapshot:
     def line(self) -> str:
         """The line of a running task (rate, ETA) or of an ended one (rate, time taken)."""
         head = self._head()
-        head += f" {self.rate:.1f}/s"
+        head += f" {format_rate(self.rate)}"
         if self.state == "done":
             return f"{head} done in {format_duration(self.elapsed_s)}"
         if self.state == "failed":

