@@ -375,3 +375,12 @@ def test_a_new_title_is_found_in_old_passages_and_a_removed_one_forgotten() -> N
     assert sorted(int(r) for r in grown.matrix[:, [key]].tocoo().row) == [0, 1, 3]
     shrunk = grown.update([], [3], lambda: rows, source=_Stored(rows))
     _same_structure(shrunk, graph)
+
+
+def test_a_graph_written_with_settings_this_version_lacks_still_loads(graph: EntityGraph, tmp_path: Path) -> None:
+    graph.save(tmp_path)
+    meta_file = tmp_path / "graph.json"
+    meta = json.loads(meta_file.read_text(encoding="utf-8"))
+    meta["config"]["a_setting_from_a_newer_version"] = 3
+    meta_file.write_text(json.dumps(meta), encoding="utf-8")
+    _same_structure(EntityGraph.load(tmp_path), graph)

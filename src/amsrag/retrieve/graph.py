@@ -75,7 +75,8 @@ def _run_ner(rows: Sequence[PassageRow], config: GraphConfig, progress: Progress
         return {}
     if config.ner:
         found = extract_ner(
-            [r.text for r in rows], config.ner_labels, batch_size=config.ner_batch_size, progress=progress
+            [r.text for r in rows], config.ner_labels, batch_size=config.ner_batch_size, progress=progress,
+            n_process=config.ner_processes,
         )
     else:
         found = [()] * len(rows)
@@ -406,7 +407,9 @@ class EntityGraph:
                 query_entities = edges["query_entities"]
             with np.load(directory / _FILES["ner"], allow_pickle=False) as ner:
                 cache = _ner_cache(meta["ner_surfaces"], ner["rows"], ner["crc"], ner["indptr"], ner["surfaces"])
-            config = GraphConfig.model_validate(meta["config"])
+            # settings a newer version added are ignored: its graph is still this graph
+            known = {k: v for k, v in meta["config"].items() if k in GraphConfig.model_fields}
+            config = GraphConfig.model_validate(known)
             return cls(config, meta["ids"], meta["entity_keys"], matrix, meta["query_surfaces"], query_entities, cache,
                        parts_dir=directory)
         except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
