@@ -227,17 +227,26 @@ def test_query_library_saves_are_one_transaction(pg, slice_passages, slice_vecto
     assert {t: _count(pg.dsn, t) for t in before} == before
 
 
+def _back_to_v3(conn) -> None:
+    """Undo schema version 4 (posting impacts, their index, bm25_top), as amsrag made v3 databases."""
+    conn.execute("DROP FUNCTION amsrag.bm25_top")
+    conn.execute("ALTER TABLE amsrag.bm25_postings DROP COLUMN imp")  # its index goes with it
+    conn.execute("DELETE FROM amsrag.meta WHERE key = 'bm25_impact'")
+    conn.execute("DELETE FROM amsrag.schema_version WHERE version > 3")
+
+
 def test_an_index_from_before_the_query_library_gets_its_table_on_open(pg, slice_vectors) -> None:
     from amsrag.store.postgres import schema
     from amsrag.store.postgres.store import PostgresIndex
 
     with psycopg.connect(pg.dsn, autocommit=True) as conn:  # back to schema version 1
+        _back_to_v3(conn)
         conn.execute("DROP TABLE amsrag.documents, amsrag.staged_vectors")
         conn.execute("DROP TABLE amsrag.query_library")
         conn.execute("DELETE FROM amsrag.meta WHERE key = 'query_library_generation'")
         conn.execute("DELETE FROM amsrag.schema_version WHERE version > 1")
     with PostgresIndex.open(pg.dsn) as old:
-        assert old.stats()["schema_version"] == schema.CURRENT_VERSION == 3
+        assert old.stats()["schema_version"] == schema.CURRENT_VERSION == 4
         assert len(old.query_library()) == 0
         old.save_query_library(_library(slice_vectors[:2], "after-upgrade"))
     assert len(pg.query_library()) == 2
@@ -253,10 +262,11 @@ def test_an_index_at_schema_v2_is_migrated_on_open_and_keeps_its_passages(pg, sl
     pg.add(slice_passages[:12], vectors=slice_vectors[:12])
     hits = [h.id for h in pg.retriever("bm25").search("American film director", k=5)]
     with psycopg.connect(pg.dsn, autocommit=True) as conn:  # back to schema version 2, as amsrag made it before
+        _back_to_v3(conn)
         conn.execute("DROP TABLE amsrag.documents, amsrag.staged_vectors")
         conn.execute("DELETE FROM amsrag.schema_version WHERE version > 2")
     with PostgresIndex.open(pg.dsn) as idx:
-        assert idx.stats()["schema_version"] == schema.CURRENT_VERSION == 3
+        assert idx.stats()["schema_version"] == schema.CURRENT_VERSION == 4
         assert len(idx) == 12 and idx.get(slice_passages[3].id) == slice_passages[3]
         assert [h.id for h in idx.retriever("bm25").search("American film director", k=5)] == hits
         docs = idx.documents()  # every passage is a document of its own, its fingerprint unknown
@@ -269,7 +279,38 @@ def test_an_index_at_schema_v2_is_migrated_on_open_and_keeps_its_passages(pg, sl
         assert (r.created, r.added, r.embedded) == (1, 2, 0) and len(idx) == 14
         assert list(idx.documents("src/")) == ["new"] and idx.documents("src/")["new"].content_hash == "fp"
     with psycopg.connect(pg.dsn) as conn:
-        assert [r[0] for r in conn.execute("SELECT version FROM amsrag.schema_version ORDER BY version")] == [1, 2, 3]
+        assert [r[0] for r in conn.execute("SELECT version FROM amsrag.schema_version ORDER BY version")] == [1, 2, 3, 4]
+
+
+def test_an_index_at_schema_v3_gets_posting_impacts_on_open(pg, slice_passages, slice_vectors,
+                                                             slice_questions) -> None:
+    from amsrag.store.postgres import schema
+    from amsrag.store.postgres.store import PostgresIndex
+
+    pg.add(slice_passages[:60], vectors=slice_vectors[:60])
+    queries = [q.question for q in slice_questions[:10]] + ["the film", "American American director"]
+    before = [[(h.id, h.score) for h in pg.retriever("bm25").search(q, k=10, exhaustive=True)] for q in queries]
+    counts = {t: _count(pg.dsn, t) for t in ("passages", "bm25_terms", "bm25_postings", "mentions", "entities")}
+    with psycopg.connect(pg.dsn, autocommit=True) as conn:
+        _back_to_v3(conn)
+        with pytest.raises(psycopg.errors.UndefinedFunction):
+            conn.execute("SELECT * FROM amsrag.bm25_top('{film}', '{1}', 1.5, 0.75, 3)")
+    with PostgresIndex.open(pg.dsn) as idx:
+        assert idx.stats()["schema_version"] == schema.CURRENT_VERSION == 4
+        assert {t: _count(pg.dsn, t) for t in counts} == counts  # nothing lost
+        r = idx.retriever("bm25")
+        for q, want in zip(queries, before, strict=True):
+            for depth in (1, None):
+                got = [(h.id, h.score) for h in r.search(q, k=10, depth=depth)]
+                assert [i for i, _ in got] == [i for i, _ in want]
+                assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-9)
+        assert idx.check().ok
+        idx.add(slice_passages[60:], vectors=slice_vectors[60:])  # new postings at the migrated reference
+        assert [h.id for h in r.search("the film director", k=10)] == \
+            [h.id for h in r.search("the film director", k=10, exhaustive=True)]
+    with psycopg.connect(pg.dsn) as conn:
+        assert conn.execute("SELECT count(*) FROM amsrag.bm25_postings WHERE imp IS NULL").fetchone()[0] == 0
+        assert conn.execute("SELECT value->>'ref' FROM amsrag.meta WHERE key = 'bm25_impact'").fetchone()[0]
 
 
 def test_fingerprints_are_recorded_and_forgotten(pg, slice_passages, slice_vectors) -> None:
@@ -387,3 +428,51 @@ def test_check_finds_damage_and_repair_rebuilds_it(pg, slice_passages, slice_vec
     assert pg.repair(["bm25"]).rebuilt == ["bm25"] and pg.check().ok  # on request, even when healthy
     with pytest.raises(InputError, match="unknown component"):
         pg.repair(["colbert"])
+
+
+# ---------------------------------------------------------------- BM25 pruning, graph round trips
+def _bm25_queries(passages, questions) -> list[str]:
+    """Questions, titles, passage openings, very common and repeated terms, words not in the vocabulary."""
+    common = "the of and in a is was film American"
+    return ([q.question for q in questions[:25]] + [p.title for p in passages[:10]]
+            + [" ".join(p.text.split()[:12]) for p in passages[10:20]]
+            + [common, "film film film film director", "American American born", "the the the",
+               "zzqxv unknownword film", "zzqxv qqqwwweee", "of", "born in the United States",
+               "album released by the band in 1999 " * 3])
+
+
+def test_pruned_bm25_equals_the_exhaustive_scores_and_the_embedded_store(
+        pg_built_index, built_index, slice_passages, slice_questions) -> None:
+    pg, embedded = pg_built_index.retriever("bm25"), built_index.retriever("bm25")
+    nonempty = 0
+    for q in _bm25_queries(slice_passages, slice_questions):
+        for k in (1, 3, 10, 40):
+            want = pg.search(q, k=k, exhaustive=True)
+            for depth in (1, 3, None):  # small depths: most queries need the second pass
+                got = pg.search(q, k=k, depth=depth)
+                assert [h.id for h in got] == [h.id for h in want], (q, k, depth)
+                assert [h.score for h in got] == pytest.approx([h.score for h in want], rel=1e-9, abs=1e-12)
+            ref = embedded.search(q, k=k)
+            assert [h.id for h in got] == [h.id for h in ref], (q, k)
+            assert [h.score for h in got] == pytest.approx([h.score for h in ref], rel=1e-5)
+            nonempty += bool(got)
+    assert nonempty > 150
+    assert pg.search("zzqxv qqqwwweee", k=5) == []
+
+
+def test_pruned_bm25_stays_exact_as_the_collection_changes(pg, slice_passages, slice_vectors) -> None:
+    """Impacts are stored at the first batch's average length; later adds and deletes move the average
+    (and the document frequencies) and the pruned search must still equal the exhaustive one."""
+    short = [p for p in slice_passages if len(p.text) < 400][:15]
+    rest = [p for p in slice_passages if p not in short]
+    vec = {p.id: v for p, v in zip(slice_passages, slice_vectors, strict=True)}
+    pg.add(short, vectors=[vec[p.id] for p in short])
+    first = pg.read(lambda c: pg.meta(c, "bm25_impact"))
+    pg.add(rest, vectors=[vec[p.id] for p in rest])
+    assert pg.read(lambda c: pg.meta(c, "bm25_impact")) == first  # the reference stays
+    pg.delete([p.id for p in rest[:20]])
+    r = pg.retriever("bm25")
+    for q in ["film director", "the American film", "born", "album band music", "river city county"]:
+        for k, depth in ((1, 1), (5, 2), (5, None), (20, 4)):
+            assert [(h.id, round(h.score, 9)) for h in r.search(q, k=k, depth=depth)] == \
+                [(h.id, round(h.score, 9)) for h in r.search(q, k=k, exhaustive=True)], (q, k)

@@ -66,6 +66,11 @@ ORDER BY a.s DESC, p.id
 LIMIT %(k)s
 """
 
+# The same top k through the server-side function (schema.BM25_FUNCTION): candidates from the heads of
+# impact-ordered posting lists, scored exactly.
+_BM25_TOP_SQL = ("SELECT prow, score, id, title FROM bm25_top(%(terms)s::text[], %(qtf)s::int[], "
+                 "%(k1)s::float8, %(b)s::float8, %(k)s::int, false, %(depth)s::int)")
+
 # The BM25 score of given passages: the same sums, restricted to those rows.
 _BM25_ROWS_SQL = _BM25_TERMS + f"""
 SELECT po.prow, {_BM25_SUM}
@@ -100,7 +105,12 @@ class PgBM25Retriever:
         self.index = index
         self.tokenizer = index.tokenizer
 
-    def search(self, query: str, k: int = 10, query_vector: np.ndarray | None = None) -> list[Hit]:
+    def search(self, query: str, k: int = 10, query_vector: np.ndarray | None = None,
+               exhaustive: bool = False, depth: int | None = None) -> list[Hit]:
+        """The top `k` by Lucene BM25, from `bm25_top` (impact-ordered candidates, exact scores; one
+        statement). `exhaustive`: score every posting of the query's terms instead (the reference the
+        pruned search must equal; tests compare the two); `depth`: the first pass's postings per term
+        (tests set it small to exercise the second pass)."""
         check_query(query)
         check_k(k)
         counts = Counter(self.tokenizer(query))
@@ -108,8 +118,10 @@ class PgBM25Retriever:
             return []
         terms = sorted(counts)
         cfg = self.index.config.bm25
-        params = {"terms": terms, "qtf": [counts[t] for t in terms], "k1": cfg.k1, "b": cfg.b, "k": k}
-        rows = self.index.read(lambda c: c.execute(_BM25_SQL, params).fetchall())
+        params = {"terms": terms, "qtf": [counts[t] for t in terms], "k1": float(cfg.k1), "b": float(cfg.b),
+                  "k": k, "depth": depth}
+        sql = _BM25_SQL if exhaustive else _BM25_TOP_SQL
+        rows = self.index.read(lambda c: c.execute(sql, params).fetchall())
         return [Hit(id=pid, score=float(s), rank=n + 1, title=title, retriever=self.name, row=int(r))
                 for n, (r, s, pid, title) in enumerate(rows)]
 

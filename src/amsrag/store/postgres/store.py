@@ -170,8 +170,8 @@ class PostgresIndex:
                                  f"`amsrag index add`, or use another database")
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
             d = config.dense
-            schema.migrate(conn, {"dim": DIMENSION, "m": d.hnsw_m, "ef_construction": d.hnsw_ef_construction},
-                           __version__)
+            schema.migrate(conn, {"dim": DIMENSION, "m": d.hnsw_m, "ef_construction": d.hnsw_ef_construction,
+                                  "k1": float(config.bm25.k1), "b": float(config.bm25.b)}, __version__)
             now = datetime.now(UTC).isoformat(timespec="seconds")
             meta = {"format_version": INDEX_FORMAT_VERSION, "amsrag_version": __version__, "backend": "postgres",
                     "params": expected_params(config), "config": config.to_toml(), "created": now,
@@ -193,7 +193,11 @@ class PostgresIndex:
             if version < schema.CURRENT_VERSION:
                 with conn.transaction():
                     _lock(conn)
-                    schema.migrate(conn, {"dim": DIMENSION}, __version__)
+                    row = conn.execute(f"SELECT value FROM {schema.SCHEMA}.meta WHERE key = 'config'").fetchone()
+                    stored = AmsragConfig.from_toml(row[0], source=f"{redact(dsn)} meta.config") if row \
+                        else AmsragConfig()
+                    schema.migrate(conn, {"dim": DIMENSION, "k1": float(stored.bm25.k1),
+                                          "b": float(stored.bm25.b)}, __version__)
             elif version > schema.CURRENT_VERSION:
                 schema.migrate(conn, {}, __version__)  # raises: newer than this amsrag
             conn.execute(f"SET search_path = {schema.SEARCH_PATH}")
@@ -902,6 +906,8 @@ class PostgresIndex:
         """Terms, postings, passage lengths and the collection statistics from the passages' text."""
         conn.execute("DELETE FROM bm25_postings")
         conn.execute("DELETE FROM bm25_terms")
+        # impacts are written again, at a reference length the first page sets
+        conn.execute("UPDATE meta SET value = jsonb_set(value, '{ref}', 'null') WHERE key = 'bm25_impact'")
         n = int(_scalar(conn.execute("SELECT count(*) FROM passages")))
         total, last = 0, 0
         with progress.task("repair: bm25", n) as adv:
@@ -949,8 +955,9 @@ class PostgresIndex:
         conn.execute("UPDATE meta SET value = to_jsonb(%s::text) WHERE key = 'updated'",
                      (datetime.now(UTC).isoformat(timespec="seconds"),))
 
-    @staticmethod
-    def _add_postings(conn: psycopg.Connection, docs: list[tuple[int, list[str]]]) -> None:
+    def _add_postings(self, conn: psycopg.Connection, docs: list[tuple[int, list[str]]]) -> None:
+        """Insert the postings of `docs` (their terms' document frequencies go up), each with its impact:
+        the tf part at the index's reference average length (set by the first postings written)."""
         df: Counter[str] = Counter()
         per_doc = []
         for row, toks in docs:
@@ -965,11 +972,20 @@ class PostgresIndex:
                      (terms, [df[t] for t in terms]))
         tid: dict[str, int] = dict(conn.execute("SELECT term, tid FROM bm25_terms WHERE term = ANY(%s)",
                                                 (terms,)).fetchall())
-        with conn.cursor().copy("COPY bm25_postings (tid, prow, tf, dl) FROM STDIN WITH (FORMAT BINARY)") as copy:
-            copy.set_types(["int4", "int8", "int4", "int4"])
+        impact = self.meta(conn, "bm25_impact") or {}
+        k1, b = float(impact.get("k1", self.config.bm25.k1)), float(impact.get("b", self.config.bm25.b))
+        ref = impact.get("ref")
+        if ref is None:  # the first postings: their average length is the reference from now on
+            ref = max(1.0, sum(dl for _, dl, _ in per_doc) / len(per_doc))
+            conn.execute("INSERT INTO meta (key, value) VALUES ('bm25_impact', %s) ON CONFLICT (key) "
+                         "DO UPDATE SET value = EXCLUDED.value", (Jsonb({"ref": ref, "k1": k1, "b": b}),))
+        norm = k1 * (1 - b)
+        scale = k1 * b / float(ref)
+        with conn.cursor().copy("COPY bm25_postings (tid, prow, tf, dl, imp) FROM STDIN WITH (FORMAT BINARY)") as copy:
+            copy.set_types(["int4", "int8", "int4", "int4", "float4"])
             for row, dl, counts in per_doc:
                 for term, tf in counts.items():
-                    copy.write_row((tid[term], row, tf, dl))
+                    copy.write_row((tid[term], row, tf, dl, tf / (tf + norm + scale * dl)))
 
     def _rewrite_graph(self, conn: psycopg.Connection, added: list[PassageRow], removed: list[int],
                        known: dict[int, tuple[str, ...]], progress: Progress) -> None:
