@@ -279,7 +279,8 @@ def test_an_index_at_schema_v2_is_migrated_on_open_and_keeps_its_passages(pg, sl
         assert (r.created, r.added, r.embedded) == (1, 2, 0) and len(idx) == 14
         assert list(idx.documents("src/")) == ["new"] and idx.documents("src/")["new"].content_hash == "fp"
     with psycopg.connect(pg.dsn) as conn:
-        assert [r[0] for r in conn.execute("SELECT version FROM amsrag.schema_version ORDER BY version")] == [1, 2, 3, 4]
+        versions = conn.execute("SELECT version FROM amsrag.schema_version ORDER BY version").fetchall()
+        assert [r[0] for r in versions] == [1, 2, 3, 4]
 
 
 def test_an_index_at_schema_v3_gets_posting_impacts_on_open(pg, slice_passages, slice_vectors,
@@ -476,3 +477,51 @@ def test_pruned_bm25_stays_exact_as_the_collection_changes(pg, slice_passages, s
         for k, depth in ((1, 1), (5, 2), (5, None), (20, 4)):
             assert [(h.id, round(h.score, 9)) for h in r.search(q, k=k, depth=depth)] == \
                 [(h.id, round(h.score, 9)) for h in r.search(q, k=k, exhaustive=True)], (q, k)
+
+
+class _CountingConnection:
+    """A real pooled connection that counts the statements sent through it."""
+
+    def __init__(self, conn, counter: list[str]) -> None:
+        self._conn, self._counter = conn, counter
+
+    def execute(self, sql, *args, **kwargs):
+        self._counter.append(str(sql))
+        return self._conn.execute(sql, *args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._conn, name)
+
+
+def test_graph_neighbourhood_is_one_statement_and_ranks_as_the_embedded_graph(
+        pg_built_index, built_index, slice_questions) -> None:
+    from amsrag.store.postgres.retrievers import PgEntityGraph
+
+    sent: list[str] = []
+
+    class Counting:  # the index, with every read's connection counting its statements
+        config = pg_built_index.config
+        tokenizer = pg_built_index.tokenizer
+        encoder = property(lambda self: pg_built_index.encoder)
+        meta = staticmethod(pg_built_index.meta)
+
+        @staticmethod
+        def read(fn):
+            return pg_built_index.read(lambda c: fn(_CountingConnection(c, sent)))
+
+    graph = PgEntityGraph(Counting(), pg_built_index.config.graph)
+    emb_graph = built_index.retriever("graph").graph
+    for q in slice_questions[:12]:
+        qv = built_index.encoder.encode_query(q.question)
+        seeds = [h for h in built_index.retriever("dense").search(q.question, 10, qv)]
+        rows_e = [(h.row, 1.0 / (n + 1)) for n, h in enumerate(seeds)]
+        pg_rows = pg_built_index.rows_for_ids([h.id for h in seeds])
+        rows_p = [(pg_rows[h.id], 1.0 / (n + 1)) for n, h in enumerate(seeds)]
+        sent.clear()
+        got = graph.rank(q.question, rows_p, 10)
+        assert len(sent) == 1, sent
+        want = emb_graph.rank(q.question, rows_e, 10)
+        assert [pid for _, _, pid in got] == [pid for _, _, pid in want], q.question
+        assert [s for _, s, _ in got] == pytest.approx([s for _, s, _ in want], rel=1e-5)
+    sent.clear()
+    assert graph.rank("zzqxv nothing here", [], 5) == [] and len(sent) == 1
