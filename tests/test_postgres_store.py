@@ -185,6 +185,22 @@ def test_reads_from_a_streaming_replica(pg_server, slice_passages, slice_vectors
             served = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
                                   "AND application_name <> 'psql' AND pid <> pg_backend_pid()").fetchone()[0]
         assert served >= 1  # the index's read pool is connected to the replica
+
+        def scans(u: str) -> int:  # index scans of the retrieval tables on one server (its own statistics)
+            with psycopg.connect(u) as conn:
+                return int(conn.execute(
+                    "SELECT coalesce(sum(idx_scan), 0) + coalesce(sum(seq_scan), 0) FROM pg_stat_user_tables "
+                    "WHERE schemaname = 'amsrag' AND relname IN ('bm25_postings', 'bm25_terms', 'passages', "
+                    "'mentions', 'entities', 'entity_surfaces', 'graph_ner')").fetchone()[0])
+
+        time.sleep(1.5)  # backends flush their statistics within a second of going idle
+        on_primary, on_replica = scans(url), scans(replica_url)
+        vec = slice_vectors[5]
+        for name in ("bm25", "dense", "graph"):
+            assert idx.retriever(name).search(target.title, k=3, query_vector=vec)[0].id == target.id, name
+        time.sleep(1.5)
+        assert scans(url) == on_primary  # retrieval never read the primary
+        assert scans(replica_url) > on_replica  # it read the replica
         # what a writer must see at once is read where it wrote (the replica is read-only, maybe behind)
         hashes = [p.content_hash for p in slice_passages[12:14]]
         idx.stage_vectors(hashes, slice_vectors[12:14])
@@ -525,3 +541,25 @@ def test_graph_neighbourhood_is_one_statement_and_ranks_as_the_embedded_graph(
         assert [s for _, s, _ in got] == pytest.approx([s for _, s, _ in want], rel=1e-5)
     sent.clear()
     assert graph.rank("zzqxv nothing here", [], 5) == [] and len(sent) == 1
+
+
+def test_read_pool_size_is_configurable(pg, monkeypatch) -> None:
+    from amsrag.store.postgres.store import POOL_MAX, POOL_MIN, PostgresIndex, pool_limits
+
+    assert (pg.pool.min_size, pg.pool.max_size) == (POOL_MIN, POOL_MAX) == (2, 10)
+    assert pool_limits(env={"AMSRAG_PG_POOL_MIN": "4", "AMSRAG_PG_POOL_MAX": "20"}) == (4, 20)
+    assert pool_limits(None, 1, env={}) == (1, 1)  # the fewest never exceed the most
+    for bad in ({"AMSRAG_PG_POOL_MAX": "many"}, {"AMSRAG_PG_POOL_MAX": "0"}):
+        with pytest.raises(InputError, match=r"AMSRAG_PG_POOL_MAX|max >= 1"):
+            pool_limits(env=bad)
+    monkeypatch.setenv("AMSRAG_PG_POOL_MIN", "3")
+    monkeypatch.setenv("AMSRAG_PG_POOL_MAX", "5")
+    with PostgresIndex.open(pg.dsn) as idx:
+        assert (idx.pool.min_size, idx.pool.max_size) == (3, 5)
+        idx.pool.wait(timeout=10)  # the fewest are opened at start
+        with psycopg.connect(pg.dsn) as conn:
+            open_ = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                                 "AND pid <> pg_backend_pid()").fetchone()[0]
+        assert open_ >= 3 + pg.pool.get_stats().get("pool_size", 0)
+    with PostgresIndex.open(pg.dsn, pool_min=1, pool_size=2) as idx:  # arguments beat the environment
+        assert (idx.pool.min_size, idx.pool.max_size) == (1, 2)

@@ -13,6 +13,7 @@ reported as `StoreUnavailableError`.
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -64,6 +65,35 @@ COMPONENTS = ("bm25", "dense", "graph")  # what `check` verifies and `repair` re
 NORM_TOLERANCE = 1e-3  # a stored vector's norm may differ this much from 1
 CHECK_SAMPLE = 200  # passages whose postings `check` compares with a fresh tokenisation
 REPAIR_PAGE = 2000  # passages per step of a BM25 rebuild
+
+
+# The read pool, sized for `amsrag serve`: two admission lanes (retrieve, answer) of `serve.max_running`
+# (default 4) engine calls each, every call holding at most one pooled connection at a time, plus the
+# writer thread's reads and the outside-write watcher: 2 * 4 + 2. Writes open their own connection to the
+# primary and are not counted. Overridden per process by AMSRAG_PG_POOL_MIN / AMSRAG_PG_POOL_MAX (for
+# serve with a larger max_running: 2 * max_running + 2), or per index by `pool_min` / `pool_size`.
+POOL_MIN = 2  # kept open (and checked) while idle: the first requests after a pause do not connect
+POOL_MAX = 10
+POOL_ENV = ("AMSRAG_PG_POOL_MIN", "AMSRAG_PG_POOL_MAX")
+
+
+def pool_limits(pool_min: int | None = None, pool_max: int | None = None,
+                env: Mapping[str, str] | None = None) -> tuple[int, int]:
+    """(min, max) connections of the read pool: the arguments, else the environment, else the defaults."""
+    env = os.environ if env is None else env
+    out = []
+    for given, name, default in ((pool_min, POOL_ENV[0], POOL_MIN), (pool_max, POOL_ENV[1], POOL_MAX)):
+        if given is None and env.get(name, "").strip():
+            try:
+                given = int(env[name])
+            except ValueError:
+                raise InputError(f"{name} must be a whole number, got {env[name]!r}") from None
+        out.append(default if given is None else int(given))
+    low, high = out
+    if high < 1 or low < 0:
+        raise InputError(f"the PostgreSQL read pool needs max >= 1 and min >= 0 connections, got min {low}, "
+                         f"max {high}")
+    return min(low, high), high
 
 
 class StoreUnavailableError(AmsragError):
@@ -135,10 +165,12 @@ class PostgresIndex:
 
     backend = "postgres"
 
-    def __init__(self, dsn: str, config: AmsragConfig, pool_size: int = 8,
-                 request_timeout: float = REQUEST_TIMEOUT_S, read_dsn: str | None = None) -> None:
+    def __init__(self, dsn: str, config: AmsragConfig, pool_size: int | None = None,
+                 request_timeout: float = REQUEST_TIMEOUT_S, read_dsn: str | None = None,
+                 pool_min: int | None = None) -> None:
         """`read_dsn`: a streaming read replica of `dsn` that serves every read (writes go to `dsn`;
-        a replica shows a write once it has replayed it)."""
+        a replica shows a write once it has replayed it). `pool_size` / `pool_min`: the read pool's
+        most and fewest open connections (see `pool_limits`)."""
         self.dsn = dsn
         self.read_dsn = read_dsn or dsn
         self.path = redact(dsn)  # what reports print where the embedded store prints its directory
@@ -151,7 +183,9 @@ class PostgresIndex:
         kwargs = {"connect_timeout": int(CONNECT_TIMEOUT_S), "autocommit": True,
                   "options": f"-c search_path={schema.SEARCH_PATH.replace(' ', '')} "
                              f"-c statement_timeout={int(request_timeout * 1000)}"}
-        self.pool = ConnectionPool(self.read_dsn, min_size=1, max_size=pool_size, kwargs=kwargs, configure=_configure,
+        self.pool_min, self.pool_max = pool_limits(pool_min, pool_size)
+        self.pool = ConnectionPool(self.read_dsn, min_size=self.pool_min, max_size=self.pool_max, kwargs=kwargs,
+                                   configure=_configure,
                                    check=ConnectionPool.check_connection, timeout=request_timeout,
                                    open=False, name="amsrag")
         self.pool.open(wait=False)
