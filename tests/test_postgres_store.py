@@ -423,6 +423,7 @@ def test_check_finds_damage_and_repair_rebuilds_it(pg, slice_passages, slice_vec
         register_vector(conn)
         conn.execute("SET search_path = amsrag, public")
         conn.execute("DELETE FROM bm25_postings WHERE prow = %s", (rows[0],))
+        conn.execute("UPDATE bm25_postings SET imp = imp / 2 WHERE prow = %s", (rows[3],))  # pruning would miss it
         conn.execute("UPDATE bm25_terms SET df = df + 1 WHERE tid = (SELECT min(tid) FROM bm25_terms)")
         conn.execute("UPDATE meta SET value = jsonb_set(value, '{total_len}', '7') WHERE key = 'bm25_stats'")
         vec = np.asarray(conn.execute("SELECT embedding FROM passages WHERE prow = %s", (rows[1],)).fetchone()[0])
@@ -433,7 +434,7 @@ def test_check_finds_damage_and_repair_rebuilds_it(pg, slice_passages, slice_vec
     found = pg.check()
     assert not found.ok and sorted(found.repairable) == ["bm25", "dense", "graph"]
     text = "\n".join(found.problems)
-    for expected in ("collection statistics", "1 passage(s) have no postings", "document frequency",
+    for expected in ("collection statistics", "1 passage(s) have no postings", "document frequency", "an impact",
                      "1 stored vector(s) are not unit-norm", "HNSW index passages_embedding_hnsw is missing",
                      "1 passage(s) have no stored NER", "degree"):
         assert expected in text, (expected, text)

@@ -854,6 +854,19 @@ class PostgresIndex:
         for row, term, tf in conn.execute("SELECT po.prow, t.term, po.tf FROM bm25_postings po JOIN bm25_terms t "
                                           "ON t.tid = po.tid WHERE po.prow = ANY(%s)", (list(stored),)).fetchall():
             stored[int(row)][term] = int(tf)
+        impact = dict(self.meta(conn, "bm25_impact") or {})
+        if impact.get("ref") is None:
+            if _scalar(conn.execute("SELECT count(*) FROM bm25_postings")):
+                report.problem("bm25: postings without a reference length for their impacts (meta bm25_impact)",
+                               "bm25")
+        else:  # every posting's impact is its tf part at the reference length (pruning relies on it)
+            bad_imp = _scalar(conn.execute(
+                "SELECT count(*) FROM bm25_postings WHERE abs(imp - tf / (tf + %(k1)s * (1 - %(b)s + %(b)s * dl "
+                "/ %(ref)s))) > 1e-6 * imp + 1e-9",
+                {"k1": float(impact["k1"]), "b": float(impact["b"]), "ref": float(impact["ref"])}))
+            if bad_imp:
+                report.problem(f"bm25: {bad_imp} posting(s) have an impact other than their tf part at the "
+                               f"reference length", "bm25")
         differ = 0
         for row, title, text, doc_len in sample:
             tokens = self.tokenizer(passage_text_for_bm25(title, text))
