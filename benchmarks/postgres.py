@@ -265,6 +265,14 @@ def main() -> None:
         pg.delete([p.id for p in extra])
         lat_e, ranked_e = run_backend(source, texts, vectors)
         lat_p, ranked_p = run_backend(pg, texts, vectors)
+        pruned_lat, pruned_ranked = [], []
+        for q in texts:  # bm25_top (pruned), not the default plan: same answers, its latency
+            with Timer() as t:
+                hits = pg.retriever("bm25").search(q, k=10, exhaustive=False)
+            pruned_lat.append(t.ms)
+            pruned_ranked.append([h.id for h in hits])
+        result["bm25_pruned"] = {"latency_ms": percentiles(pruned_lat), "same_top10_share_vs_embedded": round(
+            float(np.mean([a == b for a, b in zip(pruned_ranked, ranked_e["bm25"], strict=True)])), 4)}
         result["latency_ms"] = {"embedded": lat_e, "postgres": lat_p,
                                 "ratio_p50_postgres_over_embedded": {
                                     n: round(lat_p[n]["p50"] / max(lat_e[n]["p50"], 1e-6), 2) for n in RETRIEVERS}}

@@ -318,12 +318,12 @@ def test_an_index_at_schema_v3_gets_posting_impacts_on_open(pg, slice_passages, 
         r = idx.retriever("bm25")
         for q, want in zip(queries, before, strict=True):
             for depth in (1, None):
-                got = [(h.id, h.score) for h in r.search(q, k=10, depth=depth)]
+                got = [(h.id, h.score) for h in r.search(q, k=10, depth=depth, exhaustive=False)]
                 assert [i for i, _ in got] == [i for i, _ in want]
                 assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-9)
         assert idx.check().ok
         idx.add(slice_passages[60:], vectors=slice_vectors[60:])  # new postings at the migrated reference
-        assert [h.id for h in r.search("the film director", k=10)] == \
+        assert [h.id for h in r.search("the film director", k=10, exhaustive=False)] == \
             [h.id for h in r.search("the film director", k=10, exhaustive=True)]
     with psycopg.connect(pg.dsn) as conn:
         assert conn.execute("SELECT count(*) FROM amsrag.bm25_postings WHERE imp IS NULL").fetchone()[0] == 0
@@ -467,7 +467,7 @@ def test_pruned_bm25_equals_the_exhaustive_scores_and_the_embedded_store(
         for k in (1, 3, 10, 40):
             want = pg.search(q, k=k, exhaustive=True)
             for depth in (1, 3, None):  # small depths: most queries need the second pass
-                got = pg.search(q, k=k, depth=depth)
+                got = pg.search(q, k=k, depth=depth, exhaustive=False)
                 assert [h.id for h in got] == [h.id for h in want], (q, k, depth)
                 assert [h.score for h in got] == pytest.approx([h.score for h in want], rel=1e-9, abs=1e-12)
             ref = embedded.search(q, k=k)
@@ -492,7 +492,7 @@ def test_pruned_bm25_stays_exact_as_the_collection_changes(pg, slice_passages, s
     r = pg.retriever("bm25")
     for q in ["film director", "the American film", "born", "album band music", "river city county"]:
         for k, depth in ((1, 1), (5, 2), (5, None), (20, 4)):
-            assert [(h.id, round(h.score, 9)) for h in r.search(q, k=k, depth=depth)] == \
+            assert [(h.id, round(h.score, 9)) for h in r.search(q, k=k, depth=depth, exhaustive=False)] == \
                 [(h.id, round(h.score, 9)) for h in r.search(q, k=k, exhaustive=True)], (q, k)
 
 

@@ -101,28 +101,26 @@ CREATE TABLE staged_vectors (
 """
 
 
-# Exact Lucene BM25 top-k with impact-ordered candidate generation (Fagin's threshold idea), one call
-# per query. Pass 1 reads the `depth` highest-impact postings of every query term; what a posting not
-# read can add is bounded by the term's last impact read (0 once a list is read to its end). A
-# candidate's partial score (the terms it was seen in) is a lower bound of its score, its partial score
-# plus the bounds of the other terms an upper bound; candidates that cannot reach the k-th partial score
-# are dropped, the others scored exactly (postings looked up by (tid, prow)). When the bound of a
-# passage seen nowhere is below the k-th exact score, that is the answer. Otherwise pass 2 reads, per
-# term, every posting whose contribution bound exceeds a cut, the cuts summing to less than that k-th
-# score (water-filled: a term whose whole list cannot reach its share reads nothing), which makes the
-# answer exact by construction. Ties at the k-th score are all kept and ordered by id, as the
-# exhaustive query orders them. `p_depth` (pass 1's depth; default max(2k, 64)) is there for tests.
+# Exact Lucene BM25 top-k with impact-ordered candidate generation (a threshold algorithm), one call
+# per query. Pass 1 reads the highest-impact postings of every query term (depth 2k + 20) and scores
+# the 4k best candidates (by partial score) exactly: the k-th of those scores, theta, is a lower bound
+# of the true k-th score. Pass 2 gives every term a cut, the cuts summing to half of theta (shared out
+# from the terms of lowest bound: a frequent term whose best posting is under its share reads nothing),
+# and reads every posting whose bound exceeds its term's cut: a passage read nowhere scores at most the
+# sum of the cuts < theta, so it cannot be in the top k. A candidate's partial score plus the cuts of
+# the terms it was not read in bounds its score; those that cannot reach the k-th score are dropped,
+# the others scored exactly (terms read in full from the postings read, the others looked up by
+# (tid, prow)). Ties at the k-th score are all kept and ordered by id, as the exhaustive query does.
+# `p_exhaustive` (or impacts made with other k1, b) reads every posting; `p_depth` sets pass 1's depth.
 BM25_FUNCTION = """
 CREATE OR REPLACE FUNCTION bm25_top(p_terms text[], p_qtf integer[], p_k1 float8, p_b float8, p_k integer,
                                     p_exhaustive boolean DEFAULT false, p_depth integer DEFAULT NULL)
 RETURNS TABLE (prow bigint, score float8, id text, title text)
-LANGUAGE plpgsql STABLE SET search_path FROM CURRENT AS $fn$
+LANGUAGE plpgsql STABLE SET search_path FROM CURRENT SET plan_cache_mode = force_custom_plan AS $fn$
 #variable_conflict use_column
 DECLARE
     v_n float8; v_avgdl float8; v_ref float8; v_k1 float8; v_b float8; v_g float8;
-    v_tids integer[]; v_ws float8[]; v_cut float8[]; v_top float8[]; v_lim integer;
-    v_theta float8; v_bound float8; v_margin float8;
-    r_rows bigint[]; r_scores float8[]; r_ids text[]; r_titles text[];
+    v_tids integer[]; v_ws float8[]; v_cut float8[]; v_top float8[]; v_theta float8;
     v_left float8; v_share float8; v_ub float8; v_m integer; v_i integer;
 BEGIN
     SELECT greatest((value->>'n_docs')::float8, 1),
@@ -139,70 +137,74 @@ BEGIN
     END IF;
     -- a stored impact times g bounds the tf part at today's average length (the factor absorbs float4)
     v_g := greatest(1, v_avgdl / v_ref) * (1 + 1e-6);
+    v_cut := array_fill(0::float8, ARRAY[cardinality(v_tids)]);  -- cut 0: every posting of the term
     v_theta := -1;
-    IF p_exhaustive OR v_ref IS NULL OR v_k1 IS DISTINCT FROM p_k1 OR v_b IS DISTINCT FROM p_b THEN
-        v_cut := array_fill(-1::float8, ARRAY[cardinality(v_tids)]);  -- every posting: exhaustive
-        v_lim := NULL;
-        v_g := 1;
-    ELSE
-        v_cut := array_fill(-1::float8, ARRAY[cardinality(v_tids)]);
-        v_lim := greatest(coalesce(p_depth, greatest(2 * p_k, 64)), 1);
-    END IF;
-    FOR pass IN 1..2 LOOP
+    IF NOT (p_exhaustive OR v_ref IS NULL OR v_k1 IS DISTINCT FROM p_k1 OR v_b IS DISTINCT FROM p_b) THEN
+        -- pass 1, a lower bound of the k-th score: the exact scores of the best candidates (by partial
+        -- score) among each term's highest-impact postings; and each term's highest impact
         WITH qt AS MATERIALIZED (
-            SELECT i, v_tids[i] AS tid, v_ws[i] AS w, v_cut[i] AS cut FROM generate_subscripts(v_tids, 1) AS i),
+            SELECT i::integer AS i, tid, w FROM unnest(v_tids, v_ws) WITH ORDINALITY AS u(tid, w, i)),
         head AS MATERIALIZED (
             SELECT qt.i, h.prow, h.imp, qt.w * h.tf / (h.tf + p_k1 * (1 - p_b + p_b * h.dl / v_avgdl)) AS c
             FROM qt CROSS JOIN LATERAL (
-                SELECT po.prow, po.tf, po.dl, po.imp FROM bm25_postings po
-                WHERE po.tid = qt.tid AND po.imp > qt.cut ORDER BY po.imp DESC LIMIT v_lim) h),
-        rem AS MATERIALIZED (
-            SELECT qt.i, max(h.imp)::float8 AS top,
-                   CASE WHEN v_lim IS NOT NULL AND count(h.prow) >= v_lim THEN qt.w * v_g * min(h.imp)
-                        WHEN qt.cut < 0 THEN 0::float8
-                        ELSE qt.w * v_g * qt.cut END AS r
-            FROM qt LEFT JOIN head h ON h.i = qt.i GROUP BY qt.i, qt.w, qt.cut),
-        tot AS (SELECT sum(r) AS b FROM rem),
-        cand AS MATERIALIZED (
-            SELECT h.prow, sum(h.c) AS part, sum(rm.r) AS seen_r FROM head h JOIN rem rm ON rm.i = h.i
-            GROUP BY h.prow),
-        thr AS (SELECT greatest(v_theta, coalesce(
-            (SELECT part FROM cand ORDER BY part DESC OFFSET p_k - 1 LIMIT 1), -1)) AS t),
-        live AS MATERIALIZED (
-            SELECT c.prow FROM cand c, tot, thr
-            WHERE c.part + (tot.b - c.seen_r) >= thr.t - 1e-9 * (1 + abs(thr.t))),
-        exact AS MATERIALIZED (
-            SELECT l.prow, sum(x.c ORDER BY x.i) AS s FROM live l CROSS JOIN LATERAL (
+                SELECT po.prow, po.tf, po.dl, po.imp FROM bm25_postings po WHERE po.tid = qt.tid
+                ORDER BY po.imp DESC LIMIT greatest(coalesce(p_depth, 2 * p_k + 20), 1)) h),
+        cand AS (SELECT h.prow FROM head h GROUP BY h.prow ORDER BY sum(h.c) DESC, h.prow LIMIT 4 * p_k),
+        exact AS (
+            SELECT l.prow, sum(x.c) AS s FROM cand l CROSS JOIN LATERAL (
+                SELECT qt.w * po.tf / (po.tf + p_k1 * (1 - p_b + p_b * po.dl / v_avgdl)) AS c
+                FROM qt JOIN bm25_postings po ON po.tid = qt.tid AND po.prow = l.prow OFFSET 0) x
+            GROUP BY l.prow)
+        SELECT coalesce((SELECT s FROM exact ORDER BY s DESC OFFSET p_k - 1 LIMIT 1), -1),
+               (SELECT array_agg(m ORDER BY i) FROM (SELECT qt.i, coalesce(max(h.imp), 0)::float8 AS m
+                                                     FROM qt LEFT JOIN head h ON h.i = qt.i GROUP BY qt.i) t)
+          INTO v_theta, v_top;
+        -- pass 2's cuts: what a posting below its term's cut can add sums to at most half that bound,
+        -- shared out from the terms of lowest bound (a term whose best posting is under its share reads
+        -- nothing); so a passage never read scores below the k-th, and a candidate must gather at least
+        -- half the bound from the postings read to need scoring
+        IF v_theta > 0 THEN
+            v_left := v_theta * 0.5;
+            v_m := cardinality(v_tids);
+            FOR v_i IN SELECT o FROM generate_subscripts(v_tids, 1) AS o ORDER BY v_ws[o] * v_top[o], o LOOP
+                v_ub := v_ws[v_i] * v_g * v_top[v_i];
+                v_share := greatest(least(v_ub, v_left / v_m), 0);
+                v_left := v_left - v_share;
+                v_m := v_m - 1;
+                v_cut[v_i] := v_share / (v_ws[v_i] * v_g);
+            END LOOP;
+        END IF;
+    END IF;
+    -- pass 2: every posting above its term's cut; candidates that can still reach the k-th score
+    -- (partial score + the cuts of the terms they were not read in) are scored exactly: the terms read
+    -- in full from the postings read, the others looked up by (tid, prow)
+    RETURN QUERY
+    WITH qt AS MATERIALIZED (
+        SELECT i::integer AS i, tid, w, cut, w * v_g * cut AS r
+        FROM unnest(v_tids, v_ws, v_cut) WITH ORDINALITY AS u(tid, w, cut, i)),
+    head AS MATERIALIZED (
+        SELECT qt.i, h.prow, qt.w * h.tf / (h.tf + p_k1 * (1 - p_b + p_b * h.dl / v_avgdl)) AS c, qt.r
+        FROM qt CROSS JOIN LATERAL (
+            SELECT po.prow, po.tf, po.dl FROM bm25_postings po WHERE po.tid = qt.tid AND po.imp > qt.cut) h),
+    cand AS (SELECT h.prow, sum(h.c) AS part, sum(h.r) AS seen_r FROM head h GROUP BY h.prow),
+    thr AS (SELECT greatest(v_theta, coalesce((SELECT part FROM cand ORDER BY part DESC OFFSET p_k - 1 LIMIT 1), -1))
+                   AS t, (SELECT sum(r) FROM qt) AS b),
+    live AS MATERIALIZED (
+        SELECT c.prow FROM cand c, thr WHERE c.part + (thr.b - c.seen_r) >= thr.t - 1e-9 * (1 + abs(thr.t))),
+    exact AS MATERIALIZED (
+        SELECT x.prow, sum(x.c ORDER BY x.i) AS s FROM (
+            SELECT h.prow, h.i, h.c FROM head h WHERE h.r = 0 AND h.prow IN (SELECT prow FROM live)
+            UNION ALL
+            SELECT l.prow, y.i, y.c FROM live l CROSS JOIN LATERAL (
                 SELECT qt.i, qt.w * po.tf / (po.tf + p_k1 * (1 - p_b + p_b * po.dl / v_avgdl)) AS c
-                FROM qt JOIN bm25_postings po ON po.tid = qt.tid AND po.prow = l.prow) x
-            GROUP BY l.prow),
-        kth AS (SELECT s FROM exact ORDER BY s DESC OFFSET p_k - 1 LIMIT 1),
-        best AS (
-            SELECT e.prow, e.s, p.id, p.title FROM exact e JOIN passages p ON p.prow = e.prow
-            WHERE e.s >= coalesce((SELECT s FROM kth), -1) AND e.s > 0
-            ORDER BY e.s DESC, p.id LIMIT p_k)
-        SELECT (SELECT array_agg(best.prow ORDER BY best.s DESC, best.id) FROM best),
-               (SELECT array_agg(best.s ORDER BY best.s DESC, best.id) FROM best),
-               (SELECT array_agg(best.id ORDER BY best.s DESC, best.id) FROM best),
-               (SELECT array_agg(best.title ORDER BY best.s DESC, best.id) FROM best),
-               coalesce((SELECT s FROM kth), -1), (SELECT b FROM tot),
-               (SELECT array_agg(coalesce(rem.top, 0) ORDER BY rem.i) FROM rem)
-          INTO r_rows, r_scores, r_ids, r_titles, v_theta, v_bound, v_top;
-        v_margin := 1e-9 * (1 + abs(v_theta));
-        EXIT WHEN v_bound <= 0 OR (v_theta > 0 AND v_bound < v_theta - v_margin) OR pass = 2;
-        -- pass 2: cuts summing to less than the k-th score, shared out from the terms of lowest bound
-        v_left := v_theta * (1 - 1e-9) - v_margin;
-        v_m := cardinality(v_tids);
-        FOR v_i IN SELECT o FROM generate_subscripts(v_tids, 1) AS o ORDER BY v_ws[o] * v_top[o], o LOOP
-            v_ub := v_ws[v_i] * v_g * v_top[v_i];
-            v_share := greatest(least(v_ub, v_left / v_m), 0);
-            v_left := v_left - v_share;
-            v_m := v_m - 1;
-            v_cut[v_i] := v_share / (v_ws[v_i] * v_g);
-        END LOOP;
-        v_lim := NULL;
-    END LOOP;
-    RETURN QUERY SELECT * FROM unnest(r_rows, r_scores, r_ids, r_titles);
+                FROM qt JOIN bm25_postings po ON po.tid = qt.tid AND po.prow = l.prow
+                WHERE qt.r > 0 OFFSET 0) y) x
+        GROUP BY x.prow),
+    kth AS (SELECT s FROM exact ORDER BY s DESC OFFSET p_k - 1 LIMIT 1)
+    SELECT e.prow, e.s, p.id, p.title FROM exact e CROSS JOIN LATERAL (
+        SELECT p.id, p.title FROM passages p WHERE p.prow = e.prow OFFSET 0) p
+    WHERE e.s >= coalesce((SELECT s FROM kth), -1) AND e.s > 0
+    ORDER BY e.s DESC, p.id LIMIT p_k;
 END
 $fn$;
 """
