@@ -177,6 +177,8 @@ def synthetic_run(args) -> dict:
                             "parts_s": {k: round(v, 2) for k, v in rep.seconds.items()}}
         result["postgres_stats"] = pg.stats()
         with psycopg_connect(url) as conn:
+            result["bm25_postings_pages_all_visible"] = list(conn.execute(
+                "SELECT relallvisible, relpages FROM pg_class WHERE oid = 'amsrag.bm25_postings'::regclass").fetchone())
             info = {int(r): (i, t) for r, i, t in conn.execute("SELECT prow, id, title FROM amsrag.passages")}
             stored = conn.execute("SELECT prow, title, text FROM amsrag.passages ORDER BY prow").fetchall()
         t = time.perf_counter()
