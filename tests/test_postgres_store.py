@@ -185,6 +185,22 @@ def test_reads_from_a_streaming_replica(pg_server, slice_passages, slice_vectors
             served = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
                                   "AND application_name <> 'psql' AND pid <> pg_backend_pid()").fetchone()[0]
         assert served >= 1  # the index's read pool is connected to the replica
+
+        def scans(u: str) -> int:  # index scans of the retrieval tables on one server (its own statistics)
+            with psycopg.connect(u) as conn:
+                return int(conn.execute(
+                    "SELECT coalesce(sum(idx_scan), 0) + coalesce(sum(seq_scan), 0) FROM pg_stat_user_tables "
+                    "WHERE schemaname = 'amsrag' AND relname IN ('bm25_postings', 'bm25_terms', 'passages', "
+                    "'mentions', 'entities', 'entity_surfaces', 'graph_ner')").fetchone()[0])
+
+        time.sleep(1.5)  # backends flush their statistics within a second of going idle
+        on_primary, on_replica = scans(url), scans(replica_url)
+        vec = slice_vectors[5]
+        for name in ("bm25", "dense", "graph"):
+            assert idx.retriever(name).search(target.title, k=3, query_vector=vec)[0].id == target.id, name
+        time.sleep(1.5)
+        assert scans(url) == on_primary  # retrieval never read the primary
+        assert scans(replica_url) > on_replica  # it read the replica
         # what a writer must see at once is read where it wrote (the replica is read-only, maybe behind)
         hashes = [p.content_hash for p in slice_passages[12:14]]
         idx.stage_vectors(hashes, slice_vectors[12:14])
@@ -227,17 +243,26 @@ def test_query_library_saves_are_one_transaction(pg, slice_passages, slice_vecto
     assert {t: _count(pg.dsn, t) for t in before} == before
 
 
+def _back_to_v3(conn) -> None:
+    """Undo schema version 4 (posting impacts, their index, bm25_top), as amsrag made v3 databases."""
+    conn.execute("DROP FUNCTION amsrag.bm25_top")
+    conn.execute("ALTER TABLE amsrag.bm25_postings DROP COLUMN imp")  # its index goes with it
+    conn.execute("DELETE FROM amsrag.meta WHERE key = 'bm25_impact'")
+    conn.execute("DELETE FROM amsrag.schema_version WHERE version > 3")
+
+
 def test_an_index_from_before_the_query_library_gets_its_table_on_open(pg, slice_vectors) -> None:
     from amsrag.store.postgres import schema
     from amsrag.store.postgres.store import PostgresIndex
 
     with psycopg.connect(pg.dsn, autocommit=True) as conn:  # back to schema version 1
+        _back_to_v3(conn)
         conn.execute("DROP TABLE amsrag.documents, amsrag.staged_vectors")
         conn.execute("DROP TABLE amsrag.query_library")
         conn.execute("DELETE FROM amsrag.meta WHERE key = 'query_library_generation'")
         conn.execute("DELETE FROM amsrag.schema_version WHERE version > 1")
     with PostgresIndex.open(pg.dsn) as old:
-        assert old.stats()["schema_version"] == schema.CURRENT_VERSION == 3
+        assert old.stats()["schema_version"] == schema.CURRENT_VERSION == 4
         assert len(old.query_library()) == 0
         old.save_query_library(_library(slice_vectors[:2], "after-upgrade"))
     assert len(pg.query_library()) == 2
@@ -253,10 +278,11 @@ def test_an_index_at_schema_v2_is_migrated_on_open_and_keeps_its_passages(pg, sl
     pg.add(slice_passages[:12], vectors=slice_vectors[:12])
     hits = [h.id for h in pg.retriever("bm25").search("American film director", k=5)]
     with psycopg.connect(pg.dsn, autocommit=True) as conn:  # back to schema version 2, as amsrag made it before
+        _back_to_v3(conn)
         conn.execute("DROP TABLE amsrag.documents, amsrag.staged_vectors")
         conn.execute("DELETE FROM amsrag.schema_version WHERE version > 2")
     with PostgresIndex.open(pg.dsn) as idx:
-        assert idx.stats()["schema_version"] == schema.CURRENT_VERSION == 3
+        assert idx.stats()["schema_version"] == schema.CURRENT_VERSION == 4
         assert len(idx) == 12 and idx.get(slice_passages[3].id) == slice_passages[3]
         assert [h.id for h in idx.retriever("bm25").search("American film director", k=5)] == hits
         docs = idx.documents()  # every passage is a document of its own, its fingerprint unknown
@@ -269,7 +295,39 @@ def test_an_index_at_schema_v2_is_migrated_on_open_and_keeps_its_passages(pg, sl
         assert (r.created, r.added, r.embedded) == (1, 2, 0) and len(idx) == 14
         assert list(idx.documents("src/")) == ["new"] and idx.documents("src/")["new"].content_hash == "fp"
     with psycopg.connect(pg.dsn) as conn:
-        assert [r[0] for r in conn.execute("SELECT version FROM amsrag.schema_version ORDER BY version")] == [1, 2, 3]
+        versions = conn.execute("SELECT version FROM amsrag.schema_version ORDER BY version").fetchall()
+        assert [r[0] for r in versions] == [1, 2, 3, 4]
+
+
+def test_an_index_at_schema_v3_gets_posting_impacts_on_open(pg, slice_passages, slice_vectors,
+                                                             slice_questions) -> None:
+    from amsrag.store.postgres import schema
+    from amsrag.store.postgres.store import PostgresIndex
+
+    pg.add(slice_passages[:60], vectors=slice_vectors[:60])
+    queries = [q.question for q in slice_questions[:10]] + ["the film", "American American director"]
+    before = [[(h.id, h.score) for h in pg.retriever("bm25").search(q, k=10, exhaustive=True)] for q in queries]
+    counts = {t: _count(pg.dsn, t) for t in ("passages", "bm25_terms", "bm25_postings", "mentions", "entities")}
+    with psycopg.connect(pg.dsn, autocommit=True) as conn:
+        _back_to_v3(conn)
+        with pytest.raises(psycopg.errors.UndefinedFunction):
+            conn.execute("SELECT * FROM amsrag.bm25_top('{film}', '{1}', 1.5, 0.75, 3)")
+    with PostgresIndex.open(pg.dsn) as idx:
+        assert idx.stats()["schema_version"] == schema.CURRENT_VERSION == 4
+        assert {t: _count(pg.dsn, t) for t in counts} == counts  # nothing lost
+        r = idx.retriever("bm25")
+        for q, want in zip(queries, before, strict=True):
+            for depth in (1, None):
+                got = [(h.id, h.score) for h in r.search(q, k=10, depth=depth, exhaustive=False)]
+                assert [i for i, _ in got] == [i for i, _ in want]
+                assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-9)
+        assert idx.check().ok
+        idx.add(slice_passages[60:], vectors=slice_vectors[60:])  # new postings at the migrated reference
+        assert [h.id for h in r.search("the film director", k=10, exhaustive=False)] == \
+            [h.id for h in r.search("the film director", k=10, exhaustive=True)]
+    with psycopg.connect(pg.dsn) as conn:
+        assert conn.execute("SELECT count(*) FROM amsrag.bm25_postings WHERE imp IS NULL").fetchone()[0] == 0
+        assert conn.execute("SELECT value->>'ref' FROM amsrag.meta WHERE key = 'bm25_impact'").fetchone()[0]
 
 
 def test_fingerprints_are_recorded_and_forgotten(pg, slice_passages, slice_vectors) -> None:
@@ -365,6 +423,7 @@ def test_check_finds_damage_and_repair_rebuilds_it(pg, slice_passages, slice_vec
         register_vector(conn)
         conn.execute("SET search_path = amsrag, public")
         conn.execute("DELETE FROM bm25_postings WHERE prow = %s", (rows[0],))
+        conn.execute("UPDATE bm25_postings SET imp = imp / 2 WHERE prow = %s", (rows[3],))  # pruning would miss it
         conn.execute("UPDATE bm25_terms SET df = df + 1 WHERE tid = (SELECT min(tid) FROM bm25_terms)")
         conn.execute("UPDATE meta SET value = jsonb_set(value, '{total_len}', '7') WHERE key = 'bm25_stats'")
         vec = np.asarray(conn.execute("SELECT embedding FROM passages WHERE prow = %s", (rows[1],)).fetchone()[0])
@@ -375,7 +434,7 @@ def test_check_finds_damage_and_repair_rebuilds_it(pg, slice_passages, slice_vec
     found = pg.check()
     assert not found.ok and sorted(found.repairable) == ["bm25", "dense", "graph"]
     text = "\n".join(found.problems)
-    for expected in ("collection statistics", "1 passage(s) have no postings", "document frequency",
+    for expected in ("collection statistics", "1 passage(s) have no postings", "document frequency", "an impact",
                      "1 stored vector(s) are not unit-norm", "HNSW index passages_embedding_hnsw is missing",
                      "1 passage(s) have no stored NER", "degree"):
         assert expected in text, (expected, text)
@@ -387,3 +446,126 @@ def test_check_finds_damage_and_repair_rebuilds_it(pg, slice_passages, slice_vec
     assert pg.repair(["bm25"]).rebuilt == ["bm25"] and pg.check().ok  # on request, even when healthy
     with pytest.raises(InputError, match="unknown component"):
         pg.repair(["colbert"])
+
+
+# ---------------------------------------------------------------- BM25 pruning, graph round trips
+def _bm25_queries(passages, questions) -> list[str]:
+    """Questions, titles, passage openings, very common and repeated terms, words not in the vocabulary."""
+    common = "the of and in a is was film American"
+    return ([q.question for q in questions[:25]] + [p.title for p in passages[:10]]
+            + [" ".join(p.text.split()[:12]) for p in passages[10:20]]
+            + [common, "film film film film director", "American American born", "the the the",
+               "zzqxv unknownword film", "zzqxv qqqwwweee", "of", "born in the United States",
+               "album released by the band in 1999 " * 3])
+
+
+def test_pruned_bm25_equals_the_exhaustive_scores_and_the_embedded_store(
+        pg_built_index, built_index, slice_passages, slice_questions) -> None:
+    pg, embedded = pg_built_index.retriever("bm25"), built_index.retriever("bm25")
+    nonempty = 0
+    for q in _bm25_queries(slice_passages, slice_questions):
+        for k in (1, 3, 10, 40):
+            want = pg.search(q, k=k, exhaustive=True)
+            for depth in (1, 3, None):  # small depths: most queries need the second pass
+                got = pg.search(q, k=k, depth=depth, exhaustive=False)
+                assert [h.id for h in got] == [h.id for h in want], (q, k, depth)
+                assert [h.score for h in got] == pytest.approx([h.score for h in want], rel=1e-9, abs=1e-12)
+            ref = embedded.search(q, k=k)
+            assert [h.id for h in got] == [h.id for h in ref], (q, k)
+            assert [h.score for h in got] == pytest.approx([h.score for h in ref], rel=1e-5)
+            nonempty += bool(got)
+    assert nonempty > 150
+    assert pg.search("zzqxv qqqwwweee", k=5) == []
+
+
+def test_pruned_bm25_stays_exact_as_the_collection_changes(pg, slice_passages, slice_vectors) -> None:
+    """Impacts are stored at the first batch's average length; later adds and deletes move the average
+    (and the document frequencies) and the pruned search must still equal the exhaustive one."""
+    # the first batch is tiny passages: the reference length is ~3 tokens, the later average ~100, so
+    # a stored impact understates today's tf part many times (the bound must scale it up)
+    short = [Passage(id=f"tiny-{i}", title=p.title.split()[0], text=" ".join(p.text.split()[:2]))
+             for i, p in enumerate(slice_passages[:15])]
+    rest = list(slice_passages)
+    vec = {p.id: v for p, v in zip(slice_passages, slice_vectors, strict=True)}
+    vec.update({t.id: vec[p.id] for t, p in zip(short, slice_passages, strict=False)})
+    pg.add(short, vectors=[vec[p.id] for p in short])
+    first = pg.read(lambda c: pg.meta(c, "bm25_impact"))
+    pg.add(rest, vectors=[vec[p.id] for p in rest])
+    assert pg.read(lambda c: pg.meta(c, "bm25_impact")) == first  # the reference stays
+    pg.delete([p.id for p in rest[:20]])
+    r = pg.retriever("bm25")
+    queries = ["film director", "the American film", "born", "album band music", "river city county"]
+    for q in queries + [p.title for p in slice_passages[20:40]] + [" ".join(p.text.split()[:6]) for p in rest[30:50]]:
+        for k, depth in ((1, 1), (3, 1), (5, 2), (5, None), (20, 4)):
+            assert [(h.id, round(h.score, 9)) for h in r.search(q, k=k, depth=depth, exhaustive=False)] == \
+                [(h.id, round(h.score, 9)) for h in r.search(q, k=k, exhaustive=True)], (q, k)
+
+
+class _CountingConnection:
+    """A real pooled connection that counts the statements sent through it."""
+
+    def __init__(self, conn, counter: list[str]) -> None:
+        self._conn, self._counter = conn, counter
+
+    def execute(self, sql, *args, **kwargs):
+        self._counter.append(str(sql))
+        return self._conn.execute(sql, *args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._conn, name)
+
+
+def test_graph_neighbourhood_is_one_statement_and_ranks_as_the_embedded_graph(
+        pg_built_index, built_index, slice_questions) -> None:
+    from amsrag.store.postgres.retrievers import PgEntityGraph
+
+    sent: list[str] = []
+
+    class Counting:  # the index, with every read's connection counting its statements
+        config = pg_built_index.config
+        tokenizer = pg_built_index.tokenizer
+        encoder = property(lambda self: pg_built_index.encoder)
+        meta = staticmethod(pg_built_index.meta)
+
+        @staticmethod
+        def read(fn):
+            return pg_built_index.read(lambda c: fn(_CountingConnection(c, sent)))
+
+    graph = PgEntityGraph(Counting(), pg_built_index.config.graph)
+    emb_graph = built_index.retriever("graph").graph
+    for q in slice_questions[:12]:
+        qv = built_index.encoder.encode_query(q.question)
+        seeds = [h for h in built_index.retriever("dense").search(q.question, 10, qv)]
+        rows_e = [(h.row, 1.0 / (n + 1)) for n, h in enumerate(seeds)]
+        pg_rows = pg_built_index.rows_for_ids([h.id for h in seeds])
+        rows_p = [(pg_rows[h.id], 1.0 / (n + 1)) for n, h in enumerate(seeds)]
+        sent.clear()
+        got = graph.rank(q.question, rows_p, 10)
+        assert len(sent) == 1, sent
+        want = emb_graph.rank(q.question, rows_e, 10)
+        assert [pid for _, _, pid in got] == [pid for _, _, pid in want], q.question
+        assert [s for _, s, _ in got] == pytest.approx([s for _, s, _ in want], rel=1e-5)
+    sent.clear()
+    assert graph.rank("zzqxv nothing here", [], 5) == [] and len(sent) == 1
+
+
+def test_read_pool_size_is_configurable(pg, monkeypatch) -> None:
+    from amsrag.store.postgres.store import POOL_MAX, POOL_MIN, PostgresIndex, pool_limits
+
+    assert (pg.pool.min_size, pg.pool.max_size) == (POOL_MIN, POOL_MAX) == (2, 10)
+    assert pool_limits(env={"AMSRAG_PG_POOL_MIN": "4", "AMSRAG_PG_POOL_MAX": "20"}) == (4, 20)
+    assert pool_limits(None, 1, env={}) == (1, 1)  # the fewest never exceed the most
+    for bad in ({"AMSRAG_PG_POOL_MAX": "many"}, {"AMSRAG_PG_POOL_MAX": "0"}):
+        with pytest.raises(InputError, match=r"AMSRAG_PG_POOL_MAX|max >= 1"):
+            pool_limits(env=bad)
+    monkeypatch.setenv("AMSRAG_PG_POOL_MIN", "3")
+    monkeypatch.setenv("AMSRAG_PG_POOL_MAX", "5")
+    with PostgresIndex.open(pg.dsn) as idx:
+        assert (idx.pool.min_size, idx.pool.max_size) == (3, 5)
+        idx.pool.wait(timeout=10)  # the fewest are opened at start
+        with psycopg.connect(pg.dsn) as conn:
+            open_ = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                                 "AND pid <> pg_backend_pid()").fetchone()[0]
+        assert open_ >= 3 + pg.pool.get_stats().get("pool_size", 0)
+    with PostgresIndex.open(pg.dsn, pool_min=1, pool_size=2) as idx:  # arguments beat the environment
+        assert (idx.pool.min_size, idx.pool.max_size) == (1, 2)

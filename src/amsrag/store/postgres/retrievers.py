@@ -6,6 +6,7 @@ bm25s uses float32) and ties break by passage id, so both backends rank alike.
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol, TypeVar
@@ -37,6 +38,7 @@ from amsrag.types import Hit, normalise_whitespace
 T = TypeVar("T")
 
 HNSW_MAX_EF = 1000  # pgvector's upper bound for hnsw.ef_search
+BM25_PLAN_ENV = "AMSRAG_PG_BM25"  # "exhaustive" (default) or "pruned" (bm25_top)
 
 # Lucene BM25 (bm25s method "lucene"): idf = ln(1 + (N - df + 0.5) / (df + 0.5)),
 # tf part = tf / (tf + k1 * (1 - b + b * dl / avgdl)); a query term given twice counts twice.
@@ -65,6 +67,11 @@ WHERE a.s >= (SELECT min(s) FROM cut) AND a.s > 0
 ORDER BY a.s DESC, p.id
 LIMIT %(k)s
 """
+
+# The same top k through the server-side function (schema.BM25_FUNCTION): candidates from the heads of
+# impact-ordered posting lists, scored exactly.
+_BM25_TOP_SQL = ("SELECT prow, score, id, title FROM bm25_top(%(terms)s::text[], %(qtf)s::int[], "
+                 "%(k1)s::float8, %(b)s::float8, %(k)s::int, false, %(depth)s::int)")
 
 # The BM25 score of given passages: the same sums, restricted to those rows.
 _BM25_ROWS_SQL = _BM25_TERMS + f"""
@@ -99,8 +106,19 @@ class PgBM25Retriever:
     def __init__(self, index: TableReader) -> None:
         self.index = index
         self.tokenizer = index.tokenizer
+        # the default plan: measured on the 25k benchmark corpus (docs/benchmarks/postgres.md), scoring
+        # every posting of the query's terms in one statement beat the pruned `bm25_top` on 63 of 80
+        # questions (posting lists are short there: the longest a question met held ~5.7k postings)
+        self.exhaustive = os.environ.get(BM25_PLAN_ENV, "exhaustive").strip().lower() != "pruned"
 
-    def search(self, query: str, k: int = 10, query_vector: np.ndarray | None = None) -> list[Hit]:
+    def search(self, query: str, k: int = 10, query_vector: np.ndarray | None = None,
+               exhaustive: bool | None = None, depth: int | None = None) -> list[Hit]:
+        """The top `k` by Lucene BM25, in one statement: every posting of the query's terms scored
+        (`exhaustive`), or `bm25_top` (candidates from the heads of impact-ordered posting lists, scored
+        exactly; the same top k and scores). Default: `AMSRAG_PG_BM25` = exhaustive (default) or pruned.
+        `depth`: `bm25_top`'s first-pass postings per term (tests set it small to exercise pass 2)."""
+        if exhaustive is None:
+            exhaustive = self.exhaustive
         check_query(query)
         check_k(k)
         counts = Counter(self.tokenizer(query))
@@ -108,8 +126,10 @@ class PgBM25Retriever:
             return []
         terms = sorted(counts)
         cfg = self.index.config.bm25
-        params = {"terms": terms, "qtf": [counts[t] for t in terms], "k1": cfg.k1, "b": cfg.b, "k": k}
-        rows = self.index.read(lambda c: c.execute(_BM25_SQL, params).fetchall())
+        params = {"terms": terms, "qtf": [counts[t] for t in terms], "k1": float(cfg.k1), "b": float(cfg.b),
+                  "k": k, "depth": depth}
+        sql = _BM25_SQL if exhaustive else _BM25_TOP_SQL
+        rows = self.index.read(lambda c: c.execute(sql, params).fetchall())
         return [Hit(id=pid, score=float(s), rank=n + 1, title=title, retriever=self.name, row=int(r))
                 for n, (r, s, pid, title) in enumerate(rows)]
 
@@ -215,6 +235,7 @@ class PgEntityGraph:
         self.index = index
         self.config = config
         self._keys: dict[int, str] = {}  # entity id -> key, as bridge_entities met them
+        self._max_surface: int | None = None  # the longest stored surface form, as last read
 
     def with_config(self, config: GraphConfig) -> PgEntityGraph:
         structural = {f: getattr(self.index.config.graph, f) for f in STRUCTURAL_FIELDS}
@@ -308,34 +329,76 @@ class PgEntityGraph:
 
     def _rank(self, c: psycopg.Connection, query: str, ner_keys: list[str],
               seed_rows: Sequence[tuple[int, float]], k: int) -> list[tuple[int, float, str]]:
+        """One statement fetches everything the ranking needs (a second one only when the longest stored
+        surface form grew past the length the candidates were cut at); the surface matcher then picks
+        the query's entities among the candidates, and the neighbourhood is narrowed to exactly what
+        the per-step queries fetched: the seeds' mentions and the mentions of the open (non-hub)
+        entities among the query's and the seeds' entities."""
         cfg = self.config
-        meta: dict[str, Any] = dict(c.execute(
-            "SELECT key, value FROM meta WHERE key IN ('n_passages', 'graph_max_surface')").fetchall())
-        query_ents = self._query_entities(c, query, ner_keys)
         weights: dict[int, float] = {}
         for row, w in seed_rows:
             if w > 0:
                 weights[int(row)] = weights.get(int(row), 0.0) + float(w)
-        known = {r for (r,) in c.execute("SELECT prow FROM graph_ner WHERE prow = ANY(%s)",
-                                         (sorted(weights),)).fetchall()}
+        text = normalise_whitespace(query)
+        cap = len(text) if self._max_surface is None else min(len(text), self._max_surface)
+        while True:
+            got = c.execute(_NEIGHBOURHOOD_SQL, {"cands": candidate_surfaces(text, cap), "ner": ner_keys,
+                                                 "seeds": sorted(weights), "maxdeg": cfg.max_entity_degree,
+                                                 }).fetchall()
+            n_passages, max_surface = next((int(a), int(b)) for tag, a, b, _, _ in got if tag == 0)
+            self._max_surface = max_surface
+            if max_surface <= cap or cap >= len(text):
+                break
+            cap = min(len(text), max_surface)
+        by_tag: dict[int, list[tuple[Any, Any, Any, Any]]] = {}
+        for tag, a, b, x, name in got:
+            by_tag.setdefault(int(tag), []).append((a, b, x, name))
+        found = by_tag.get(1, [])
+        matcher = SurfaceMatcher([str(t) for _, _, _, t in found], [int(e) for _, e, _, _ in found])
+        query_ents = {e for _, _, e in matcher.find(text)} | {int(e) for e, _, _, _ in by_tag.get(2, [])}
+        known = {int(r) for r, _, _, _ in by_tag.get(3, [])}
         weights = {r: w for r, w in weights.items() if r in known}
         if not weights and not query_ents:
             return []
-        edges: dict[tuple[int, int], int] = {}
-        for r, e, kind in c.execute("SELECT prow, eid, kind FROM mentions WHERE prow = ANY(%s)",
-                                    (sorted(weights),)).fetchall():
-            edges[(r, e)] = kind
+        edges: dict[tuple[int, int], int] = {(int(r), int(e)): int(kind) for r, e, kind, _ in by_tag.get(4, [])}
         ents = sorted(query_ents | {e for _, e in edges})
-        degree: dict[int, int] = dict(c.execute("SELECT eid, degree FROM entities WHERE eid = ANY(%s)",
-                                                (ents,)).fetchall())
-        open_ents = [e for e in ents if degree.get(e, 0) <= cfg.max_entity_degree]
-        for r, e, kind in c.execute("SELECT prow, eid, kind FROM mentions WHERE eid = ANY(%s)",
-                                    (open_ents,)).fetchall():
-            edges[(r, e)] = kind
+        fetched: dict[int, int] = {int(e): int(d) for e, d, _, _ in by_tag.get(5, [])}
+        degree = {e: fetched[e] for e in ents if e in fetched}
+        open_ents = {e for e in ents if degree.get(e, 0) <= cfg.max_entity_degree}
+        for r, e, kind, _ in by_tag.get(6, []):
+            if int(e) in open_ents:
+                edges[(int(r), int(e))] = int(kind)
         rows = sorted({r for r, _ in edges} | set(weights))
-        ids: dict[int, str] = dict(c.execute("SELECT prow, id FROM passages WHERE prow = ANY(%s)", (rows,)).fetchall())
-        return _local_ppr(cfg, int(meta["n_passages"]), rows, ents, degree, edges, ids,
-                          sorted(query_ents), weights, k)
+        ids: dict[int, str] = {int(r): str(pid) for r, _, _, pid in by_tag.get(7, [])}
+        return _local_ppr(cfg, n_passages, rows, ents, degree, edges, ids, sorted(query_ents), weights, k)
+
+
+# The graph neighbourhood of a query in one statement, rows tagged by what they are: 0 (n_passages,
+# longest surface), 1 (-, eid, -, surface) the entity surfaces among the query's candidate substrings,
+# 2 (eid) the entities of the query's NER keys, 3 (prow) the seeds in the graph, 4 (prow, eid, kind)
+# the seeds' mentions, 5 (eid, degree) the degrees of all those entities, 6 (prow, eid, kind) the
+# mentions of the non-hub ones among them, 7 (prow, -, -, id) the passage ids of every row met.
+_NEIGHBOURHOOD_SQL = """
+WITH sf AS MATERIALIZED (SELECT surface, eid FROM entity_surfaces WHERE surface = ANY(%(cands)s::text[])),
+nk AS MATERIALIZED (SELECT eid FROM entities WHERE key = ANY(%(ner)s::text[])),
+seeds AS MATERIALIZED (SELECT prow FROM graph_ner WHERE prow = ANY(%(seeds)s::bigint[])),
+sm AS MATERIALIZED (SELECT m.prow, m.eid, m.kind FROM mentions m WHERE m.prow IN (SELECT prow FROM seeds)),
+ents AS MATERIALIZED (
+    SELECT e.eid, e.degree FROM entities e
+    WHERE e.eid IN (SELECT eid FROM sf UNION SELECT eid FROM nk UNION SELECT eid FROM sm)),
+em AS MATERIALIZED (
+    SELECT m.prow, m.eid, m.kind FROM ents JOIN mentions m ON m.eid = ents.eid WHERE ents.degree <= %(maxdeg)s),
+rws AS (SELECT prow FROM sm UNION SELECT prow FROM em UNION SELECT prow FROM seeds)
+SELECT 0, (SELECT (value::text)::bigint FROM meta WHERE key = 'n_passages'),
+       coalesce((SELECT (value::text)::bigint FROM meta WHERE key = 'graph_max_surface'), 0), NULL::int, NULL::text
+UNION ALL SELECT 1, NULL, eid, NULL, surface FROM sf
+UNION ALL SELECT 2, eid, NULL, NULL, NULL FROM nk
+UNION ALL SELECT 3, prow, NULL, NULL, NULL FROM seeds
+UNION ALL SELECT 4, prow, eid, kind, NULL FROM sm
+UNION ALL SELECT 5, eid, degree, NULL, NULL FROM ents
+UNION ALL SELECT 6, prow, eid, kind, NULL FROM em
+UNION ALL SELECT 7, p.prow, NULL, NULL, p.id FROM passages p WHERE p.prow IN (SELECT prow FROM rws)
+"""
 
 
 def _local_ppr(cfg: GraphConfig, n_passages: int, rows: list[int], ents: list[int], degree: dict[int, int],

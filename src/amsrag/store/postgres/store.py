@@ -13,6 +13,7 @@ reported as `StoreUnavailableError`.
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -64,6 +65,35 @@ COMPONENTS = ("bm25", "dense", "graph")  # what `check` verifies and `repair` re
 NORM_TOLERANCE = 1e-3  # a stored vector's norm may differ this much from 1
 CHECK_SAMPLE = 200  # passages whose postings `check` compares with a fresh tokenisation
 REPAIR_PAGE = 2000  # passages per step of a BM25 rebuild
+
+
+# The read pool, sized for `amsrag serve`: two admission lanes (retrieve, answer) of `serve.max_running`
+# (default 4) engine calls each, every call holding at most one pooled connection at a time, plus the
+# writer thread's reads and the outside-write watcher: 2 * 4 + 2. Writes open their own connection to the
+# primary and are not counted. Overridden per process by AMSRAG_PG_POOL_MIN / AMSRAG_PG_POOL_MAX (for
+# serve with a larger max_running: 2 * max_running + 2), or per index by `pool_min` / `pool_size`.
+POOL_MIN = 2  # kept open (and checked) while idle: the first requests after a pause do not connect
+POOL_MAX = 10
+POOL_ENV = ("AMSRAG_PG_POOL_MIN", "AMSRAG_PG_POOL_MAX")
+
+
+def pool_limits(pool_min: int | None = None, pool_max: int | None = None,
+                env: Mapping[str, str] | None = None) -> tuple[int, int]:
+    """(min, max) connections of the read pool: the arguments, else the environment, else the defaults."""
+    env = os.environ if env is None else env
+    out = []
+    for given, name, default in ((pool_min, POOL_ENV[0], POOL_MIN), (pool_max, POOL_ENV[1], POOL_MAX)):
+        if given is None and env.get(name, "").strip():
+            try:
+                given = int(env[name])
+            except ValueError:
+                raise InputError(f"{name} must be a whole number, got {env[name]!r}") from None
+        out.append(default if given is None else int(given))
+    low, high = out
+    if high < 1 or low < 0:
+        raise InputError(f"the PostgreSQL read pool needs max >= 1 and min >= 0 connections, got min {low}, "
+                         f"max {high}")
+    return min(low, high), high
 
 
 class StoreUnavailableError(AmsragError):
@@ -135,10 +165,12 @@ class PostgresIndex:
 
     backend = "postgres"
 
-    def __init__(self, dsn: str, config: AmsragConfig, pool_size: int = 8,
-                 request_timeout: float = REQUEST_TIMEOUT_S, read_dsn: str | None = None) -> None:
+    def __init__(self, dsn: str, config: AmsragConfig, pool_size: int | None = None,
+                 request_timeout: float = REQUEST_TIMEOUT_S, read_dsn: str | None = None,
+                 pool_min: int | None = None) -> None:
         """`read_dsn`: a streaming read replica of `dsn` that serves every read (writes go to `dsn`;
-        a replica shows a write once it has replayed it)."""
+        a replica shows a write once it has replayed it). `pool_size` / `pool_min`: the read pool's
+        most and fewest open connections (see `pool_limits`)."""
         self.dsn = dsn
         self.read_dsn = read_dsn or dsn
         self.path = redact(dsn)  # what reports print where the embedded store prints its directory
@@ -151,7 +183,9 @@ class PostgresIndex:
         kwargs = {"connect_timeout": int(CONNECT_TIMEOUT_S), "autocommit": True,
                   "options": f"-c search_path={schema.SEARCH_PATH.replace(' ', '')} "
                              f"-c statement_timeout={int(request_timeout * 1000)}"}
-        self.pool = ConnectionPool(self.read_dsn, min_size=1, max_size=pool_size, kwargs=kwargs, configure=_configure,
+        self.pool_min, self.pool_max = pool_limits(pool_min, pool_size)
+        self.pool = ConnectionPool(self.read_dsn, min_size=self.pool_min, max_size=self.pool_max, kwargs=kwargs,
+                                   configure=_configure,
                                    check=ConnectionPool.check_connection, timeout=request_timeout,
                                    open=False, name="amsrag")
         self.pool.open(wait=False)
@@ -170,8 +204,8 @@ class PostgresIndex:
                                  f"`amsrag index add`, or use another database")
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
             d = config.dense
-            schema.migrate(conn, {"dim": DIMENSION, "m": d.hnsw_m, "ef_construction": d.hnsw_ef_construction},
-                           __version__)
+            schema.migrate(conn, {"dim": DIMENSION, "m": d.hnsw_m, "ef_construction": d.hnsw_ef_construction,
+                                  "k1": float(config.bm25.k1), "b": float(config.bm25.b)}, __version__)
             now = datetime.now(UTC).isoformat(timespec="seconds")
             meta = {"format_version": INDEX_FORMAT_VERSION, "amsrag_version": __version__, "backend": "postgres",
                     "params": expected_params(config), "config": config.to_toml(), "created": now,
@@ -193,7 +227,11 @@ class PostgresIndex:
             if version < schema.CURRENT_VERSION:
                 with conn.transaction():
                     _lock(conn)
-                    schema.migrate(conn, {"dim": DIMENSION}, __version__)
+                    row = conn.execute(f"SELECT value FROM {schema.SCHEMA}.meta WHERE key = 'config'").fetchone()
+                    stored = AmsragConfig.from_toml(row[0], source=f"{redact(dsn)} meta.config") if row \
+                        else AmsragConfig()
+                    schema.migrate(conn, {"dim": DIMENSION, "k1": float(stored.bm25.k1),
+                                          "b": float(stored.bm25.b)}, __version__)
             elif version > schema.CURRENT_VERSION:
                 schema.migrate(conn, {}, __version__)  # raises: newer than this amsrag
             conn.execute(f"SET search_path = {schema.SEARCH_PATH}")
@@ -816,6 +854,19 @@ class PostgresIndex:
         for row, term, tf in conn.execute("SELECT po.prow, t.term, po.tf FROM bm25_postings po JOIN bm25_terms t "
                                           "ON t.tid = po.tid WHERE po.prow = ANY(%s)", (list(stored),)).fetchall():
             stored[int(row)][term] = int(tf)
+        impact = dict(self.meta(conn, "bm25_impact") or {})
+        if impact.get("ref") is None:
+            if _scalar(conn.execute("SELECT count(*) FROM bm25_postings")):
+                report.problem("bm25: postings without a reference length for their impacts (meta bm25_impact)",
+                               "bm25")
+        else:  # every posting's impact is its tf part at the reference length (pruning relies on it)
+            bad_imp = _scalar(conn.execute(
+                "SELECT count(*) FROM bm25_postings WHERE abs(imp - tf / (tf + %(k1)s * (1 - %(b)s + %(b)s * dl "
+                "/ %(ref)s))) > 1e-6 * imp + 1e-9",
+                {"k1": float(impact["k1"]), "b": float(impact["b"]), "ref": float(impact["ref"])}))
+            if bad_imp:
+                report.problem(f"bm25: {bad_imp} posting(s) have an impact other than their tf part at the "
+                               f"reference length", "bm25")
         differ = 0
         for row, title, text, doc_len in sample:
             tokens = self.tokenizer(passage_text_for_bm25(title, text))
@@ -902,6 +953,8 @@ class PostgresIndex:
         """Terms, postings, passage lengths and the collection statistics from the passages' text."""
         conn.execute("DELETE FROM bm25_postings")
         conn.execute("DELETE FROM bm25_terms")
+        # impacts are written again, at a reference length the first page sets
+        conn.execute("UPDATE meta SET value = jsonb_set(value, '{ref}', 'null') WHERE key = 'bm25_impact'")
         n = int(_scalar(conn.execute("SELECT count(*) FROM passages")))
         total, last = 0, 0
         with progress.task("repair: bm25", n) as adv:
@@ -949,8 +1002,9 @@ class PostgresIndex:
         conn.execute("UPDATE meta SET value = to_jsonb(%s::text) WHERE key = 'updated'",
                      (datetime.now(UTC).isoformat(timespec="seconds"),))
 
-    @staticmethod
-    def _add_postings(conn: psycopg.Connection, docs: list[tuple[int, list[str]]]) -> None:
+    def _add_postings(self, conn: psycopg.Connection, docs: list[tuple[int, list[str]]]) -> None:
+        """Insert the postings of `docs` (their terms' document frequencies go up), each with its impact:
+        the tf part at the index's reference average length (set by the first postings written)."""
         df: Counter[str] = Counter()
         per_doc = []
         for row, toks in docs:
@@ -965,11 +1019,20 @@ class PostgresIndex:
                      (terms, [df[t] for t in terms]))
         tid: dict[str, int] = dict(conn.execute("SELECT term, tid FROM bm25_terms WHERE term = ANY(%s)",
                                                 (terms,)).fetchall())
-        with conn.cursor().copy("COPY bm25_postings (tid, prow, tf, dl) FROM STDIN WITH (FORMAT BINARY)") as copy:
-            copy.set_types(["int4", "int8", "int4", "int4"])
+        impact = self.meta(conn, "bm25_impact") or {}
+        k1, b = float(impact.get("k1", self.config.bm25.k1)), float(impact.get("b", self.config.bm25.b))
+        ref = impact.get("ref")
+        if ref is None:  # the first postings: their average length is the reference from now on
+            ref = max(1.0, sum(dl for _, dl, _ in per_doc) / len(per_doc))
+            conn.execute("INSERT INTO meta (key, value) VALUES ('bm25_impact', %s) ON CONFLICT (key) "
+                         "DO UPDATE SET value = EXCLUDED.value", (Jsonb({"ref": ref, "k1": k1, "b": b}),))
+        norm = k1 * (1 - b)
+        scale = k1 * b / float(ref)
+        with conn.cursor().copy("COPY bm25_postings (tid, prow, tf, dl, imp) FROM STDIN WITH (FORMAT BINARY)") as copy:
+            copy.set_types(["int4", "int8", "int4", "int4", "float4"])
             for row, dl, counts in per_doc:
                 for term, tf in counts.items():
-                    copy.write_row((tid[term], row, tf, dl))
+                    copy.write_row((tid[term], row, tf, dl, tf / (tf + norm + scale * dl)))
 
     def _rewrite_graph(self, conn: psycopg.Connection, added: list[PassageRow], removed: list[int],
                        known: dict[int, tuple[str, ...]], progress: Progress) -> None:
