@@ -84,6 +84,17 @@ def test_bad_input_is_reported_and_loses_nothing(cli_index, tmp_path) -> None:
     assert proc.returncode == 2 and "query is empty" in proc.stderr
     proc = run("index", "build", SLICE / "passages.jsonl", "--index", cli_index, check=False)
     assert proc.returncode == 2 and "already exists" in proc.stderr
+    proc = run("index", "build", SLICE / "passages.jsonl", "--index", tmp_path / "g", "--graph", "spacy", check=False)
+    assert proc.returncode == 2 and "--graph must be 'ner' or 'title'" in proc.stderr
+    assert not (tmp_path / "g").exists()
+
+
+def test_build_with_a_title_only_graph(tmp_path) -> None:
+    run("index", "build", SLICE / "passages.jsonl", "--index", tmp_path / "t", "--graph", "title", "-q")
+    manifest = json.loads((tmp_path / "t" / "manifest.json").read_text())
+    assert manifest["components"]["graph"]["params"]["ner"] is False
+    [stats] = json_lines(run("index", "stats", "--index", tmp_path / "t", "--json").stdout)
+    assert stats["graph"]["entities"] > 0 and stats["bm25"]["segments"] >= 1
 
 
 @pytest.mark.slow

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from amsrag.cli.common import FormatOpt, IndexOpt, JsonOpt, QuietOpt, emit, err, out
 from amsrag.config import AmsragConfig
+from amsrag.errors import InputError
 from amsrag.indexing.job import JobReport
 from amsrag.progress import progress_for
 from amsrag.store.base import PassageIndex
@@ -52,6 +53,10 @@ def index_build(
     index: IndexOpt,
     fmt: FormatOpt = "auto",
     config_file: Annotated[Path | None, typer.Option("--config", help="TOML configuration")] = None,
+    graph: Annotated[str | None, typer.Option(
+        "--graph", help="entity graph: 'ner' (titles + spaCy named entities, the default) or 'title' (titles and "
+                        "their aliases only: ~90x faster to build, docs/benchmarks/graph-modes.md); overrides "
+                        "graph.ner of --config")] = None,
     as_json: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -60,6 +65,10 @@ def index_build(
     from amsrag.store.open import create_index, remove_empty_index
 
     config = AmsragConfig.load(config_file) if config_file else AmsragConfig()
+    if graph is not None:
+        if graph not in ("ner", "title"):
+            raise InputError(f"--graph must be 'ner' or 'title', got {graph!r}")
+        config.graph.ner = graph == "ner"
     idx = create_index(index, config)
     try:
         with idx:
@@ -122,7 +131,6 @@ def index_delete(
     as_json: JsonOpt = False,
 ) -> None:
     """Delete passages by id, or whole documents with --doc (all or nothing)."""
-    from amsrag.errors import InputError
     from amsrag.store.open import open_index
 
     if not index:

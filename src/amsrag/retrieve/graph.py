@@ -167,7 +167,8 @@ class EntityGraph:
         changed are matched (see `graph_parts`). Without one (or for a graph saved before parts were
         kept), every passage of `all_rows()` is matched again, reusing the stored NER of unchanged
         passages."""
-        parts = self._load_parts() if source is not None else None
+        stored = self._load_parts() if source is not None else None
+        parts = stored.copy() if stored is not None else None
         cache = dict(self._ner)
         if parts is None:
             for row in removed_rows:
@@ -200,7 +201,7 @@ class EntityGraph:
             except OSError:
                 self._parts = None  # the folder went with a newer generation: match everything once
             self._parts_dir = None
-        return self._parts.copy() if self._parts is not None else None
+        return self._parts
 
     @classmethod
     def _from_scratch(cls, rows: list[PassageRow], ner: NerCache, config: GraphConfig) -> EntityGraph:
