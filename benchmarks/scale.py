@@ -51,6 +51,11 @@ def rss_mb() -> float:
 
 
 def peak_rss_mb() -> float:
+    """Peak RSS of this process image (VmHWM; ru_maxrss would carry a parent's peak across fork + exec)."""
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024 / 1e6
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3
 
 

@@ -254,16 +254,20 @@ class BM25Index:
 
     def _segment_scores(self, i: int, terms: list[tuple[int, float, float]]) -> np.ndarray:
         seg, norm = self.segments[i], self._norm[i]
-        acc = np.zeros(seg.n, dtype=np.float64)
+        docs, parts = [], []
         for t, idf, nonocc in terms:
-            docs, tf = seg.postings(t)
-            if not len(docs):
+            d, tf = seg.postings(t)
+            if not len(d):
                 continue
-            part = np.float32(idf) * self._tfc(np.asarray(tf), norm[docs])
+            part = np.float32(idf) * self._tfc(tf, norm[d])
             if self._nonoccurrence:
                 part -= np.float32(nonocc)
-            acc += np.bincount(docs, weights=part, minlength=seg.n)
-        return acc
+            docs.append(d)
+            parts.append(part)
+        if not docs:
+            return np.zeros(seg.n, dtype=np.float64)
+        # one pass: bincount adds each passage's contributions in query-term order, as a per-term loop would
+        return np.bincount(np.concatenate(docs), weights=np.concatenate(parts), minlength=seg.n)
 
     def scores(self, query: str) -> np.ndarray:
         """BM25 score of every live passage (aligned with `rows`)."""

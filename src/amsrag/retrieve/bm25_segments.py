@@ -85,7 +85,8 @@ class Segment:
 
     @classmethod
     def load(cls, directory: Path, name: str, has_dead: bool) -> Segment:
-        arrays = {f: np.load(directory / f"{name}.{f}.npy", mmap_mode="r") for f in IMMUTABLE}
+        # memory-mapped, as plain ndarray views (np.memmap's Python-level indexing costs per posting list)
+        arrays = {f: np.asarray(np.load(directory / f"{name}.{f}.npy", mmap_mode="r")) for f in IMMUTABLE}
         dead = np.load(directory / f"{name}.dead.npy") if has_dead else np.zeros(0, np.int64)
         return cls(name=name, dead=dead, **arrays)
 

@@ -47,6 +47,7 @@ class GraphParts:
     ner_count: dict[str, int] = field(default_factory=dict)  # matchable NER surface -> passages
     _key_index: dict[str, int] = field(default_factory=dict)
     _keys: dict[str, str] = field(default_factory=dict)  # surface -> key
+    _matchable: dict[str, bool] = field(default_factory=dict)  # surface -> may be searched for in text
 
     @classmethod
     def empty(cls) -> GraphParts:
@@ -55,7 +56,8 @@ class GraphParts:
 
     def copy(self) -> GraphParts:
         return GraphParts(dict(self.titles), dict(self.ids), list(self.key_table), dict(self.edges),
-                          dict(self.title_count), dict(self.ner_count), dict(self._key_index), dict(self._keys))
+                          dict(self.title_count), dict(self.ner_count), dict(self._key_index), dict(self._keys),
+                          dict(self._matchable))
 
     # ---- surfaces -------------------------------------------------------------------------
     def key_of(self, surface: str) -> str:
@@ -66,7 +68,10 @@ class GraphParts:
         return key
 
     def matchable(self, surface: str, min_chars: int) -> bool:
-        return key_is_matchable(surface, self.key_of(surface), min_chars)
+        ok = self._matchable.get(surface)
+        if ok is None:  # min_chars is structural: fixed for the life of an index
+            ok = self._matchable[surface] = key_is_matchable(surface, self.key_of(surface), min_chars)
+        return ok
 
     def kid(self, surface: str) -> int:
         key = self.key_of(surface)
