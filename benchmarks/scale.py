@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import re
 import resource
@@ -187,7 +188,7 @@ def report(result: dict, out: Path, name: str) -> None:
     cmd = (f"python benchmarks/scale.py --passages {result['passages']} --graph {result['graph_mode']} "
            f"--ef-construction {result.get('hnsw_ef_construction', 200)} --name {name}")
     lines = [f"# Scale run: {result['passages']:,} passages (embedded store, graph mode `{result['graph_mode']}`)",
-             "", f"Command: `{cmd}` ({result['date']})", "",
+             "", f"Command: `{cmd}` ({result['date']}; `--requery` measures the queries again on the built index)", "",
              "How the passages were made: "
              + (__doc__ or "").split("How the passages are made:")[1].split("\n\n")[0].strip().replace("\n", " "),
              "", "## Build", "",
@@ -208,7 +209,8 @@ def report(result: dict, out: Path, name: str) -> None:
               f"- delete of the same {result['incremental_delete']['deleted']:,} passages: "
               f"{result['incremental_delete']['seconds_total']} s", "",
               "## Queries", "",
-              f"A fresh process opens the index ({q['open_and_warm_s']} s including one warm-up query), then answers "
+              f"A fresh process opens the index ({q['open_and_warm_s']} s including one warm-up query; "
+              f"{q.get('date', result['date'])}, load average {q.get('load_average', 'not recorded')}), then answers "
               f"{q['queries']} benchmark questions one at a time; dense search: {q['dense_search']} "
               f"(ef_construction {result.get('hnsw_ef_construction', 200)}; recall@10 against exact search on 50 "
               f"questions: {q['hnsw_recall_at_10_vs_exact']}). "
@@ -227,15 +229,19 @@ def main() -> None:
     ap.add_argument("--name", default="scale")
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--queries-only", action="store_true", help="only measure queries on the built index")
+    ap.add_argument("--requery", action="store_true", help="keep the recorded build, measure the queries again")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks")
     args = ap.parse_args()
     if args.queries_only:
         print(json.dumps(queries(args)))
         return
-    result = build(args)
+    # --requery: the build as recorded, the queries measured again (e.g. on a quieter machine)
+    result = json.loads((args.out / f"{args.name}.json").read_text()) if args.requery else build(args)
     cmd = [sys.executable, __file__, "--queries-only", "--name", args.name, "--queries", str(args.queries)]
     result["query_process"] = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True,
                                                         timeout=3600).stdout.strip().splitlines()[-1])
+    result["query_process"]["date"] = time.strftime("%Y-%m-%d %H:%M")
+    result["query_process"]["load_average"] = [round(x, 1) for x in os.getloadavg()]
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{args.name}.json").write_text(json.dumps(result, indent=2))
     report(result, args.out, args.name)

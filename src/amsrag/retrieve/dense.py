@@ -162,16 +162,14 @@ class VectorIndex:
             in_delta = delta_rows[pos] == rows
             out[in_delta] = delta_vectors[pos[in_delta]]
         if not in_delta.all():
-            want = rows[~in_delta]
+            where = np.flatnonzero(~in_delta)
+            want = rows[where]
             pos = np.searchsorted(self.base_rows, want)
             if np.any(pos >= len(self.base_rows)) or np.any(self.base_rows[np.minimum(pos, len(self.base_rows) - 1)]
                                                             != want):
                 raise KeyError(f"rows not in the dense index: {want[:5].tolist()}")
-            order = np.argsort(pos)  # read the memory-mapped base in file order
-            block = np.asarray(self.base_vectors[pos[order]], dtype=np.float32)
-            part = np.empty_like(block)
-            part[order] = block
-            out[~in_delta] = part
+            order = np.argsort(pos, kind="stable")  # read the memory-mapped base in file order, copy once
+            out[where[order]] = self.base_vectors[pos[order]]
         return out
 
     def vectors_for_rows(self, rows: Sequence[int] | np.ndarray) -> np.ndarray:
@@ -184,7 +182,14 @@ class VectorIndex:
         """(rows, cosine scores) of candidate neighbours: every passage (exact), or HNSW's k + margin
         from the base beside every passage of the delta."""
         if self.hnsw is None or exact:
-            return self.rows, np.asarray(self.vectors @ qvec, dtype=np.float32)
+            # straight over the stored arrays (no copy of every vector): rows come base first, then delta
+            base = np.asarray(self.base_vectors @ qvec, dtype=np.float32)
+            rows = self.base_rows
+            if len(self.dead):
+                live = ~np.isin(self.base_rows, self.dead)
+                rows, base = rows[live], base[live]
+            return (np.concatenate([rows, self.delta_rows]),
+                    np.concatenate([base, np.asarray(self.delta_vectors @ qvec, dtype=np.float32)]))
         labels = self._hnsw_labels(qvec, k)
         rows = np.concatenate([labels, self.delta_rows])
         vectors = np.concatenate([self._gather(labels, self.delta_rows[:0], self.delta_vectors[:0]),

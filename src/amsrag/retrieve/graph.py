@@ -216,7 +216,8 @@ class EntityGraph:
         title_rows, title_kids = parts.edges["title"]
         ner_rows, ner_kids = parts.edges["ner"]
         match_rows, match_kids = parts.edges["match"]
-        present = np.unique(np.concatenate([title_kids, ner_kids]))
+        present = np.flatnonzero(np.bincount(np.concatenate([title_kids, ner_kids]),
+                                             minlength=len(parts.key_table)))
         ordered = sorted(present.tolist(), key=parts.key_table.__getitem__)
         keys = [parts.key_table[k] for k in ordered]
         remap = np.full(len(parts.key_table), -1, dtype=np.int64)

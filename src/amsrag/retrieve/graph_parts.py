@@ -128,10 +128,12 @@ class GraphParts:
             self.append_edges(kind, np.asarray(er, dtype=np.int64), np.asarray(ek, dtype=np.int64))
 
     def append_edges(self, kind: str, rows: np.ndarray, kids: np.ndarray) -> None:
+        """Add edges of passages that have none of this kind yet (new, or just dropped by `drop_edges`),
+        so only the new pairs need deduplicating; the lists are unordered."""
         old_rows, old_kids = self.edges[kind]
         width = max(len(self.key_table), 1)
-        code = np.unique(np.concatenate([old_rows * width + old_kids, rows * width + kids]))
-        self.edges[kind] = (code // width, code % width)
+        code = np.unique(rows * width + kids)
+        self.edges[kind] = (np.concatenate([old_rows, code // width]), np.concatenate([old_kids, code % width]))
 
     def match(self, rows: Sequence[PassageRow], min_chars: int) -> None:
         """Replace the title-mention edges of `rows` with a fresh match of every current title."""
