@@ -1,6 +1,7 @@
 """The PostgreSQL + pgvector index: the same PassageIndex as the embedded store, in a database.
 
-Passages, their vectors (pgvector, HNSW with cosine), BM25 term and posting tables, the entity
+Passages, their vectors (pgvector, HNSW with cosine), BM25 term and posting tables and the
+embedded store's segmented BM25 index as blobs (scored in-process, see bm25_blobs.py), the entity
 graph (entities, mentions), each document's source fingerprint, the vectors staged by an ingest
 and the query library live in the `amsrag` schema. Every add, document put, delete, repair or
 library save is one transaction, serialised across processes by an advisory lock (staging vectors
