@@ -35,6 +35,7 @@ from amsrag.retrieve.pagerank import (
     top_passages,
 )
 from amsrag.retrieve.topk import topk_indices
+from amsrag.store.postgres.bm25_blobs import BM25State
 from amsrag.types import Hit, normalise_whitespace
 
 T = TypeVar("T")
@@ -42,7 +43,13 @@ T = TypeVar("T")
 HNSW_MAX_EF = 1000  # pgvector's upper bound for hnsw.ef_search
 BM25_PLAN_ENV = "AMSRAG_PG_BM25"  # "memory" (default), "exhaustive" or "pruned" (bm25_top)
 BM25_PLANS = ("memory", "exhaustive", "pruned")
-DESCRIBE_TRIES = 3  # a top row deleted between the generation lookup and the id lookup: score again
+DESCRIBE_TRIES = 3  # the cached BM25 index found out of date by the id lookup: read again and score again
+# The top rows' ids and titles, and the BM25 generation of the same snapshot (is the cached index current?)
+_DESCRIBE_SQL = """
+SELECT (SELECT (value::text)::bigint FROM meta WHERE key = 'bm25_generation'),
+       array_agg(prow), array_agg(id), array_agg(title)
+FROM passages WHERE prow = ANY(%s::bigint[])
+"""
 
 # Lucene BM25 (bm25s method "lucene"): idf = ln(1 + (N - df + 0.5) / (df + 0.5)),
 # tf part = tf / (tf + k1 * (1 - b + b * dl / avgdl)); a query term given twice counts twice.
@@ -107,6 +114,10 @@ class TableReader(Protocol):
         """The in-process BM25 index, current as of what `conn` sees."""
         ...
 
+    def bm25_state(self, conn: psycopg.Connection, generation: int | None = None) -> BM25State:
+        """The in-process BM25 index at `generation` (None: as cached, read only when nothing is)."""
+        ...
+
 
 class PgBM25Retriever:
     name = "bm25"
@@ -150,27 +161,32 @@ class PgBM25Retriever:
                 for n, (r, s, pid, title) in enumerate(rows)]
 
     def _memory_search(self, query: str, k: int) -> list[Hit]:
+        """Score with the cached index, then one statement fetches the top rows' ids and the stored
+        generation: when that is not the cached index's, the index is read again and the query scored
+        again (so the ranking is always that of one committed state, in one round trip when current)."""
         def run(c: psycopg.Connection) -> tuple[np.ndarray, np.ndarray, dict[int, tuple[str, str]]]:
-            index = self.index.bm25_index(c)
-            scores = index.scores(query)
-            cand = np.flatnonzero(scores > 0)
-            if cand.size > k:  # every passage tied with the k-th score, for the order by id
-                kth = np.partition(scores[cand], cand.size - k)[cand.size - k]
-                cand = cand[scores[cand] >= kth]
-            rows = index.rows[cand]
-            if not len(rows):
-                return scores[cand], rows, {}
-            found = {int(r): (str(i), str(t)) for r, i, t in c.execute(
-                "SELECT prow, id, title FROM passages WHERE prow = ANY(%s)", (rows.tolist(),)).fetchall()}
-            return scores[cand], rows, found
-
-        for _ in range(DESCRIBE_TRIES):
-            scores, rows, found = self.index.read(run)
-            if len(found) == len(rows):
-                break
-        else:
+            state = self.index.bm25_state(c)
+            for _ in range(DESCRIBE_TRIES):
+                index = state.index
+                scores = index.scores(query)
+                cand = np.flatnonzero(scores > 0)
+                if cand.size > k:  # every passage tied with the k-th score, for the order by id
+                    kth = np.partition(scores[cand], cand.size - k)[cand.size - k]
+                    cand = cand[scores[cand] >= kth]
+                rows = index.rows[cand]
+                row = c.execute(_DESCRIBE_SQL, (rows.tolist(),)).fetchone()
+                if row is None:
+                    raise AssertionError("an aggregate query returned no row")
+                gen, prows, ids, titles = row
+                found = {int(r): (str(i), str(t)) for r, i, t in zip(prows or [], ids or [], titles or [],
+                                                                      strict=True)}
+                if gen == state.generation and len(found) == len(rows):
+                    return scores[cand], rows, found
+                state = self.index.bm25_state(c, int(gen))
             raise IndexCorruptError("the BM25 index names passages the passages table does not hold "
                                     "(run `amsrag index check`)")
+
+        scores, rows, found = self.index.read(run)
         order = sorted(range(len(rows)), key=lambda i: (-float(scores[i]), found[int(rows[i])][0]))[:k]
         return [Hit(id=found[int(rows[i])][0], score=float(scores[i]), rank=n + 1, title=found[int(rows[i])][1],
                     retriever=self.name, row=int(rows[i])) for n, i in enumerate(order)]

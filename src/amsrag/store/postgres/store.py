@@ -333,15 +333,23 @@ class PostgresIndex:
     def bm25_index(self, conn: psycopg.Connection) -> BM25Index:
         """The BM25 index as `conn` (a read connection) sees it: the cached copy while its generation is
         the stored one (one lookup), else the stored index read again, only the pieces not cached."""
+        return self.bm25_state(conn, bm25_blobs.generation(conn)).index
+
+    def bm25_state(self, conn: psycopg.Connection, generation: int | None = None) -> BM25State:
+        """The cached BM25 index when it is at `generation` (None: whichever is cached, no lookup), else
+        the stored index as `conn` (a read connection) sees it, read again (only the pieces not cached)."""
         state = self._bm25
-        if state is not None and state.generation == bm25_blobs.generation(conn):
-            return state.index
+        if state is not None and (generation is None or state.generation == generation):
+            return state
         with self._bm25_lock:
+            state = self._bm25
+            if state is not None and generation is not None and state.generation == generation:
+                return state  # another thread has just read it
             with conn.transaction():  # the generation and the pieces from one snapshot
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
                 state = bm25_blobs.load(conn, self.config.bm25, self._bm25)
             self._bm25 = state
-        return state.index
+        return state
 
     def _bm25_for_write(self, conn: psycopg.Connection) -> BM25State:
         """The stored BM25 index, in a write transaction (which holds the write lock) before it changes it."""
