@@ -243,8 +243,16 @@ def test_query_library_saves_are_one_transaction(pg, slice_passages, slice_vecto
     assert {t: _count(pg.dsn, t) for t in before} == before
 
 
+def _back_to_v4(conn) -> None:
+    """Undo schema version 5 (the in-process BM25 index's pieces), as amsrag made v4 databases."""
+    conn.execute("DROP TABLE amsrag.bm25_blobs")
+    conn.execute("DELETE FROM amsrag.meta WHERE key = 'bm25_generation'")
+    conn.execute("DELETE FROM amsrag.schema_version WHERE version > 4")
+
+
 def _back_to_v3(conn) -> None:
-    """Undo schema version 4 (posting impacts, their index, bm25_top), as amsrag made v3 databases."""
+    """Undo schema versions 5 and 4 (posting impacts, their index, bm25_top), as amsrag made v3 databases."""
+    _back_to_v4(conn)
     conn.execute("DROP FUNCTION amsrag.bm25_top")
     conn.execute("ALTER TABLE amsrag.bm25_postings DROP COLUMN imp")  # its index goes with it
     conn.execute("DELETE FROM amsrag.meta WHERE key = 'bm25_impact'")
@@ -262,7 +270,7 @@ def test_an_index_from_before_the_query_library_gets_its_table_on_open(pg, slice
         conn.execute("DELETE FROM amsrag.meta WHERE key = 'query_library_generation'")
         conn.execute("DELETE FROM amsrag.schema_version WHERE version > 1")
     with PostgresIndex.open(pg.dsn) as old:
-        assert old.stats()["schema_version"] == schema.CURRENT_VERSION == 4
+        assert old.stats()["schema_version"] == schema.CURRENT_VERSION == 5
         assert len(old.query_library()) == 0
         old.save_query_library(_library(slice_vectors[:2], "after-upgrade"))
     assert len(pg.query_library()) == 2
@@ -282,7 +290,7 @@ def test_an_index_at_schema_v2_is_migrated_on_open_and_keeps_its_passages(pg, sl
         conn.execute("DROP TABLE amsrag.documents, amsrag.staged_vectors")
         conn.execute("DELETE FROM amsrag.schema_version WHERE version > 2")
     with PostgresIndex.open(pg.dsn) as idx:
-        assert idx.stats()["schema_version"] == schema.CURRENT_VERSION == 4
+        assert idx.stats()["schema_version"] == schema.CURRENT_VERSION == 5
         assert len(idx) == 12 and idx.get(slice_passages[3].id) == slice_passages[3]
         assert [h.id for h in idx.retriever("bm25").search("American film director", k=5)] == hits
         docs = idx.documents()  # every passage is a document of its own, its fingerprint unknown
@@ -296,7 +304,7 @@ def test_an_index_at_schema_v2_is_migrated_on_open_and_keeps_its_passages(pg, sl
         assert list(idx.documents("src/")) == ["new"] and idx.documents("src/")["new"].content_hash == "fp"
     with psycopg.connect(pg.dsn) as conn:
         versions = conn.execute("SELECT version FROM amsrag.schema_version ORDER BY version").fetchall()
-        assert [r[0] for r in versions] == [1, 2, 3, 4]
+        assert [r[0] for r in versions] == [1, 2, 3, 4, 5]
 
 
 def test_an_index_at_schema_v3_gets_posting_impacts_on_open(pg, slice_passages, slice_vectors,
@@ -313,7 +321,7 @@ def test_an_index_at_schema_v3_gets_posting_impacts_on_open(pg, slice_passages, 
         with pytest.raises(psycopg.errors.UndefinedFunction):
             conn.execute("SELECT * FROM amsrag.bm25_top('{film}', '{1}', 1.5, 0.75, 3)")
     with PostgresIndex.open(pg.dsn) as idx:
-        assert idx.stats()["schema_version"] == schema.CURRENT_VERSION == 4
+        assert idx.stats()["schema_version"] == schema.CURRENT_VERSION == 5
         assert {t: _count(pg.dsn, t) for t in counts} == counts  # nothing lost
         r = idx.retriever("bm25")
         for q, want in zip(queries, before, strict=True):
@@ -499,6 +507,136 @@ def test_pruned_bm25_stays_exact_as_the_collection_changes(pg, slice_passages, s
         for k, depth in ((1, 1), (3, 1), (5, 2), (5, None), (20, 4)):
             assert [(h.id, round(h.score, 9)) for h in r.search(q, k=k, depth=depth, exhaustive=False)] == \
                 [(h.id, round(h.score, 9)) for h in r.search(q, k=k, exhaustive=True)], (q, k)
+
+
+def _ranked(retriever, q: str, k: int, **kw) -> list[tuple[str, float]]:
+    return [(h.id, h.score) for h in retriever.search(q, k=k, **kw)]
+
+
+def test_in_process_bm25_equals_the_sql_plans_and_the_embedded_store(
+        pg_built_index, built_index, slice_passages, slice_questions) -> None:
+    import numpy as np
+
+    pg, embedded = pg_built_index.retriever("bm25"), built_index.retriever("bm25")
+    assert pg.plan == "memory"  # the default
+    nonempty = 0
+    for q in _bm25_queries(slice_passages, slice_questions):
+        for k in (1, 3, 10, 40):
+            got = pg.search(q, k=k)
+            assert [(h.id, h.score) for h in got] == _ranked(embedded, q, k), (q, k)  # the same index: exact
+            sql = pg.search(q, k=k, plan="exhaustive")
+            assert [h.id for h in got] == [h.id for h in sql], (q, k)
+            assert [h.score for h in got] == pytest.approx([h.score for h in sql], rel=1e-5)
+            assert [h.title for h in got] == [h.title for h in sql]
+            assert [h.row for h in got] == [h.row for h in sql]
+            nonempty += bool(got)
+        rows = [h.row for h in pg.search(q, k=40, plan="exhaustive")] + [0, 10**9]
+        np.testing.assert_allclose(pg.score_rows(q, rows), pg.score_rows(q, rows, plan="exhaustive"), rtol=1e-5)
+    assert nonempty > 150
+    assert pg.search("zzqxv qqqwwweee", k=5) == [] and pg.search("the of", k=5) == []
+    with pytest.raises(InputError, match="unknown BM25 plan"):
+        pg.search("film", plan="bm42")
+
+
+def test_in_process_bm25_follows_adds_deletes_and_other_processes(pg, slice_passages, slice_vectors) -> None:
+    """Every write updates the stored index in its transaction; another PostgresIndex object (another
+    process) sees it on its next search (the generation changed) and reads only the new pieces."""
+    from amsrag.retrieve.bm25 import BM25Index, BM25Retriever
+    from amsrag.store.postgres import bm25_blobs
+    from amsrag.store.postgres.store import PostgresIndex
+    from amsrag.types import PassageRow
+
+    vec = dict(zip([p.id for p in slice_passages], slice_vectors, strict=True))
+    queries = ["film director", "the American film", "born", "album band music", "river city county",
+               *[p.title for p in slice_passages[:30:3]]]
+
+    def agree(idx) -> None:
+        """In-process == SQL, and == the embedded store's BM25 built afresh from the passages now stored."""
+        stored = idx.read(lambda c: c.execute("SELECT prow, id, title, text FROM passages ORDER BY prow").fetchall())
+        fresh = BM25Retriever(BM25Index.build([PassageRow(int(r), i, t, x) for r, i, t, x in stored],
+                                              idx.config.bm25), idx)
+        r = idx.retriever("bm25")
+        for q in queries:
+            mem = r.search(q, k=10)
+            sql = r.search(q, k=10, plan="exhaustive")
+            assert [h.id for h in mem] == [h.id for h in sql], q
+            assert [h.score for h in mem] == pytest.approx([h.score for h in sql], rel=1e-5)
+            assert [(h.id, h.score) for h in mem] == _ranked(fresh, q, 10), q
+
+    other = PostgresIndex.open(pg.dsn)
+    try:
+        assert other.retriever("bm25").search("film", k=3) == []  # empty index
+        gen0 = other._bm25.generation
+        batches = [slice_passages[i : i + 25] for i in range(0, len(slice_passages), 25)]
+        for batch in batches:
+            pg.add(batch, vectors=[vec[p.id] for p in batch])
+            agree(other)
+            assert other._bm25.generation > gen0
+            gen0 = other._bm25.generation
+        before = other._bm25.index
+        pg.delete([p.id for p in slice_passages[5:40]])
+        pg.delete_documents([slice_passages[60].doc_id or slice_passages[60].id])
+        agree(other)
+        agree(pg)
+        after = other._bm25.index
+        kept = {s.name for s in before.segments} & {s.name for s in after.segments}
+        assert kept and all(next(s for s in before.segments if s.name == n).rows is
+                            next(s for s in after.segments if s.name == n).rows for n in kept)  # not read again
+        gone = {p.id for p in slice_passages[5:40]}
+        assert not gone & {h.id for q in queries for h in other.retriever("bm25").search(q, k=40)}
+        # the stored index equals one built afresh from the remaining passages, and check agrees
+        with psycopg.connect(pg.dsn, autocommit=True) as conn:
+            conn.execute("SET search_path = amsrag, public")
+            stored = bm25_blobs.load(conn, pg.config.bm25, None).index
+            names = {n for (n,) in conn.execute("SELECT name FROM bm25_blobs")}
+        assert names == bm25_blobs.piece_names(stored) | {"df", "index"}  # pieces merged away were deleted
+        rows = sorted(pg.rows_for_ids([p.id for p in slice_passages]).values())
+        assert stored.rows.tolist() == rows and stored.stats.n_docs == len(pg)
+        assert pg.check().ok
+        # a write the other object made is seen by the first one too
+        other.add(slice_passages[5:10], vectors=[vec[p.id] for p in slice_passages[5:10]])
+        assert slice_passages[5].id in {h.id for h in pg.retriever("bm25").search(slice_passages[5].title, k=20)}
+        agree(pg)
+    finally:
+        other.close()
+
+
+def test_damaged_bm25_pieces_are_found_and_repaired(pg, slice_passages, slice_vectors, slice_questions) -> None:
+    pg.add(slice_passages[:50], vectors=slice_vectors[:50])
+    want = [_ranked(pg.retriever("bm25"), q.question, 10) for q in slice_questions[:8]]
+    with psycopg.connect(pg.dsn, autocommit=True) as conn:
+        conn.execute("DELETE FROM amsrag.bm25_blobs WHERE name LIKE 'seg-%'")
+    found = pg.check()
+    assert not found.ok and "bm25" in found.repairable and "bm25_blobs" in "\n".join(found.problems)
+    assert pg.repair(["bm25"]).rebuilt == ["bm25"] and pg.check().ok
+    assert [_ranked(pg.retriever("bm25"), q.question, 10) for q in slice_questions[:8]] == want
+
+
+def test_an_index_at_schema_v4_gets_its_bm25_index_built_on_open(pg, slice_passages, slice_vectors,
+                                                                 slice_questions) -> None:
+    from amsrag.store.postgres import schema
+    from amsrag.store.postgres.store import PostgresIndex
+
+    pg.add(slice_passages[:70], vectors=slice_vectors[:70])
+    pg.delete([p.id for p in slice_passages[:7]])
+    queries = [q.question for q in slice_questions[:12]] + ["the film", "American American director"]
+    before = [_ranked(pg.retriever("bm25"), q, 10, plan="exhaustive") for q in queries]
+    counts = {t: _count(pg.dsn, t) for t in ("passages", "bm25_terms", "bm25_postings", "mentions", "entities")}
+    with psycopg.connect(pg.dsn, autocommit=True) as conn:
+        _back_to_v4(conn)
+    with PostgresIndex.open(pg.dsn) as idx:
+        assert idx.stats()["schema_version"] == schema.CURRENT_VERSION == 5
+        assert {t: _count(pg.dsn, t) for t in counts} == counts  # nothing lost
+        assert _count(pg.dsn, "bm25_blobs") >= 4
+        r = idx.retriever("bm25")
+        for q, want in zip(queries, before, strict=True):
+            got = _ranked(r, q, 10, plan="memory")
+            assert [i for i, _ in got] == [i for i, _ in want], q
+            assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-5)
+        assert idx.check().ok
+        idx.add(slice_passages[70:], vectors=slice_vectors[70:])
+        assert [h.id for h in r.search("the film director", k=10)] == \
+            [h.id for h in r.search("the film director", k=10, plan="exhaustive")]
 
 
 class _CountingConnection:

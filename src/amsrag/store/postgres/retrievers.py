@@ -1,7 +1,9 @@
-"""Retrievers over the PostgreSQL tables: BM25 in SQL, pgvector HNSW, PPR on the fetched subgraph.
+"""Retrievers over the PostgreSQL tables: BM25 in-process (or in SQL), pgvector HNSW, PPR on the
+fetched subgraph.
 
-Scores equal the embedded retrievers' (up to float rounding: PostgreSQL sums BM25 in float8 where
-bm25s uses float32) and ties break by passage id, so both backends rank alike.
+Scores equal the embedded retrievers' (BM25 in-process exactly: the same index, read from the
+database; in SQL up to float rounding: PostgreSQL sums in float8 where the embedded index uses
+float32) and ties break by passage id, so both backends rank alike.
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ import scipy.sparse as sp
 
 from amsrag.config import AmsragConfig, GraphConfig
 from amsrag.embed.encoder import Encoder
-from amsrag.errors import InputError
+from amsrag.errors import IndexCorruptError, InputError
 from amsrag.retrieve.base import check_k, check_query
-from amsrag.retrieve.bm25 import BM25Tokenizer
+from amsrag.retrieve.bm25 import BM25Index, BM25Tokenizer
 from amsrag.retrieve.dense import check_query_vector
 from amsrag.retrieve.entities import SurfaceMatcher, entity_key, is_matchable, ner_pipeline
 from amsrag.retrieve.graph import STRUCTURAL_FIELDS
@@ -33,12 +35,21 @@ from amsrag.retrieve.pagerank import (
     top_passages,
 )
 from amsrag.retrieve.topk import topk_indices
+from amsrag.store.postgres.bm25_blobs import BM25State
 from amsrag.types import Hit, normalise_whitespace
 
 T = TypeVar("T")
 
 HNSW_MAX_EF = 1000  # pgvector's upper bound for hnsw.ef_search
-BM25_PLAN_ENV = "AMSRAG_PG_BM25"  # "exhaustive" (default) or "pruned" (bm25_top)
+BM25_PLAN_ENV = "AMSRAG_PG_BM25"  # "memory" (default), "exhaustive" or "pruned" (bm25_top)
+BM25_PLANS = ("memory", "exhaustive", "pruned")
+DESCRIBE_TRIES = 3  # the cached BM25 index found out of date by the id lookup: read again and score again
+# The top rows' ids and titles, and the BM25 generation of the same snapshot (is the cached index current?)
+_DESCRIBE_SQL = """
+SELECT (SELECT (value::text)::bigint FROM meta WHERE key = 'bm25_generation'),
+       array_agg(prow), array_agg(id), array_agg(title)
+FROM passages WHERE prow = ANY(%s::bigint[])
+"""
 
 # Lucene BM25 (bm25s method "lucene"): idf = ln(1 + (N - df + 0.5) / (df + 0.5)),
 # tf part = tf / (tf + k1 * (1 - b + b * dl / avgdl)); a query term given twice counts twice.
@@ -99,6 +110,14 @@ class TableReader(Protocol):
         """The value stored under `key` in the index's meta table (None when absent)."""
         ...
 
+    def bm25_index(self, conn: psycopg.Connection) -> BM25Index:
+        """The in-process BM25 index, current as of what `conn` sees."""
+        ...
+
+    def bm25_state(self, conn: psycopg.Connection, generation: int | None = None) -> BM25State:
+        """The in-process BM25 index at `generation` (None: as cached, read only when nothing is)."""
+        ...
+
 
 class PgBM25Retriever:
     name = "bm25"
@@ -106,21 +125,29 @@ class PgBM25Retriever:
     def __init__(self, index: TableReader) -> None:
         self.index = index
         self.tokenizer = index.tokenizer
-        # the default plan: measured on the 25k benchmark corpus (docs/benchmarks/postgres.md), scoring
-        # every posting of the query's terms in one statement beat the pruned `bm25_top` on 63 of 80
-        # questions (posting lists are short there: the longest a question met held ~5.7k postings)
-        self.exhaustive = os.environ.get(BM25_PLAN_ENV, "exhaustive").strip().lower() != "pruned"
+        # the default plan, measured in docs/benchmarks/postgres.md: the in-process index scores in
+        # about a millisecond where SQL costs ~1 us per posting (tens of ms at 25k-100k passages); of the
+        # SQL plans, every posting in one statement beat the pruned `bm25_top` on the 25k corpus
+        self.plan = plan_from_env()
 
     def search(self, query: str, k: int = 10, query_vector: np.ndarray | None = None,
-               exhaustive: bool | None = None, depth: int | None = None) -> list[Hit]:
-        """The top `k` by Lucene BM25, in one statement: every posting of the query's terms scored
-        (`exhaustive`), or `bm25_top` (candidates from the heads of impact-ordered posting lists, scored
-        exactly; the same top k and scores). Default: `AMSRAG_PG_BM25` = exhaustive (default) or pruned.
+               exhaustive: bool | None = None, depth: int | None = None, plan: str | None = None) -> list[Hit]:
+        """The top `k` by Lucene BM25. Plan `memory`: the embedded store's index, kept in the database
+        and cached in-process (one generation lookup, numpy scoring, one lookup of the top rows' ids);
+        `exhaustive`: every posting of the query's terms scored in one statement; `pruned`: `bm25_top`
+        (candidates from the heads of impact-ordered posting lists, scored exactly). All give the same
+        top k. Default: `AMSRAG_PG_BM25` (memory); `exhaustive` True/False picks a SQL plan.
         `depth`: `bm25_top`'s first-pass postings per term (tests set it small to exercise pass 2)."""
-        if exhaustive is None:
-            exhaustive = self.exhaustive
+        if exhaustive is not None:
+            plan = "exhaustive" if exhaustive else "pruned"
+        plan = plan or self.plan
+        if plan not in BM25_PLANS:
+            raise InputError(f"unknown BM25 plan {plan!r}; choose one of {', '.join(BM25_PLANS)}")
         check_query(query)
         check_k(k)
+        if plan == "memory":
+            return self._memory_search(query, k)
+        exhaustive = plan == "exhaustive"
         counts = Counter(self.tokenizer(query))
         if not counts:
             return []
@@ -133,12 +160,46 @@ class PgBM25Retriever:
         return [Hit(id=pid, score=float(s), rank=n + 1, title=title, retriever=self.name, row=int(r))
                 for n, (r, s, pid, title) in enumerate(rows)]
 
+    def _memory_search(self, query: str, k: int) -> list[Hit]:
+        """Score with the cached index, then one statement fetches the top rows' ids and the stored
+        generation: when that is not the cached index's, the index is read again and the query scored
+        again (so the ranking is always that of one committed state, in one round trip when current)."""
+        def run(c: psycopg.Connection) -> tuple[np.ndarray, np.ndarray, dict[int, tuple[str, str]]]:
+            state = self.index.bm25_state(c)
+            for _ in range(DESCRIBE_TRIES):
+                index = state.index
+                scores = index.scores(query)
+                cand = np.flatnonzero(scores > 0)
+                if cand.size > k:  # every passage tied with the k-th score, for the order by id
+                    kth = np.partition(scores[cand], cand.size - k)[cand.size - k]
+                    cand = cand[scores[cand] >= kth]
+                rows = index.rows[cand]
+                row = c.execute(_DESCRIBE_SQL, (rows.tolist(),)).fetchone()
+                if row is None:
+                    raise AssertionError("an aggregate query returned no row")
+                gen, prows, ids, titles = row
+                found = {int(r): (str(i), str(t)) for r, i, t in zip(prows or [], ids or [], titles or [],
+                                                                      strict=True)}
+                if gen == state.generation and len(found) == len(rows):
+                    return scores[cand], rows, found
+                state = self.index.bm25_state(c, int(gen))
+            raise IndexCorruptError("the BM25 index names passages the passages table does not hold "
+                                    "(run `amsrag index check`)")
+
+        scores, rows, found = self.index.read(run)
+        order = sorted(range(len(rows)), key=lambda i: (-float(scores[i]), found[int(rows[i])][0]))[:k]
+        return [Hit(id=found[int(rows[i])][0], score=float(scores[i]), rank=n + 1, title=found[int(rows[i])][1],
+                    retriever=self.name, row=int(rows[i])) for n, i in enumerate(order)]
+
     def batch_search(self, queries: Sequence[str], k: int = 10,
                      query_vectors: np.ndarray | None = None) -> list[list[Hit]]:
         return [self.search(q, k) for q in queries]
 
-    def score_rows(self, query: str, rows: Sequence[int]) -> np.ndarray:
+    def score_rows(self, query: str, rows: Sequence[int], plan: str | None = None) -> np.ndarray:
         """BM25 scores of the given passage rows for `query` (0 for a row without a query term)."""
+        if (plan or self.plan) == "memory":
+            wanted = [int(r) for r in rows]
+            return self.index.read(lambda c: self.index.bm25_index(c).score_rows(query, wanted))
         counts = Counter(self.tokenizer(query))
         out = np.zeros(len(rows), dtype=np.float32)
         if not counts or not len(rows):
@@ -151,6 +212,13 @@ class PgBM25Retriever:
         for i, r in enumerate(rows):
             out[i] = float(scores.get(int(r), 0.0))
         return out
+
+
+def plan_from_env() -> str:
+    plan = os.environ.get(BM25_PLAN_ENV, "").strip().lower() or "memory"
+    if plan not in BM25_PLANS:
+        raise InputError(f"{BM25_PLAN_ENV} must be one of {', '.join(BM25_PLANS)}, got {plan!r}")
+    return plan
 
 
 class PgDenseRetriever:

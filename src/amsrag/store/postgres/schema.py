@@ -6,6 +6,7 @@ comes from wherever the `vector` extension is installed (normally `public`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from amsrag.errors import IndexMismatchError
@@ -228,10 +229,19 @@ ALTER TABLE bm25_postings ALTER COLUMN imp SET NOT NULL;
 CREATE INDEX bm25_postings_impact ON bm25_postings (tid, imp DESC) INCLUDE (prow, tf, dl);
 """
 
+# BM25 scored in-process: the embedded store's segmented index (amsrag.retrieve.bm25.BM25Index) as
+# named pieces (see bm25_blobs.py), updated by every write in its transaction; `bm25_generation` counts
+# those writes. The migration builds the index from the stored passages (`migrate`'s `after` hook).
+_V5 = """
+CREATE TABLE bm25_blobs (name text PRIMARY KEY, data bytea NOT NULL);
+ALTER TABLE bm25_blobs ALTER COLUMN data SET STORAGE EXTERNAL;  -- numpy arrays do not compress
+INSERT INTO meta (key, value) VALUES ('bm25_generation', '0');
+"""
+
 # version -> SQL; formatted with the index's dense and BM25 settings (`dim`, `k1`, `b` only after
 # version 1, so that `open` can apply them). Append, never edit, released versions (the functions a
 # version creates are replaced with CREATE OR REPLACE by the version that changes them).
-MIGRATIONS: dict[int, str] = {1: _V1, 2: _V2, 3: _V3, 4: _V4}
+MIGRATIONS: dict[int, str] = {1: _V1, 2: _V2, 3: _V3, 4: _V4, 5: _V5}
 CURRENT_VERSION = max(MIGRATIONS)
 
 
@@ -244,8 +254,10 @@ def installed_version(conn: Any) -> int | None:
     return None if row[0] is None else int(row[0])
 
 
-def migrate(conn: Any, params: dict[str, Any], amsrag_version: str) -> list[int]:
-    """Apply the pending migrations in the caller's transaction (which holds the write lock)."""
+def migrate(conn: Any, params: dict[str, Any], amsrag_version: str,
+            after: dict[int, Callable[[Any], object]] | None = None) -> list[int]:
+    """Apply the pending migrations in the caller's transaction (which holds the write lock); `after`:
+    per version, what runs on the connection once its SQL has (version 5: build the BM25 index)."""
     current = installed_version(conn) or 0
     if current > CURRENT_VERSION:
         raise IndexMismatchError(f"the database holds amsrag schema version {current}; this amsrag "
@@ -260,6 +272,8 @@ def migrate(conn: Any, params: dict[str, Any], amsrag_version: str) -> list[int]
         conn.execute(MIGRATIONS[version].format(**params))
         if version == 4:
             conn.execute(BM25_FUNCTION)
+        if after and version in after:
+            after[version](conn)
         conn.execute("INSERT INTO schema_version (version, amsrag_version) VALUES (%s, %s)",
                      (version, amsrag_version))
         applied.append(version)

@@ -1,6 +1,7 @@
 """The PostgreSQL + pgvector index: the same PassageIndex as the embedded store, in a database.
 
-Passages, their vectors (pgvector, HNSW with cosine), BM25 term and posting tables, the entity
+Passages, their vectors (pgvector, HNSW with cosine), BM25 term and posting tables and the
+embedded store's segmented BM25 index as blobs (scored in-process, see bm25_blobs.py), the entity
 graph (entities, mentions), each document's source fingerprint, the vectors staged by an ingest
 and the query library live in the `amsrag` schema. Every add, document put, delete, repair or
 library save is one transaction, serialised across processes by an advisory lock (staging vectors
@@ -14,11 +15,12 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
@@ -36,11 +38,12 @@ from amsrag.embed.encoder import DIMENSION, Encoder, MiniLMEncoder, passage_text
 from amsrag.errors import AmsragError, IndexBusyError, IndexMismatchError, IndexNotFoundError, InputError
 from amsrag.progress import NullProgress, Progress
 from amsrag.retrieve.base import Retriever
-from amsrag.retrieve.bm25 import BM25Tokenizer, passage_text_for_bm25
+from amsrag.retrieve.bm25 import BM25Index, BM25Tokenizer, passage_text_for_bm25
 from amsrag.retrieve.graph import EntityGraph, GraphRetriever, NerCache, text_checksum
 from amsrag.store.documents import Document, DocumentInfo, PutReport, check_documents, plan_put
 from amsrag.store.health import CheckReport, RepairReport
-from amsrag.store.postgres import schema
+from amsrag.store.postgres import bm25_blobs, schema
+from amsrag.store.postgres.bm25_blobs import BM25State
 from amsrag.store.postgres.retrievers import PgBM25Retriever, PgDenseRetriever, PgEntityGraph
 from amsrag.store.query_library import QueryLibrary
 from amsrag.store.writes import (
@@ -141,6 +144,7 @@ class _Change:
     removed: int
     embedded: int  # inserted passages embedded now (the others had a given, staged or stored vector)
     bulk: bool  # the HNSW index was rebuilt after loading (vacuum after the commit)
+    bm25: BM25State | None = field(default=None)  # the BM25 index as the write left it (cached once committed)
 
 
 def _record_documents(conn: psycopg.Connection, doc_hashes: Mapping[str, tuple[str, str]]) -> None:
@@ -180,6 +184,8 @@ class PostgresIndex:
         self._retrievers: dict[str, Retriever] = {}
         self._library: tuple[int, QueryLibrary] | None = None  # (query_library_generation, library)
         self.tokenizer = BM25Tokenizer(config.bm25)  # BM25's, shared with its retriever
+        self._bm25: BM25State | None = None  # the in-process BM25 index, as of its bm25_generation
+        self._bm25_lock = threading.Lock()
         kwargs = {"connect_timeout": int(CONNECT_TIMEOUT_S), "autocommit": True,
                   "options": f"-c search_path={schema.SEARCH_PATH.replace(' ', '')} "
                              f"-c statement_timeout={int(request_timeout * 1000)}"}
@@ -205,7 +211,8 @@ class PostgresIndex:
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
             d = config.dense
             schema.migrate(conn, {"dim": DIMENSION, "m": d.hnsw_m, "ef_construction": d.hnsw_ef_construction,
-                                  "k1": float(config.bm25.k1), "b": float(config.bm25.b)}, __version__)
+                                  "k1": float(config.bm25.k1), "b": float(config.bm25.b)}, __version__,
+                           {5: lambda c: bm25_blobs.build(c, config.bm25)})
             now = datetime.now(UTC).isoformat(timespec="seconds")
             meta = {"format_version": INDEX_FORMAT_VERSION, "amsrag_version": __version__, "backend": "postgres",
                     "params": expected_params(config), "config": config.to_toml(), "created": now,
@@ -231,7 +238,8 @@ class PostgresIndex:
                     stored = AmsragConfig.from_toml(row[0], source=f"{redact(dsn)} meta.config") if row \
                         else AmsragConfig()
                     schema.migrate(conn, {"dim": DIMENSION, "k1": float(stored.bm25.k1),
-                                          "b": float(stored.bm25.b)}, __version__)
+                                          "b": float(stored.bm25.b)}, __version__,
+                                   {5: lambda c: bm25_blobs.build(c, stored.bm25)})
             elif version > schema.CURRENT_VERSION:
                 schema.migrate(conn, {}, __version__)  # raises: newer than this amsrag
             conn.execute(f"SET search_path = {schema.SEARCH_PATH}")
@@ -321,6 +329,37 @@ class PostgresIndex:
         finally:
             conn.close()
 
+    # ---------------------------------------------------------------- the in-process BM25 index
+    def bm25_index(self, conn: psycopg.Connection) -> BM25Index:
+        """The BM25 index as `conn` (a read connection) sees it: the cached copy while its generation is
+        the stored one (one lookup), else the stored index read again, only the pieces not cached."""
+        return self.bm25_state(conn, bm25_blobs.generation(conn)).index
+
+    def bm25_state(self, conn: psycopg.Connection, generation: int | None = None) -> BM25State:
+        """The cached BM25 index when it is at `generation` (None: whichever is cached, no lookup), else
+        the stored index as `conn` (a read connection) sees it, read again (only the pieces not cached)."""
+        state = self._bm25
+        if state is not None and (generation is None or state.generation == generation):
+            return state
+        with self._bm25_lock:
+            state = self._bm25
+            if state is not None and generation is not None and state.generation == generation:
+                return state  # another thread has just read it
+            with conn.transaction():  # the generation and the pieces from one snapshot
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                state = bm25_blobs.load(conn, self.config.bm25, self._bm25)
+            self._bm25 = state
+        return state
+
+    def _bm25_for_write(self, conn: psycopg.Connection) -> BM25State:
+        """The stored BM25 index, in a write transaction (which holds the write lock) before it changes it."""
+        state = self._bm25
+        if state is not None and state.generation == bm25_blobs.generation(conn):
+            return state
+        with self._bm25_lock:
+            state = self._bm25 = bm25_blobs.load(conn, self.config.bm25, self._bm25)
+        return state
+
     # ---------------------------------------------------------------- components
     @property
     def encoder(self) -> Encoder:
@@ -353,6 +392,7 @@ class PostgresIndex:
             conn.execute("UPDATE meta SET value = %s WHERE key = 'config'", (json.dumps(config.to_toml()),))
         self.config = config
         self._retrievers = {}
+        self._bm25 = None  # loaded again with the new settings
 
     # ---------------------------------------------------------------- reading
     def __len__(self) -> int:
@@ -688,6 +728,11 @@ class PostgresIndex:
         self._add_postings(conn, [(r.row, toks) for r, toks in zip(added, tokens, strict=True)])
         seconds["bm25_tables"] = time.perf_counter() - t
         t = time.perf_counter()
+        old = self._bm25_for_write(conn)
+        new = old.index.updated(added, list(removed))
+        bm25 = BM25State(bm25_blobs.write(conn, old.index, new), new, [old.index])
+        seconds["bm25_index"] = time.perf_counter() - t
+        t = time.perf_counter()
         known = {r.row: tuple(ner[r.id]) for r in added if ner is not None and r.id in ner}
         self._rewrite_graph(conn, added, list(removed), known, progress)
         seconds["graph"] = time.perf_counter() - t
@@ -696,7 +741,7 @@ class PostgresIndex:
             self._create_hnsw(conn)
             seconds["hnsw"] = time.perf_counter() - t
         self._bump(conn, len(added) - len(removed), sum(len(x) for x in tokens) - lost)
-        return _Change(added, len(removed), embedded, rebuild)
+        return _Change(added, len(removed), embedded, rebuild, bm25)
 
     def _written(self, change: _Change, seconds: dict[str, float]) -> None:
         """After a write committed: planner statistics after a bulk load; retrievers read afresh."""
@@ -704,6 +749,8 @@ class PostgresIndex:
             t = time.perf_counter()
             self._vacuum()
             seconds["vacuum"] = time.perf_counter() - t
+        if change.bm25 is not None:
+            self._bm25 = change.bm25
         self._retrievers = {}
 
     def _vectors_for(self, conn: psycopg.Connection, chosen: Sequence[tuple[Passage, str]],
@@ -867,6 +914,7 @@ class PostgresIndex:
             if bad_imp:
                 report.problem(f"bm25: {bad_imp} posting(s) have an impact other than their tf part at the "
                                f"reference length", "bm25")
+        self._check_bm25_index(conn, report, n, total)
         differ = 0
         for row, title, text, doc_len in sample:
             tokens = self.tokenizer(passage_text_for_bm25(title, text))
@@ -874,6 +922,22 @@ class PostgresIndex:
         if differ:
             report.problem(f"bm25: {differ} of {len(sample)} sampled passage(s) have postings that differ from "
                            f"their text tokenised again", "bm25")
+
+    def _check_bm25_index(self, conn: psycopg.Connection, report: CheckReport, n: int, total: int) -> None:
+        """The in-process index's pieces: readable, over exactly the stored passages, with their lengths
+        and as many (term, passage) pairs as the postings table."""
+        try:
+            index = bm25_blobs.load(conn, self.config.bm25, None).index
+        except (AmsragError, ValueError, KeyError, OSError) as exc:
+            report.problem(f"bm25: the index in bm25_blobs cannot be read ({exc})", "bm25")
+            return
+        rows = np.asarray([int(r) for (r,) in conn.execute("SELECT prow FROM passages ORDER BY prow")], np.int64)
+        pairs = int(_scalar(conn.execute("SELECT count(*) FROM bm25_postings")))
+        if (index.stats.n_docs, index.stats.total_len) != (n, total) or not np.array_equal(index.rows, rows) \
+                or int(index.stats.df.sum()) != pairs:
+            report.problem(f"bm25: the index in bm25_blobs holds {len(index.rows)} passages of "
+                           f"{index.stats.total_len} tokens and {int(index.stats.df.sum())} postings; the tables "
+                           f"hold {n} of {total} and {pairs}", "bm25")
 
     @staticmethod
     def _check_dense(conn: psycopg.Connection, report: CheckReport) -> None:
@@ -935,9 +999,10 @@ class PostgresIndex:
                 found = CheckReport(self.location)
                 self._check(conn, found, progress)
                 todo = set(found.repairable)
+            bm25 = None
             if todo:
                 if "bm25" in todo:
-                    self._rebuild_bm25(conn, progress)
+                    bm25 = self._rebuild_bm25(conn, progress)
                 if "dense" in todo:
                     report.reembedded = self._rebuild_dense(conn, progress)
                 if "graph" in todo:
@@ -945,12 +1010,13 @@ class PostgresIndex:
                 self._bump(conn, 0, 0)
         report.rebuilt = sorted(todo)
         if todo:
-            self._written(_Change([], 0, 0, bulk="bm25" in todo), {})
+            self._written(_Change([], 0, 0, bulk="bm25" in todo, bm25=bm25), {})
         report.seconds = time.perf_counter() - t0
         return report
 
-    def _rebuild_bm25(self, conn: psycopg.Connection, progress: Progress) -> None:
-        """Terms, postings, passage lengths and the collection statistics from the passages' text."""
+    def _rebuild_bm25(self, conn: psycopg.Connection, progress: Progress) -> BM25State:
+        """Terms, postings, passage lengths, the collection statistics and the in-process index's pieces
+        from the passages' text."""
         conn.execute("DELETE FROM bm25_postings")
         conn.execute("DELETE FROM bm25_terms")
         # impacts are written again, at a reference length the first page sets
@@ -975,6 +1041,10 @@ class PostgresIndex:
                      "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", (n,))
         conn.execute("INSERT INTO meta (key, value) VALUES ('bm25_stats', jsonb_build_object('n_docs', %s::bigint, "
                      "'total_len', %s::bigint)) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", (n, total))
+        with progress.task("repair: bm25 index", 1) as adv:
+            state = bm25_blobs.build(conn, self.config.bm25)
+            adv(1)
+        return state
 
     def _rebuild_dense(self, conn: psycopg.Connection, progress: Progress) -> int:
         """Embed again the passages whose stored vector is damaged, then build the HNSW index again;
