@@ -97,6 +97,11 @@ class Splicer:
             yield self.chunk(start, min(size, total - start))
 
 
+def synthesize(source: EmbeddedIndex, n: int, seed: int) -> tuple[list[Passage], np.ndarray]:
+    """`n` spliced passages and their vectors at once (benchmarks/postgres.py --synthetic)."""
+    return Splicer(source, seed).chunk(0, n)
+
+
 def build(args: argparse.Namespace) -> dict:
     source = EmbeddedIndex.open(CACHE / "corpus-index")
     splicer = Splicer(source, seed=5)

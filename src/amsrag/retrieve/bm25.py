@@ -43,7 +43,7 @@ def passage_text_for_bm25(title: str, text: str) -> str:
     return f"{title}\n{text}" if title else text
 
 
-class _Stats:
+class CollectionStats:
     """Collection statistics of the live passages, from which every score is computed at query time."""
 
     def __init__(self, n_docs: int, total_len: int, df: np.ndarray) -> None:
@@ -74,7 +74,7 @@ class BM25Index:
     only the new segment, the dead marks and the collection statistics, never the other passages.
     Scores equal bm25s's on the same passages (its formulas, checked against rank_bm25 in the tests)."""
 
-    def __init__(self, config: BM25Config, vocab: list[str], segments: list[Segment], stats: _Stats) -> None:
+    def __init__(self, config: BM25Config, vocab: list[str], segments: list[Segment], stats: CollectionStats) -> None:
         self.config = config
         self.tokenizer = BM25Tokenizer(config)
         self.vocab = vocab
@@ -116,7 +116,7 @@ class BM25Index:
 
     @classmethod
     def empty(cls, config: BM25Config) -> BM25Index:
-        return cls(config, [], [], _Stats(0, 0, np.zeros(0, np.int64)))
+        return cls(config, [], [], CollectionStats(0, 0, np.zeros(0, np.int64)))
 
     # ---- updates ----------------------------------------------------------------------------
     def updated(self, added: Sequence[PassageRow], removed_rows: Sequence[int],
@@ -167,7 +167,7 @@ class BM25Index:
             else:
                 segments.append(new)
         segments = merge_policy(segments, len(vocab))
-        return BM25Index(self.config, vocab, segments, _Stats(n_docs, total_len, df))
+        return BM25Index(self.config, vocab, segments, CollectionStats(n_docs, total_len, df))
 
     # ---- storage ------------------------------------------------------------------------------
     def save(self, directory: Path, previous: Path | None = None) -> None:
@@ -189,7 +189,7 @@ class BM25Index:
             raise IndexCorruptError(f"{directory}: BM25 format {meta.get('format')!r}, expected {FORMAT_VERSION}")
         vocab = json.loads((directory / "vocab.json").read_text(encoding="utf-8"))
         segments = [Segment.load(directory, s["name"], bool(s["dead"])) for s in meta["segments"]]
-        stats = _Stats(int(meta["n_docs"]), int(meta["total_len"]), np.load(directory / "df.npy"))
+        stats = CollectionStats(int(meta["n_docs"]), int(meta["total_len"]), np.load(directory / "df.npy"))
         return cls(config, vocab, segments, stats)
 
     @classmethod
@@ -200,7 +200,7 @@ class BM25Index:
         if not len(rows):
             return cls.empty(config)
         seg = segment_from_ids(rows, offsets, flat, len(vocab))
-        return cls(config, vocab, [seg], _Stats(len(rows), int(offsets[-1]), np.diff(seg.indptr)))
+        return cls(config, vocab, [seg], CollectionStats(len(rows), int(offsets[-1]), np.diff(seg.indptr)))
 
     def rows_with_words(self, text: str) -> np.ndarray | None:
         """Store rows of the live passages holding every BM25 token of `text`; None when `text` has no

@@ -27,7 +27,7 @@ import psycopg
 
 from amsrag.config import BM25Config
 from amsrag.errors import IndexCorruptError
-from amsrag.retrieve.bm25 import BM25Index, _Stats
+from amsrag.retrieve.bm25 import BM25Index, CollectionStats
 from amsrag.retrieve.bm25_segments import IMMUTABLE, Segment
 from amsrag.types import PassageRow
 
@@ -184,7 +184,7 @@ def load(conn: psycopg.Connection, config: BM25Config, previous: BM25State | Non
         marks = deads[dead_of] if dead_of is not None else np.zeros(0, np.int64)
         segments.append(seg if np.array_equal(seg.dead, marks) else replace(seg, dead=marks))
     df = array_from_bytes(top["df"]).astype(np.int64)
-    index = BM25Index(config, list(vocab), segments, _Stats(int(meta["n_docs"]), int(meta["total_len"]), df))
+    index = BM25Index(config, list(vocab), segments, CollectionStats(int(meta["n_docs"]), int(meta["total_len"]), df))
     return BM25State(gen, index, [previous.index] if previous is not None else [])
 
 
