@@ -124,3 +124,9 @@ def test_small_changes_keep_the_hnsw_base_and_search_the_delta(tmp_path, slice_v
             assert 2 not in approx and 55 not in approx
             assert len(set(approx) & set(exact)) >= 4
     np.testing.assert_allclose(grown.vectors_for_rows([61, 3]), slice_vectors[[60, 2]], rtol=1e-6)
+    third = tmp_path / "g3"
+    third.mkdir()
+    grown.save(third, previous=second)
+    grown.map_base(third)  # the rebuilt base now read from its file
+    assert isinstance(grown.base_vectors.base, np.memmap)
+    np.testing.assert_allclose(grown.vectors_for_rows([61, 3]), slice_vectors[[60, 2]], rtol=1e-6)

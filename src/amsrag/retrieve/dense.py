@@ -135,6 +135,13 @@ class VectorIndex:
         meta = {"format": FORMAT_VERSION, "base": name, "hnsw": self.hnsw is not None}
         (directory / "dense.json").write_text(json.dumps(meta), encoding="utf-8")
 
+    def map_base(self, directory: Path) -> None:
+        """Read the base vectors from their file in `directory` (memory-mapped) instead of holding the
+        in-memory array a rebuild made: after a write, a long-running writer keeps one copy, the page cache's."""
+        path = directory / f"{self.base_name}.vectors.npy"
+        if self.base_name is not None and path.is_file():
+            self.base_vectors = np.asarray(np.load(path, mmap_mode="r"))
+
     @classmethod
     def load(cls, directory: Path, config: DenseConfig, dim: int) -> VectorIndex:
         if not (directory / "dense.json").exists():  # format 1

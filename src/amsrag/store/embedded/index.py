@@ -793,6 +793,7 @@ class EmbeddedIndex:
         write_json_atomic(self.path / MANIFEST, manifest)
         self.manifest = manifest
         self._bm25, self._vectors, self._graph = staged["bm25"], staged["dense"], staged["graph"]
+        staged["dense"].map_base(self.path / written["dense"][0])
         self._retrievers = {}
         for r in removed:
             gone = self._info.pop(r, None)  # absent when the row info was read after the commit (sync at open)
