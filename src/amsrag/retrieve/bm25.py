@@ -120,16 +120,22 @@ class BM25Index:
 
     # ---- updates ----------------------------------------------------------------------------
     def updated(self, added: Sequence[PassageRow], removed_rows: Sequence[int],
-                progress: Callable[[int], None] | None = None) -> BM25Index:
+                progress: Callable[[int], None] | None = None,
+                tokens_of: Sequence[list[str]] | None = None) -> BM25Index:
         """The index with `removed_rows` deleted and `added` indexed: only the new passages are
-        tokenised and only their segment is built (plus any merge the size tiers call for)."""
+        tokenised and only their segment is built (plus any merge the size tiers call for).
+        `tokens_of`: the new passages' tokens when the caller has them already (aligned with `added`)."""
         vocab = list(self.vocab)
         ids = dict(self.vocab_ids)
-        added = sorted(added, key=lambda p: p.row)
+        if tokens_of is not None and len(tokens_of) != len(added):
+            raise ValueError(f"{len(tokens_of)} token lists for {len(added)} passages")
+        given = list(tokens_of) if tokens_of is not None else [None] * len(added)
+        pairs = sorted(zip(added, given, strict=True), key=lambda pt: pt[0].row)
+        added = [p for p, _ in pairs]
         lengths = np.zeros(len(added), dtype=np.int64)
         flat: list[int] = []
-        for i, p in enumerate(added):
-            tokens = self.tokenizer(passage_text_for_bm25(p.title, p.text))
+        for i, (p, known) in enumerate(pairs):
+            tokens = known if known is not None else self.tokenizer(passage_text_for_bm25(p.title, p.text))
             for tok in tokens:
                 j = ids.get(tok)
                 if j is None:

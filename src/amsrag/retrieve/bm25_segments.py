@@ -11,11 +11,13 @@ size-tiered (ten of one size become one of the next), so a passage is rewritten 
 from __future__ import annotations
 
 import hashlib
+import io
 import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -82,6 +84,19 @@ class Segment:
             np.save(target, np.asarray(getattr(self, field)))
         if len(self.dead):
             np.save(directory / f"{self.name}.dead.npy", self.dead)
+
+    def to_bytes(self) -> bytes:
+        """The immutable arrays as one npz blob (dead marks are kept apart: they change)."""
+        buf = io.BytesIO()
+        arrays: dict[str, Any] = {f: np.ascontiguousarray(getattr(self, f)) for f in IMMUTABLE}
+        np.savez(buf, **arrays)
+        return buf.getvalue()
+
+    @classmethod
+    def from_bytes(cls, name: str, data: bytes) -> Segment:
+        with np.load(io.BytesIO(data), allow_pickle=False) as z:
+            arrays = {f: z[f] for f in IMMUTABLE}
+        return cls(name=name, dead=np.zeros(0, np.int64), **arrays)
 
     @classmethod
     def load(cls, directory: Path, name: str, has_dead: bool) -> Segment:

@@ -28,7 +28,7 @@ import psycopg
 from amsrag.config import BM25Config
 from amsrag.errors import IndexCorruptError
 from amsrag.retrieve.bm25 import BM25Index, CollectionStats
-from amsrag.retrieve.bm25_segments import IMMUTABLE, Segment
+from amsrag.retrieve.bm25_segments import Segment
 from amsrag.types import PassageRow
 
 FORMAT = 1
@@ -64,19 +64,6 @@ def piece_names(index: BM25Index) -> set[str]:
     return names
 
 
-def segment_bytes(seg: Segment) -> bytes:
-    buf = io.BytesIO()
-    arrays: dict[str, Any] = {f: np.ascontiguousarray(getattr(seg, f)) for f in IMMUTABLE}
-    np.savez(buf, **arrays)
-    return buf.getvalue()
-
-
-def segment_from_bytes(name: str, data: bytes) -> Segment:
-    with np.load(io.BytesIO(data), allow_pickle=False) as z:
-        arrays = {f: z[f] for f in IMMUTABLE}
-    return Segment(name=name, dead=np.zeros(0, np.int64), **arrays)
-
-
 def array_bytes(a: np.ndarray) -> bytes:
     buf = io.BytesIO()
     np.save(buf, np.ascontiguousarray(a), allow_pickle=False)
@@ -92,7 +79,7 @@ def _piece_bytes(index: BM25Index, name: str) -> bytes:
         return json.dumps(index.vocab).encode("utf-8")
     for seg in index.segments:
         if name == seg.name:
-            return segment_bytes(seg)
+            return seg.to_bytes()
         if name == dead_name(seg):
             return array_bytes(seg.dead)
     raise AssertionError(f"{name} is not a piece of the index")
@@ -175,7 +162,7 @@ def load(conn: psycopg.Connection, config: BM25Config, previous: BM25State | Non
             elif ".dead-" in name:
                 deads[name] = array_from_bytes(data).astype(np.int64)
             else:
-                segs[name] = segment_from_bytes(name, data)
+                segs[name] = Segment.from_bytes(name, data)
     assert vocab is not None
     segments = []
     for s in meta["segments"]:

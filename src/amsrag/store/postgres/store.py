@@ -729,7 +729,7 @@ class PostgresIndex:
         seconds["bm25_tables"] = time.perf_counter() - t
         t = time.perf_counter()
         old = self._bm25_for_write(conn)
-        new = old.index.updated(added, list(removed))
+        new = old.index.updated(added, list(removed), tokens_of=tokens)  # tokenised once, above
         bm25 = BM25State(bm25_blobs.write(conn, old.index, new), new, [old.index])
         seconds["bm25_index"] = time.perf_counter() - t
         t = time.perf_counter()
