@@ -1,0 +1,1 @@
+"""The structured (vectorless) route: tables in the store, a semantic parser writing guarded SQL over them."""
