@@ -11,7 +11,7 @@ import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from amsrag.errors import InputError
-from amsrag.types import COMPLEXITIES, RETRIEVERS, Complexity
+from amsrag.types import COMPLEXITIES, QUERY_CLASSES, RETRIEVERS, TASK_KINDS, Complexity, QueryClass, RouteKind
 
 Strategy = Literal["A", "B", "C"]
 STRATEGIES: tuple[Strategy, ...] = ("A", "B", "C")
@@ -235,6 +235,80 @@ class SecondHopConfig(_Section):
     hops: int = Field(1, ge=0, le=3, description="expansion rounds after the first hop (bounded)")
 
 
+def _default_task_costs() -> dict[str, dict[str, float]]:
+    # rows: what the question needs; columns: the route it took. The right route costs 1.0. A text
+    # question sent to a table or to the themes comes back (no program answers it, or the themes do not
+    # name it) and then pays the text route too: 2.5. A table or corpus-wide question answered from a
+    # few passages fails silently, like a multi-hop question on a single-passage path: 12.0.
+    return {
+        "text": {"retrieval": 1.0, "global": 2.5, "table": 2.5},
+        "aggregation": {"retrieval": 12.0, "global": 1.0, "table": 12.0},
+        "structured": {"retrieval": 12.0, "global": 12.0, "table": 1.0},
+    }
+
+
+class TaxonomyConfig(_Section):
+    """The router's classes and the route each takes (seed 001: a small taxonomy calibrated on your own
+    questions beats a generic larger one). The hop classes always take the retrieval strategies; the task
+    head (`amsrag taxonomy train`) gives aggregation and structured their calibrated confidence, and a
+    class's own route is taken when that confidence reaches `min_confidence` (else the text path)."""
+
+    classes: list[QueryClass] = Field(
+        default_factory=lambda: list(QUERY_CLASSES),
+        description="classes the router may decide; the three hop classes always, aggregation / structured optional")
+    routes: dict[str, RouteKind] = Field(
+        default_factory=lambda: {"zero_hop": "retrieval", "one_hop": "retrieval", "multi_hop": "retrieval",
+                                 "aggregation": "global", "structured": "table"},
+        description="route per class: retrieval (the A/B/C strategies), global (corpus themes), table (SQL)")
+    artifact: str = Field("", description="task head artifact directory; empty = the one shipped in amsrag")
+    min_confidence: dict[str, float] = Field(
+        default_factory=lambda: {"aggregation": 0.5, "structured": 0.5},
+        description="calibrated probability at which aggregation / structured take their own route "
+        "(`amsrag taxonomy train` fits them on its calibration questions under `costs`)")
+    costs: dict[str, dict[str, float]] = Field(
+        default_factory=_default_task_costs, description="C(what the question needs, route taken): rows text / "
+        "aggregation / structured, columns retrieval / global / table")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TaxonomyConfig:
+        missing = [c for c in COMPLEXITIES if c not in self.classes]
+        if missing:
+            raise ValueError(f"taxonomy.classes must hold the hop classes {', '.join(COMPLEXITIES)}; "
+                             f"missing {', '.join(missing)}")
+        for c in self.classes:
+            if c not in self.routes:
+                raise ValueError(f"taxonomy.routes has no route for class {c!r}")
+        for c in COMPLEXITIES:
+            if self.routes[c] != "retrieval":
+                raise ValueError(f"taxonomy.routes.{c} must be 'retrieval' (hop classes take the A/B/C strategies)")
+        for c, v in self.min_confidence.items():
+            if not 0.0 <= v <= 1.0:
+                raise ValueError(f"taxonomy.min_confidence.{c} must lie in [0, 1], got {v}")
+        if set(self.costs) != set(TASK_KINDS) or any(set(r) != {"retrieval", "global", "table"}
+                                                     for r in self.costs.values()):
+            raise ValueError("taxonomy.costs must have rows text/aggregation/structured and columns "
+                             "retrieval/global/table")
+        return self
+
+    @property
+    def task_classes(self) -> tuple[str, ...]:
+        """The non-hop classes in use (empty: the three-class taxonomy, no task head runs)."""
+        return tuple(c for c in self.classes if c not in COMPLEXITIES)
+
+
+class TablesConfig(_Section):
+    """Tables as a source and the structured route (vectorless: a semantic parser writes guarded SQL)."""
+
+    enabled: bool = True
+    parser: str = Field("", description="semantic parser artifact directory; empty = the one shipped in amsrag")
+    search_k: int = Field(3, ge=1, le=20, description="tables the parser tries, best table match first")
+    min_confidence: float = Field(
+        0.2, ge=0, le=1, description="a table answer below this calibrated confidence falls back to the text path")
+    timeout_s: float = Field(2.0, gt=0, le=60, description="time budget of one SQL statement")
+    row_limit: int = Field(1000, ge=1, le=100_000, description="rows one statement may return")
+    max_rows: int = Field(1_000_000, ge=1, description="larger tables are refused at ingest")
+
+
 class RouterConfig(_Section):
     theta_high: float = Field(0.90, gt=0, le=1, description="alpha >= theta_high -> Strategy A")
     theta_low: float = Field(0.60, ge=0, lt=1, description="alpha < theta_low -> Strategy C (reject option)")
@@ -264,6 +338,7 @@ class RouterConfig(_Section):
         description="strategies whose multi_hop route runs the second hop (Strategy C only in the paper; every "
         "multi_hop route here: see docs/benchmarks/pipeline.md)")
     second_hop: SecondHopConfig = Field(default_factory=lambda: SecondHopConfig())
+    taxonomy: TaxonomyConfig = Field(default_factory=lambda: TaxonomyConfig())
 
     @field_validator("cost_matrix", mode="before")
     @classmethod
@@ -457,6 +532,7 @@ class AmsragConfig(_Section):
     classifier: ClassifierConfig = Field(default_factory=ClassifierConfig)
     fusion: FusionConfig = Field(default_factory=FusionConfig)
     router: RouterConfig = Field(default_factory=RouterConfig)
+    tables: TablesConfig = Field(default_factory=TablesConfig)
     generator: GeneratorConfig = Field(default_factory=GeneratorConfig)
     serve: ServeConfig = Field(default_factory=ServeConfig)
     corrective: CorrectiveConfig = Field(default_factory=CorrectiveConfig)

@@ -9,6 +9,15 @@ from typing import Any, Literal, NamedTuple
 
 Complexity = Literal["zero_hop", "one_hop", "multi_hop"]
 COMPLEXITIES: tuple[Complexity, ...] = ("zero_hop", "one_hop", "multi_hop")
+# The router's taxonomy (seed 001 §3): the hop classes of text questions, plus questions whose answer is the
+# corpus as a whole (aggregation) or a table (structured). Which of them a deployment uses is configuration.
+QueryClass = Literal["zero_hop", "one_hop", "multi_hop", "aggregation", "structured"]
+QUERY_CLASSES: tuple[QueryClass, ...] = ("zero_hop", "one_hop", "multi_hop", "aggregation", "structured")
+# What kind of evidence a question needs; the task head predicts it, the hop classifier splits "text".
+TaskKind = Literal["text", "aggregation", "structured"]
+TASK_KINDS: tuple[TaskKind, ...] = ("text", "aggregation", "structured")
+RouteKind = Literal["retrieval", "global", "table"]
+ROUTE_KINDS: tuple[RouteKind, ...] = ("retrieval", "global", "table")
 RetrieverName = Literal["bm25", "dense", "graph"]
 RETRIEVERS: tuple[RetrieverName, ...] = ("bm25", "dense", "graph")  # the index's own retrievers, in trace order
 

@@ -93,6 +93,20 @@ def print_trace(trace: Mapping[str, Any]) -> None:
     for esc in trace.get("escalations", []):
         head += f"\n  escalated {e(str(esc['from']))} → {e(str(esc['to']))}: {e(str(esc['reason']))}"
     t = trace["timings_ms"]
-    head += (f"\ntimings (ms): embed {t['embed']}, classify {t.get('classify', 0)}, fusion {t['fusion']}, "
-             f"mmr {t['mmr']}, total {t['total']}")
+    tax = trace.get("taxonomy")
+    if tax:
+        probs = " ".join(f"{e(k)} {v:.2f}" for k, v in tax["probs"].items())
+        head += f"
+taxonomy [bold]{e(tax['label'])}[/] → {e(tax['route'])} route ({e(tax['reason'])}; {probs})"
+    for key, what in (("structured", "table route"), ("global", "global route")):
+        side = trace.get(key) or {}
+        if side.get("fallback"):
+            head += f"
+{what} fell back to the text path: {e(str(side['fallback']))}"
+        elif key == "global" and side:
+            head += f"
+themes ({e(str(side['selection']))}): " + "; ".join(
+                f"{e(', '.join(th['terms'][:4]))} ({th['size']})" for th in side["themes"])
+    head += (f"\ntimings (ms): embed {t['embed']}, classify {t.get('classify', 0)}, fusion {t.get('fusion', 0)}, "
+             f"mmr {t.get('mmr', 0)}, total {t['total']}")
     out.print(head, highlight=False)

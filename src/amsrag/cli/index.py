@@ -128,17 +128,33 @@ def index_delete(
     index: IndexOpt = "",
     doc: Annotated[list[str] | None, typer.Option("--doc", help="a document id (repeatable): delete all its "
                                                                "passages")] = None,
+    table: Annotated[list[str] | None, typer.Option("--table", help="a table id (repeatable): delete the "
+                                                                   "table")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Delete passages by id, or whole documents with --doc (all or nothing)."""
+    """Delete passages by id, whole documents with --doc, or tables with --table (all or nothing)."""
+    from amsrag.indexing.themes import refresh_themes
     from amsrag.store.open import open_index
 
     if not index:
         raise InputError("--index is required")
-    if bool(ids) == bool(doc):
-        raise InputError("give passage ids or --doc DOC_ID (one of the two)")
+    if sum(map(bool, (ids, doc, table))) != 1:
+        raise InputError("give passage ids, --doc DOC_ID or --table TABLE_ID (one of the three)")
     with open_index(index) as idx:
+        if table:
+            known = set(idx.tables().table_ids()) if idx.tables() is not None else set()  # type: ignore[union-attr]
+            unknown = [t for t in table if t not in known]
+            if unknown:
+                raise InputError(f"no such table(s) in {idx.location}: {', '.join(unknown)}; nothing was deleted "
+                                 f"(`amsrag tables list --index {idx.location}` lists them)")
+            deleted = idx.delete_tables(table).deleted
+            if as_json:
+                emit({"index": idx.location, "tables_deleted": deleted})
+            else:
+                out.print(f"[green]deleted {deleted}[/] table(s)")
+            return
         report = idx.delete_documents(doc) if doc else idx.delete(ids or [])
+        refresh_themes(idx, notice=_notice(as_json))
         if as_json:
             emit({"index": idx.location, "deleted": report.deleted, "documents": report.documents,
                   "passages": len(idx)})

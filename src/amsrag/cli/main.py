@@ -32,6 +32,7 @@ from amsrag.cli.fusion import fusion_app
 from amsrag.cli.index import index_app
 from amsrag.cli.reader import reader_app
 from amsrag.cli.route import route_app
+from amsrag.cli.tables import tables_app, taxonomy_app, themes_app
 from amsrag.errors import AmsragError
 
 
@@ -57,6 +58,9 @@ app.add_typer(evaluator_app, name="evaluator")
 app.add_typer(route_app, name="route")
 app.add_typer(reader_app, name="reader")
 app.add_typer(fusion_app, name="fusion")
+app.add_typer(tables_app, name="tables")
+app.add_typer(taxonomy_app, name="taxonomy")
+app.add_typer(themes_app, name="themes")
 app.command("eval")(eval_command)
 
 
@@ -164,6 +168,12 @@ def ask(
     if result.abstained and g.get("candidate") and g["candidate"] != result.answer:
         out.print(Text(f"best candidate, below the confidence threshold {g.get('threshold')}: {g['candidate']}",
                        style="dim"), highlight=False, soft_wrap=True)
+    structured = result.trace.get("structured")
+    if structured and structured.get("sql"):
+        out.print(Text(f"table {structured['table']}, confidence {structured['confidence']:.3f}: "
+                       f"{structured['sql']}", style="dim"), highlight=False, soft_wrap=True)
+        for row in structured.get("cited", []):
+            out.print(Text(f"[{row['id']}] {row['text'][:160]}", style="dim"), highlight=False)
     for cid in result.citations:
         p = next((p for p in answer_passages if p.id == cid), None)
         if p is not None:

@@ -73,6 +73,13 @@ class Generator(Protocol):
 
 
 @runtime_checkable
+class Completes(Protocol):
+    """A generator that also answers a free-form prompt (the LLMs): map-reduce and text-to-SQL use it."""
+
+    def complete(self, prompt: str) -> str: ...
+
+
+@runtime_checkable
 class ReadsQueryVector(Protocol):
     """A generator that embeds the question and can take the engine's query embedding instead (one
     embedding per query, DESIGN §2)."""

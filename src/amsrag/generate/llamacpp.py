@@ -122,6 +122,10 @@ class LlamaCppGenerator:
                            "invalid_citations": parsed.invalid_citations, "passages_in_prompt": len(prompt.passages),
                            "truncated_passages": prompt.truncated, "entropy": out["entropy"]})
 
+    def complete(self, prompt: str) -> str:
+        """The model's reply to one user message (the global route's map and reduce steps, text-to-SQL)."""
+        return str(self._chat([{"role": "user", "content": prompt}])["text"])
+
     def closed_book(self, question: str) -> Generation:
         t0 = time.perf_counter()
         out = self._chat(closed_book_messages(question))

@@ -65,6 +65,10 @@ class OpenAIGenerator:
              "invalid_citations": parsed.invalid_citations, "passages_in_prompt": len(prompt.passages),
              "truncated_passages": prompt.truncated, "entropy": reply["entropy"], "retries": reply["retries"]})
 
+    def complete(self, prompt: str) -> str:
+        """The model's reply to one user message (the global route's map and reduce steps, text-to-SQL)."""
+        return str(self._complete([{"role": "user", "content": prompt}])["text"])
+
     def closed_book(self, question: str) -> Generation:
         t0 = time.perf_counter()
         reply = self._complete(closed_book_messages(question))

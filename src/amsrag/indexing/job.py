@@ -22,11 +22,14 @@ import numpy as np
 
 from amsrag.embed.encoder import passage_text_for_embedding
 from amsrag.errors import InputError
+from amsrag.indexing.tables import read_table_inputs
+from amsrag.indexing.themes import refresh_themes
 from amsrag.ingest.api import FileReader, IdRegistry, SourceFile, input_roots, source_files
 from amsrag.ingest.readers import base_suffix
 from amsrag.progress import Advance, NullProgress, Progress
 from amsrag.store.base import PassageIndex
 from amsrag.store.documents import Document
+from amsrag.structured.catalog import TableWriteReport
 from amsrag.types import Passage
 
 log = logging.getLogger("amsrag.indexing")
@@ -51,12 +54,24 @@ class JobReport:
     embedded: int = 0  # passages embedded by this run
     resumed: int = 0  # passages whose vectors an interrupted run had staged
     batches: int = 0  # committed transactions
+    tables_added: int = 0
+    tables_replaced: int = 0
+    tables_unchanged: int = 0
+    tables_deleted: int = 0
+    table_rows: int = 0  # rows written
+    themes: dict[str, Any] = field(default_factory=dict)  # `ThemesReport.to_dict()` of the themes refresh
     seconds: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: v for k, v in self.__dict__.items() if k != "seconds"}
         out["seconds"] = {k: round(v, 3) for k, v in self.seconds.items()}
         return out
+
+    def count_tables(self, written: TableWriteReport) -> None:
+        self.tables_added += written.added
+        self.tables_replaced += written.replaced
+        self.tables_unchanged += written.skipped
+        self.table_rows += written.rows
 
 
 @dataclass
@@ -158,8 +173,11 @@ class Job:
         self.report.batches += 1
 
 
-def _files(inputs: Sequence[Path | str], fmt: str) -> list[JobFile]:
-    return [JobFile(s, s.fingerprint()) for root in input_roots(inputs) for s in source_files(root, fmt)]
+def refresh_derived(job: Job) -> None:
+    """After the passages changed: the corpus themes follow (incrementally, or rebuilt when due)."""
+    t = time.perf_counter()
+    job.report.themes = refresh_themes(job.index, notice=job.say).to_dict()
+    job.report.seconds["themes"] = time.perf_counter() - t
 
 
 def ingest_inputs(index: PassageIndex, inputs: Sequence[Path | str], fmt: str = "auto", replace: bool = False,
@@ -172,10 +190,16 @@ def ingest_inputs(index: PassageIndex, inputs: Sequence[Path | str], fmt: str = 
     """
     t0 = time.perf_counter()
     job = Job(index, progress, notice, fmt)
-    files = _files(inputs, fmt)
+    tables = read_table_inputs(input_roots(inputs))
+    files = [JobFile(s, s.fingerprint()) for root in tables.roots for s in source_files(root, fmt, bool(tables.tables))]
     need = job.scan(files)
-    if not job.report.received:
-        raise InputError(f"empty corpus: no passages found in {', '.join(map(str, inputs))}; nothing was added")
+    if not job.report.received and not tables.tables:
+        raise InputError(f"empty corpus: no passages or tables found in {', '.join(map(str, inputs))}; nothing was "
+                         f"added")
+    if tables.tables:
+        job.count_tables(index.put_tables(tables.tables, replace=replace))
+        job.say(f"tables: {len(tables.tables)} read from {len(tables.files)} file(s); {job.report.tables_added} new, "
+                f"{job.report.tables_replaced} replaced, {job.report.tables_unchanged} unchanged")
     batch_size = index.config.ingest.batch_passages
     with job.progress.task("dense: embed", len(need)) as adv:
         if replace:
@@ -195,6 +219,7 @@ def ingest_inputs(index: PassageIndex, inputs: Sequence[Path | str], fmt: str = 
                 done.update(_completed(f, batch))
             if batch or done:
                 job.add_batch(batch, done, adv)
+    refresh_derived(job)
     job.report.seconds["total"] = time.perf_counter() - t0
     return job.report
 

@@ -12,11 +12,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from amsrag.errors import InputError
-from amsrag.indexing.job import Job, JobFile, JobReport, Notice, replace_files
-from amsrag.ingest.api import input_roots, source_files
+from amsrag.indexing.job import Job, JobFile, JobReport, Notice, refresh_derived, replace_files
+from amsrag.indexing.tables import read_table_inputs
+from amsrag.ingest.api import InputRoot, input_roots, source_files
 from amsrag.progress import Progress
 from amsrag.store.base import PassageIndex
 from amsrag.store.documents import DocumentInfo
+from amsrag.structured.table import Table
 
 
 def sync_folders(index: PassageIndex, folders: Sequence[Path | str], fmt: str = "auto", delete: bool = True,
@@ -25,14 +27,16 @@ def sync_folders(index: PassageIndex, folders: Sequence[Path | str], fmt: str = 
     t0 = time.perf_counter()
     job = Job(index, progress, notice, fmt)
     roots = input_roots(folders)
-    changed: list[JobFile] = []
-    gone: list[str] = []
     for root in roots:
         if not root.path.is_dir():
             raise InputError(f"{root.path}: index sync keeps folders in step; for a single file use "
                              f"`amsrag index add --replace {root.path}`")
+    tables = read_table_inputs(roots)
+    changed: list[JobFile] = []
+    gone: list[str] = []
+    for root in roots:
         by_source = _stored_by_source(index.documents(prefix=f"{root.name}/"))
-        for src in source_files(root, fmt):
+        for src in source_files(root, fmt, allow_empty=bool(tables.tables)):
             fp = src.fingerprint()
             stored = by_source.pop(src.key, [])
             if stored and all(d.content_hash == fp for d in stored):
@@ -45,11 +49,29 @@ def sync_folders(index: PassageIndex, folders: Sequence[Path | str], fmt: str = 
             gone.extend(d.doc_id for docs in by_source.values() for d in docs)
     need = job.scan(changed) if changed else []
     deletions = sorted(set(gone) - job.doc_ids)
+    _sync_tables(job, roots, tables.tables, delete)
     with job.progress.task("dense: embed", len(need)) as adv:
         if changed or deletions:
             replace_files(job, changed, index.config.ingest.batch_passages, adv, delete=deletions)
+    refresh_derived(job)
     job.report.seconds["total"] = time.perf_counter() - t0
     return job.report
+
+
+def _sync_tables(job: Job, roots: Sequence[InputRoot], tables: Sequence[Table], delete: bool) -> None:
+    """Tables of the folders written (unchanged ones skipped by content hash); with `delete`, stored tables of
+    these folders whose file is gone are deleted."""
+    index = job.index
+    if tables:
+        job.count_tables(index.put_tables(tables, replace=True))
+    stored = index.tables()
+    if not delete or stored is None:
+        return
+    present = {t.table_id for t in tables}
+    prefixes = tuple(f"{root.name}/" for root in roots)
+    vanished = [tid for tid in stored.table_ids() if tid.startswith(prefixes) and tid not in present]
+    if vanished:
+        job.report.tables_deleted += index.delete_tables(vanished).deleted
 
 
 def _stored_by_source(documents: dict[str, DocumentInfo]) -> dict[str, list[DocumentInfo]]:

@@ -117,12 +117,13 @@ def input_roots(paths: Sequence[Path | str]) -> list[InputRoot]:
     return roots
 
 
-def source_files(root: InputRoot, fmt: str) -> list[SourceFile]:
-    """The files of one input root with their document keys, in sorted order."""
+def source_files(root: InputRoot, fmt: str, allow_empty: bool = False) -> list[SourceFile]:
+    """The passage files of one input root with their document keys, in sorted order (`allow_empty`: a
+    folder holding only tables is no error)."""
     if not root.path.is_dir():
         return [SourceFile(root.name or root.path.name, root.path, fmt)]
     return [SourceFile(f"{root.name}/{path.relative_to(root.path).as_posix()}", path, fmt)
-            for path in directory_files(root.path, fmt)]
+            for path in directory_files(root.path, fmt, allow_empty)]
 
 
 class FileReader:

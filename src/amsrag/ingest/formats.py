@@ -163,8 +163,9 @@ def _iter_dir(path: Path, suffixes: tuple[str, ...]) -> Iterator[Path]:
             yield p
 
 
-def directory_files(path: Path, fmt: str = "auto") -> list[Path]:
-    """Supported files under a directory, recursively, in sorted order (hidden ones skipped)."""
+def directory_files(path: Path, fmt: str = "auto", allow_empty: bool = False) -> list[Path]:
+    """Supported passage files under a directory, recursively, in sorted order (hidden ones skipped);
+    `allow_empty`: a folder without any (it held tables) is no error."""
     if fmt == "auto":
         suffixes = tuple(s for group in DIRECTORY_SUFFIXES.values() for s in group)
     elif fmt in DIRECTORY_SUFFIXES:
@@ -172,7 +173,7 @@ def directory_files(path: Path, fmt: str = "auto") -> list[Path]:
     else:
         raise InputError(f"{path}: a directory can only be read as jsonl, text or markdown, not {fmt}")
     files = list(_iter_dir(path, suffixes))
-    if not files:
+    if not files and not allow_empty:
         raise InputError(f"{path}: no supported files in this directory (looked for {' '.join(suffixes)})")
     return files
 

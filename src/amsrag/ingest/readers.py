@@ -246,5 +246,12 @@ def passage_from_record(record: Any, place: str, default_doc_id: str | None = No
 def read_passage_jsonl(path: Path, default_doc_id: str | None = None) -> Iterator[tuple[str, Passage]]:
     """(place `file:line`, passage) for every line of a passage JSONL file."""
     for lineno, record in iter_jsonl(path):
+        if is_table_record(record):
+            continue  # a table (amsrag.ingest.tables reads it)
         place = f"{path}:{lineno}"
         yield place, passage_from_record(record, place, default_doc_id)
+
+
+def is_table_record(record: object) -> bool:
+    """A JSONL line of the `tables` section: {"table": {...}} and no passage text."""
+    return isinstance(record, dict) and "table" in record and not ({"text", "contents"} & set(record))

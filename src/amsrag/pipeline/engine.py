@@ -9,7 +9,7 @@ query embedding is computed and shared by the classifier, the dense retriever an
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +32,13 @@ from amsrag.generate.targ import TargGate
 from amsrag.pipeline.corrective import CorrectiveLoop, CorrectiveOutcome
 from amsrag.pipeline.execute import RetrieverExecutor
 from amsrag.pipeline.passes import Pass, RetrievalPass, ScoredPassage, ms_since
+from amsrag.pipeline.routes import GlobalRoute, RouteAnswer, TableRoute, Taxonomy
 from amsrag.pipeline.systems import SystemSpec, system_spec
 from amsrag.pipeline.trace import ComplexityTrace, CorrectiveTrace, ReaderCheck, TargTrace, Timings, Trace
 from amsrag.retrieve.external import ExternalSources
 from amsrag.route import RoutePlan, Router
 from amsrag.route.router import retrieval_class
+from amsrag.route.taxonomy import TaxonomyDecision
 from amsrag.store.base import PassageIndex
 
 LIMIT_SETTING = "serve.max_question_chars"
@@ -92,6 +94,17 @@ class AnswerResult:
 
 
 @dataclass(frozen=True, slots=True)
+class _SideDecision:
+    """A query the five-way decision sent down the text path: its classification and why it went there."""
+
+    complexity: ComplexityTrace
+    decision: TaxonomyDecision
+    timings: Timings = field(default_factory=dict)
+    structured: dict[str, Any] | None = None  # the table route tried and fell back
+    global_search: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class _FirstPass:
     """One query's first retrieval pass, before the corrective step, with what the step needs."""
 
@@ -104,6 +117,13 @@ class _FirstPass:
     first: Pass
     timings: Timings
     t0: float
+    side: _SideDecision | None = None  # the five-way decision that sent the query down the text path
+
+    def _with_side(self, trace: Trace) -> Trace:
+        if self.side is None:
+            return trace
+        return replace(trace, taxonomy=self.side.decision, structured=self.side.structured,
+                       global_search=self.side.global_search)
 
     def result(self, outcome: CorrectiveOutcome | None = None, timings: Timings | None = None,
                reader: ReaderCheck | None = None) -> RetrievalResult:
@@ -117,6 +137,7 @@ class _FirstPass:
                       adaptive_k=first.adaptive, mmr=first.mmr, corrective=checked,
                       escalations=outcome.escalations if outcome is not None else (),
                       timings=timings if timings is not None else dict(self.timings))
+        trace = self._with_side(trace)
         if outcome is None:
             return RetrievalResult(self.query, first.passages, trace)
         return RetrievalResult(self.query, outcome.passages, trace, outcome.strips)
@@ -197,6 +218,9 @@ class Engine:
         self.corrective = CorrectiveLoop(index, self.config.corrective, self.config.external, self.router,
                                          self.passes)
         self._generator: Generator | None = None
+        self.taxonomy = Taxonomy(index, self.config)
+        self.table_route = TableRoute(index, self.config)
+        self.global_route = GlobalRoute(index, self.config)
         self.max_question_chars = self.config.serve.max_question_chars  # the service sets its own limit here
 
     def check_question(self, question: object) -> str:
@@ -247,14 +271,17 @@ class Engine:
         step (systems that include it only); default: `corrective.on_retrieve` of the configuration.
         `generator_knows`: this call's generator answers from its own knowledge (default: the engine's).
         `explain`: with the learned fuser, trace the top feature contributions of this many leading passages."""
-        first = self._first_pass(query, system, k, query_vector, generator_knows, explain)
+        side = self._side_route(query, system, query_vector, generator_knows, None)
+        if isinstance(side, RetrievalResult):
+            return side
+        first = self._first_pass(query, system, k, query_vector, generator_knows, explain, side)
         cfg = self.config.corrective
         if first.spec.corrective and cfg.enabled and (cfg.on_retrieve if corrective is None else corrective):
             return self._checked(first)
         return first.result()
 
     def _first_pass(self, query: str, system: str, k: int | None, query_vector: np.ndarray | None,
-                    generator_knows: bool | None, explain: int = 0) -> _FirstPass:
+                    generator_knows: bool | None, explain: int = 0, side: _SideDecision | None = None) -> _FirstPass:
         query = self.check_question(query)
         knows = self.generator_knows if generator_knows is None else generator_knows
         spec = system_spec(system)
@@ -265,11 +292,57 @@ class Engine:
         if query_vector is None:
             query_vector = self.index.encoder.encode_query(query)
         timings["embed"] = ms_since(t0)
-        complexity = self._classify(spec, query, query_vector, knows, timings) if spec.classifies else None
+        if side is not None:  # classified already (the five-way decision sent it down the text path)
+            complexity: ComplexityTrace | None = side.complexity
+            timings.update(side.timings)
+        else:
+            complexity = self._classify(spec, query, query_vector, knows, timings) if spec.classifies else None
         plan = self._plan(spec, complexity, knows)
         first = self.passes.run(spec, plan, complexity, query, query_vector, k, timings, explain=explain)
         timings["total"] = ms_since(t0)
-        return _FirstPass(query, spec, k, query_vector, complexity, plan, first, timings, t0)
+        return _FirstPass(query, spec, k, query_vector, complexity, plan, first, timings, t0, side)
+
+    def _side_route(self, query: str, system: str, query_vector: np.ndarray | None, knows: bool | None,
+                    generator: Generator | None) -> RetrievalResult | Answered | _SideDecision | None:
+        """The five-way decision (systems with `taxonomy` only): a table or global answer when that route
+        answers (`Answered` for `answer`, its evidence as a `RetrievalResult` for `retrieve`), else the
+        classification and the reason the query goes down the text path; None without a taxonomy."""
+        spec = system_spec(system)
+        if not (spec.taxonomy and self.taxonomy.active):
+            return None
+        query = self.check_question(query)
+        knows = self.generator_knows if knows is None else knows
+        t0 = time.perf_counter()
+        if query_vector is None:
+            query_vector = self.index.encoder.encode_query(query)
+        timings: Timings = {"embed": ms_since(t0)}
+        complexity = self._classify(spec, query, query_vector, knows, timings)
+        t = time.perf_counter()
+        decision, hits = self.taxonomy.decide(query, query_vector, complexity)
+        timings["taxonomy"] = ms_since(t)
+        routed: RouteAnswer | None = None
+        if decision.route == "table":
+            tables = self.taxonomy.tables()
+            routed = self.table_route.answer(query, hits, tables) if tables is not None else None
+        elif decision.route == "global":
+            routed = self.global_route.answer(query, query_vector, generator)
+        if routed is not None and routed.answered:
+            timings[decision.route] = routed.generation.ms
+            timings["total"] = ms_since(t0)
+            trace = Trace(system=spec.name, complexity=complexity, strategy=decision.route, reason=decision.reason,
+                          timings=timings, taxonomy=decision,
+                          structured=routed.trace if decision.route == "table" else None,
+                          global_search=routed.trace if decision.route == "global" else None)
+            result = RetrievalResult(query, routed.passages, trace)
+            if generator is None:
+                return result
+            return Answered(result, routed.generation, routed.generation.ms, generator.name)
+        fell_back = routed.trace if routed is not None else None
+        if decision.route != "retrieval" and fell_back is None:
+            fell_back = {"fallback": f"the index has no {'tables' if decision.route == 'table' else 'themes'}"}
+        return _SideDecision(complexity, decision, timings,
+                             structured=fell_back if decision.route == "table" else None,
+                             global_search=fell_back if decision.route == "global" else None)
 
     def _checked(self, first: _FirstPass) -> RetrievalResult:
         """The first pass after the corrective step (which may escalate to wider passes)."""
@@ -355,7 +428,10 @@ class Engine:
         """The evidence for `query` (corrective step included, or skipped by a confident reader) and
         `generator`'s answer over it; what `ask` runs after the TARG gate (the eval harness runs it too)."""
         knows = bool(generator.knows)
-        first = self._first_pass(query, system, k, query_vector, knows or self.generator_knows)
+        side = self._side_route(query, system, query_vector, knows or self.generator_knows, generator)
+        if isinstance(side, Answered):
+            return side
+        first = self._first_pass(query, system, k, query_vector, knows or self.generator_knows, side=side)
         cfg = self.config.corrective
         reading = _Reading(self, generator, query, query_vector, knows)
         if not (first.spec.corrective and cfg.enabled):

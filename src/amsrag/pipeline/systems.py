@@ -17,6 +17,7 @@ class SystemSpec:
     retrievers: tuple[str, ...] = ()  # the fixed retriever set of non-adaptive systems
     label_only: bool = False  # Adaptive-RAG style: route by the argmax label, ignore alpha
     corrective: bool = False  # run the corrective step (DESIGN §6) when the configuration enables it
+    taxonomy: bool = False  # the five-way decision: aggregation / structured questions take their own routes
 
     @property
     def classifies(self) -> bool:
@@ -35,7 +36,9 @@ SYSTEMS: dict[str, SystemSpec] = {
     "A3": SystemSpec("A3", True, "ca-rrf", False),
     "A4": SystemSpec("A4", True, "ca-rrf", True),
     # adaptive routes, the learned reranker over CA-RRF, MMR where the candidates are redundant, the corrective step
-    "full": SystemSpec("full", True, "learned", True, corrective=True),
+    "full": SystemSpec("full", True, "learned", True, corrective=True, taxonomy=True),
+    # issue 19: `full` on the three-class taxonomy (every question down the text path), to price the other two
+    "full-3": SystemSpec("full-3", True, "learned", True, corrective=True),
     "adaptive-rag": SystemSpec("adaptive-rag", True, "rrf", False, label_only=True),
     # issue 16: the learned reranker and the query-dependent expert weights, on the fixed and adaptive routes
     "fixed-learned": SystemSpec("fixed-learned", False, "learned", False, RETRIEVERS),

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from amsrag.correct.sufficiency import Sufficiency
     from amsrag.pipeline.execute import RetrieverRun
     from amsrag.pipeline.multihop import Expansion
+    from amsrag.route.taxonomy import TaxonomyDecision
 
 TRACE_HITS = 20  # hits per retriever (and fused items) kept in the trace
 
@@ -183,6 +184,9 @@ class Trace(Mapping[str, Any]):
     generator: dict[str, Any] | None = None  # `Generation.trace()` once an answer was generated
     targ: TargTrace | None = None
     timings: Timings = field(default_factory=dict)
+    taxonomy: TaxonomyDecision | None = None  # the five-way decision, when the taxonomy has more than 3 classes
+    structured: dict[str, Any] | None = None  # the table route: table, SQL, rows, confidence (or why it fell back)
+    global_search: dict[str, Any] | None = None  # the global route: the themes selected and how
 
     @property
     def retriever_calls(self) -> int:
@@ -212,6 +216,12 @@ class Trace(Mapping[str, Any]):
         }
         if self.targ is not None:
             out["targ"] = self.targ.to_dict()
+        if self.taxonomy is not None:
+            out["taxonomy"] = self.taxonomy.to_dict()
+        if self.structured is not None:
+            out["structured"] = self.structured
+        if self.global_search is not None:
+            out["global"] = self.global_search
         out["timings_ms"] = dict(self.timings)
         return out
 

@@ -273,6 +273,9 @@ class Service:
         return True
 
     def _after_write(self) -> None:
+        from amsrag.indexing.themes import refresh_themes
+
+        refresh_themes(self.engine.index)  # the global route's themes follow the passages
         self.metrics.passages.set(len(self.engine.index))
         self._warm(with_ask=False)
 

@@ -20,6 +20,10 @@ if TYPE_CHECKING:
     from amsrag.store.health import CheckReport, RepairReport
     from amsrag.store.query_library import QueryLibrary
     from amsrag.store.writes import DeleteReport, IngestReport
+    from amsrag.structured.catalog import TableDeleteReport, TableWriteReport
+    from amsrag.structured.base import TableSource
+    from amsrag.structured.table import Table
+    from amsrag.themes.model import Themes
 
 
 @runtime_checkable
@@ -140,5 +144,22 @@ class PassageIndex(Protocol):
     def retriever(self, name: str) -> Retriever:
         """The retriever `name` (one of `amsrag.types.RETRIEVERS`) over the current passages."""
         ...
+
+    def tables(self) -> TableSource | None:
+        """The index's tables (the structured route's source), or None while it holds none."""
+        ...
+
+    def put_tables(self, tables: Sequence[Table], replace: bool = False) -> TableWriteReport:
+        """Store tables in one transaction (all or nothing); a table id stored with other content is an
+        InputError unless `replace`."""
+        ...
+
+    def delete_tables(self, table_ids: Sequence[str]) -> TableDeleteReport: ...
+
+    def themes(self) -> Themes | None:
+        """The corpus themes of the global route, as last saved by any process (None: not built)."""
+        ...
+
+    def save_themes(self, themes: Themes) -> None: ...
 
     def stats(self) -> dict[str, Any]: ...

@@ -62,3 +62,17 @@ class TableHit:
     table_id: str
     score: float
     profile: TableProfile
+
+
+class TableSource(Protocol):
+    """An index's tables, as the structured route and the task head read them (either backend)."""
+
+    def __len__(self) -> int: ...
+
+    def profiles(self) -> list[TableProfile]: ...
+
+    def table_ids(self, doc_id: str | None = None) -> list[str]: ...
+
+    def search(self, question: str, k: int = 5) -> list[TableHit]: ...
+
+    def runner(self, timeout_s: float = DEFAULT_TIMEOUT_S, row_limit: int = DEFAULT_ROW_LIMIT) -> SqlRunner: ...

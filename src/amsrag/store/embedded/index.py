@@ -59,6 +59,11 @@ from amsrag.store.embedded.manifest import MANIFEST, fsync_dir, read_manifest, w
 from amsrag.store.embedded.sqlite import PassageTable
 from amsrag.store.health import CheckReport, RepairReport
 from amsrag.store.query_library import QueryLibrary
+from amsrag.structured.catalog import TableDeleteReport, TableWriteReport
+from amsrag.structured.store import TableStore
+from amsrag.structured.table import Table
+from amsrag.themes.model import CARD_FILE as THEMES_CARD
+from amsrag.themes.model import Themes
 from amsrag.store.writes import (
     DeleteReport,
     IngestReport,
@@ -79,6 +84,8 @@ LOAD_ATTEMPTS = 5
 STAGE_TIMEOUT_S = 900.0  # staging waits for another writer's commit this long
 LIBRARY_FILE = "query_library.npz"
 LIBRARY_FORMAT = 1
+TABLES_FILE = "tables.sqlite"  # the index's tables (amsrag.structured.store), created by the first table added
+THEMES_DIR = "themes"  # the corpus themes of the global route (amsrag.themes), kept by amsrag.indexing.themes
 
 
 class EmbeddedIndex:
@@ -100,6 +107,8 @@ class EmbeddedIndex:
         self._row_of: dict[str, int] = {}
         self._library: tuple[tuple[int, int, int] | None, QueryLibrary] | None = None  # (file stamp, library)
         self._locked = False  # this object holds the write lock (a refresh must not take it again)
+        self._tables: TableStore | None = None
+        self._themes: tuple[tuple[int, int, int] | None, Themes | None] | None = None  # (card stamp, themes)
         self._load_row_info()
 
     # ---------------------------------------------------------------- opening
@@ -179,6 +188,9 @@ class EmbeddedIndex:
                 self.table.mark_migrated(conn)
 
     def close(self) -> None:
+        if self._tables is not None:
+            self._tables.close()
+            self._tables = None
         self.table.close()
 
     def __enter__(self) -> EmbeddedIndex:
@@ -365,6 +377,48 @@ class EmbeddedIndex:
             arrays: dict[str, Any] = {"format": np.int64(LIBRARY_FORMAT), **saved.to_arrays()}
             write_atomic(path, lambda fh: np.savez(fh, **arrays))
             self._library = (_stamp(path), saved)
+
+    # ---------------------------------------------------------------- tables and themes
+    def tables(self) -> TableStore | None:
+        """The index's tables, or None while it holds none."""
+        if self._tables is None:
+            path = self.path / TABLES_FILE
+            if not path.is_file():
+                return None
+            self._tables = TableStore.open(path)
+        return self._tables
+
+    def put_tables(self, tables: Sequence[Table], replace: bool = False) -> TableWriteReport:
+        """Store `tables` in one transaction (all or nothing); a table id stored with other content is an
+        error unless `replace`."""
+        with self._write_lock():
+            if self._tables is None:
+                self._tables = TableStore.open(self.path / TABLES_FILE, create=True)
+            return self._tables.add(tables, replace=replace)
+
+    def delete_tables(self, table_ids: Sequence[str]) -> TableDeleteReport:
+        with self._write_lock():
+            tables = self.tables()
+            if tables is None:
+                return TableDeleteReport(0, ())
+            return tables.delete(table_ids)
+
+    def themes(self) -> Themes | None:
+        """The stored corpus themes (None until `amsrag.indexing.themes` built them), re-read when another
+        process saved new ones."""
+        card = self.path / THEMES_DIR / THEMES_CARD
+        cached = self._themes
+        stamp = _stamp(card)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        themes = Themes.load(self.path / THEMES_DIR) if stamp is not None else None
+        self._themes = (stamp, themes)
+        return themes
+
+    def save_themes(self, themes: Themes) -> None:
+        with self._write_lock():
+            themes.save(self.path / THEMES_DIR)
+            self._themes = None
 
     # ---------------------------------------------------------------- writing
     def add(self, passages: Iterable[Passage], progress: Progress | None = None,

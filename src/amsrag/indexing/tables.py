@@ -1,0 +1,50 @@
+"""Tables among the inputs of an index job: CSV / TSV / Excel / SQLite files and the `table` records of
+JSONL files, read (and so validated) before anything is written, then stored in one transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from amsrag.ingest.api import InputRoot
+from amsrag.ingest.tables import TABLE_SUFFIXES, read_jsonl_tables, read_table_file, table_files
+from amsrag.structured.table import Table
+
+
+@dataclass(frozen=True, slots=True)
+class TableInputs:
+    tables: list[Table]
+    files: list[Path]  # the table files read (JSONL files only when they held tables)
+    roots: list[InputRoot]  # inputs holding passages too (a table file given alone is not one)
+
+
+def is_table_file(path: Path) -> bool:
+    return path.suffix.lower() in TABLE_SUFFIXES
+
+
+def _jsonl_files(root: Path) -> list[Path]:
+    if root.is_file():
+        return [root] if root.name.endswith(".jsonl") else []
+    return sorted(p for p in root.rglob("*.jsonl") if p.is_file()
+                  and not any(part.startswith(".") for part in p.relative_to(root).parts))
+
+
+def read_table_inputs(roots: Sequence[InputRoot]) -> TableInputs:
+    """Every table of the inputs; an InputError names the file, row and column of the first bad one."""
+    tables: list[Table] = []
+    files: list[Path] = []
+    passage_roots: list[InputRoot] = []
+    for root in roots:
+        base = root.path if root.path.is_dir() else None
+        for path in table_files(root.path):
+            tables += read_table_file(path, base, root.name)
+            files.append(path)
+        for path in _jsonl_files(root.path):
+            found = read_jsonl_tables(path)
+            if found:
+                tables += found
+                files.append(path)
+        if root.path.is_dir() or not is_table_file(root.path):
+            passage_roots.append(root)
+    return TableInputs(tables, files, passage_roots)

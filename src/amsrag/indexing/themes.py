@@ -1,0 +1,86 @@
+"""Keeping an index's corpus themes in step with its passages (after every build, add, sync or delete).
+
+The stored themes know which passages they hold; the difference to the index's passages is applied
+incrementally (`update_themes`: new passages join the nearest theme, removed ones leave), and the themes
+are rebuilt from every passage vector when there are none yet or the update says a rebuild is due
+(growth, shrinkage or drift past `themes.rebuild_growth` / `themes.drift_tolerance`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from amsrag.store.base import PassageIndex
+from amsrag.themes import build_themes, update_themes
+
+log = logging.getLogger("amsrag.indexing")
+REBUILD_CHUNK = 20_000  # passages read per step of a rebuild
+
+
+@dataclass(frozen=True, slots=True)
+class ThemesReport:
+    action: str  # built | updated | unchanged | off
+    themes: int
+    passages: int
+    added: int = 0
+    removed: int = 0
+    seconds: float = 0.0
+    reasons: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, object]:
+        return {"action": self.action, "themes": self.themes, "passages": self.passages, "added": self.added,
+                "removed": self.removed, "seconds": round(self.seconds, 3), "reasons": list(self.reasons)}
+
+
+def _passage_ids(index: PassageIndex) -> dict[str, int]:
+    rows = index.stored_rows()
+    return {pid: row for (pid, _), row in zip(index.describe_rows(rows), rows, strict=True)}
+
+
+def _batch(index: PassageIndex, rows: list[int]) -> tuple[list[str], list[str], np.ndarray]:
+    passages = index.passages_by_rows(rows)
+    texts = [f"{p.title}. {p.text}" if p.title else p.text for p in passages]
+    return [p.id for p in passages], texts, np.asarray(index.vectors_for_rows(rows), dtype=np.float32)
+
+
+def refresh_themes(index: PassageIndex, notice: Callable[[str], None] | None = None,
+                   rebuild: bool = False) -> ThemesReport:
+    cfg = index.config.themes
+    t0 = time.perf_counter()
+    if not cfg.enabled:
+        return ThemesReport("off", 0, len(index))
+    say = notice or (lambda message: log.info(message))
+    stored = _passage_ids(index)
+    current = None if rebuild else index.themes()
+    reasons: tuple[str, ...] = ()
+    if current is not None:
+        known = set(current.passage_ids)
+        added = [row for pid, row in stored.items() if pid not in known]
+        removed = [pid for pid in current.passage_ids if pid not in stored]
+        if not added and not removed:
+            return ThemesReport("unchanged", current.k, len(stored), seconds=time.perf_counter() - t0)
+        updated = update_themes(current, added=_batch(index, sorted(added)) if added else None, removed_ids=removed)
+        if not updated.rebuild_due:
+            index.save_themes(updated)
+            return ThemesReport("updated", updated.k, len(stored), len(added), len(removed),
+                                time.perf_counter() - t0)
+        reasons = tuple(updated.state.rebuild_reasons)
+        say("themes: rebuilding (" + "; ".join(reasons) + ")")
+    rows = sorted(stored.values())
+    ids: list[str] = []
+    texts: list[str] = []
+    parts = []
+    for i in range(0, len(rows), REBUILD_CHUNK):
+        b_ids, b_texts, b_vecs = _batch(index, rows[i:i + REBUILD_CHUNK])
+        ids += b_ids
+        texts += b_texts
+        parts.append(b_vecs)
+    vectors = np.vstack(parts) if parts else np.zeros((0, 384), dtype=np.float32)
+    themes = build_themes(ids, texts, vectors, cfg, progress=say)
+    index.save_themes(themes)
+    return ThemesReport("built", themes.k, len(ids), seconds=time.perf_counter() - t0, reasons=reasons)

@@ -1,0 +1,1 @@
+"""Training the task head of the five-way taxonomy."""
