@@ -236,12 +236,13 @@ class SecondHopConfig(_Section):
 
 
 def _default_task_costs() -> dict[str, dict[str, float]]:
-    # rows: what the question needs; columns: the route it took. The right route costs 1.0. A text
-    # question sent to a table or to the themes comes back (no program answers it, or the themes do not
-    # name it) and then pays the text route too: 2.5. A table or corpus-wide question answered from a
-    # few passages fails silently, like a multi-hop question on a single-passage path: 12.0.
+    # rows: what the question needs; columns: the route it took. The right route costs 1.0. A table or
+    # corpus-wide question answered from a few passages fails silently, like a multi-hop question on a
+    # single-passage path: 12.0. A text question sent to a table or to the themes either comes back (no
+    # confident program, no matching theme: it pays the text path too, ~2.5) or is answered from the wrong
+    # source (12.0); taken as even odds: 7.0.
     return {
-        "text": {"retrieval": 1.0, "global": 2.5, "table": 2.5},
+        "text": {"retrieval": 1.0, "global": 7.0, "table": 7.0},
         "aggregation": {"retrieval": 12.0, "global": 1.0, "table": 12.0},
         "structured": {"retrieval": 12.0, "global": 12.0, "table": 1.0},
     }
@@ -307,6 +308,28 @@ class TablesConfig(_Section):
     timeout_s: float = Field(2.0, gt=0, le=60, description="time budget of one SQL statement")
     row_limit: int = Field(1000, ge=1, le=100_000, description="rows one statement may return")
     max_rows: int = Field(1_000_000, ge=1, description="larger tables are refused at ingest")
+
+
+class ThemeConfig(_Section):
+    """Corpus-level themes of the global route: k-means over the passage vectors, c-TF-IDF labels."""
+
+    enabled: bool = True
+    k: int = Field(0, ge=0, le=4096, description="number of themes; 0 chooses it (silhouette on a sample)")
+    max_k: int = Field(64, ge=2, le=4096, description="upper bound of the automatic choice")
+    min_passages: int = Field(40, ge=2, description="below this many passages a corpus has no themes")
+    label_terms: int = Field(8, ge=1, le=64, description="c-TF-IDF terms that label a theme")
+    representatives: int = Field(3, ge=1, le=64, description="passages closest to a theme's centroid that it cites")
+    seed: int = 13
+    rebuild_growth: float = Field(
+        0.5, gt=0, description="an update flags a rebuild once the corpus grew by this share since the last build"
+    )
+    drift_tolerance: float = Field(
+        0.25, gt=0,
+        description="an update flags a rebuild once the added passages' mean cosine distance to their centroids "
+        "exceeds the build's by this share",
+    )
+    search_k: int = Field(5, ge=1, le=64, description="themes the global route selects at most for a question "
+                          "about one subject")
 
 
 class RouterConfig(_Section):
@@ -533,6 +556,7 @@ class AmsragConfig(_Section):
     fusion: FusionConfig = Field(default_factory=FusionConfig)
     router: RouterConfig = Field(default_factory=RouterConfig)
     tables: TablesConfig = Field(default_factory=TablesConfig)
+    themes: ThemeConfig = Field(default_factory=ThemeConfig)
     generator: GeneratorConfig = Field(default_factory=GeneratorConfig)
     serve: ServeConfig = Field(default_factory=ServeConfig)
     corrective: CorrectiveConfig = Field(default_factory=CorrectiveConfig)

@@ -42,16 +42,42 @@ def open_or_build_demo_index(index_dir: Path, fresh: bool, err: Console, quiet: 
         shutil.rmtree(index_dir)
     if index_dir.exists():
         try:
-            return EmbeddedIndex.open(index_dir)
+            index = EmbeddedIndex.open(index_dir)
+            _tables_and_themes(index)  # a demo index built before tables and themes existed gets them
+            return index
         except AmsragError as exc:  # built by another version: the demo index is ours to rebuild
             err.print(f"[yellow]rebuilding the demo index[/] ({escape(str(exc))})", highlight=False)
             shutil.rmtree(index_dir)
     passages = list(iter_passages([demo_data_dir() / "passages.jsonl.gz"], fmt="jsonl"))
-    err.print(Text(f"building the demo index at {index_dir} from {len(passages)} bundled passages"))
+    err.print(Text(f"building the demo index at {index_dir} from {len(passages)} bundled passages and "
+                   f"{len(demo_tables())} tables"))
     index = EmbeddedIndex.create(index_dir)
     with progress_for(err, quiet) as progress:
         index.add(passages, progress=progress)
+    _tables_and_themes(index)
     return index
+
+
+def demo_tables() -> list:
+    from amsrag.ingest.api import InputRoot
+    from amsrag.indexing.tables import read_table_inputs
+
+    folder = demo_data_dir() / "tables"
+    return read_table_inputs([InputRoot(folder, "demo-tables")]).tables
+
+
+def _tables_and_themes(index) -> None:
+    from amsrag.indexing.themes import refresh_themes
+
+    if index.tables() is None:
+        index.put_tables(demo_tables())
+    if index.themes() is None:
+        refresh_themes(index)
+
+
+def load_table_questions() -> list[dict]:
+    text = (demo_data_dir() / "table_questions.jsonl").read_text("utf-8")
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def _showcase(questions: list[QAExample]) -> list[QAExample]:
@@ -142,6 +168,36 @@ def _routes(out: Console, index, questions: list[QAExample]) -> None:
                       highlight=False)
     out.print("")
     _answers(out, engine, questions)
+    _beyond_passages(out, engine)
+
+
+def _beyond_passages(out: Console, engine) -> None:
+    """The other two classes of the taxonomy: questions over the bundled tables (structured: SQL) and a
+    corpus-wide question (aggregation: the themes)."""
+    from amsrag.generate.metrics import exact_match
+
+    out.print("\n[bold]Beyond passages: questions over the two bundled tables, and one about the whole corpus[/]")
+    for q in load_table_questions():
+        a = engine.ask(q["question"], system="full")
+        tax = a.trace.get("taxonomy") or {}
+        out.print(f"\n[bold]{escape(q['question'])}[/]", highlight=False)
+        out.print(f"  route: {escape(str(tax.get('label')))} ({tax.get('alpha', 0):.2f}) → "
+                  f"{escape(str(a.trace['strategy']))} · {escape(str(tax.get('reason', '')))}", highlight=False)
+        structured = a.trace.get("structured") or {}
+        if structured.get("sql"):
+            right = any(exact_match(a.answer, [ans]) for ans in q["answers"])
+            out.print(f"  answer: [bold]{escape(a.answer)}[/] " + ("[green]✓[/]" if right else "[red]✗[/]")
+                      + f" (expected {escape(' / '.join(q['answers']))}) · confidence {structured['confidence']:.2f}",
+                      highlight=False)
+            out.print(Text(f"  SQL on {structured['table']}: {structured['sql']}", style="dim"), highlight=False,
+                      soft_wrap=True)
+            for row in structured.get("cited", [])[:3]:
+                out.print(Text(f"  cited [{row['id']}] {row['text'][:120]}", style="dim"), highlight=False)
+        else:
+            out.print(Text("  answer: " + a.answer.replace("\n", "\n          ")), highlight=False)
+            if not a.trace.get("global"):
+                out.print(Text("  (" + str((structured or {}).get("fallback", "answered from passages")) + ")",
+                               style="dim"), highlight=False)
 
 
 def _answers(out: Console, engine, questions: list[QAExample]) -> None:

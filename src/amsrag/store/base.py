@@ -132,6 +132,10 @@ class PassageIndex(Protocol):
 
     def vectors_for_rows(self, rows: Sequence[int]) -> np.ndarray: ...
 
+    def stored_rows(self) -> list[int]:
+        """The internal rows of every stored passage, ascending."""
+        ...
+
     def iter_passages(self) -> Iterator[Passage]:
         """Every passage, in row order."""
         ...

@@ -19,7 +19,7 @@ from sklearn.cluster import KMeans, MiniBatchKMeans
 from sklearn.metrics import silhouette_score
 
 from amsrag.errors import InputError
-from amsrag.themes.config import ThemeConfig
+from amsrag.config import ThemeConfig
 from amsrag.themes.model import Themes, UpdateState, pool_size, ranked_terms
 from amsrag.themes.terms import count_terms, widen
 

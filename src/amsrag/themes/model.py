@@ -26,7 +26,7 @@ from scipy import sparse
 
 from amsrag.artifacts import write_npz
 from amsrag.errors import IndexCorruptError, IndexNotFoundError
-from amsrag.themes.config import ThemeConfig
+from amsrag.config import ThemeConfig
 from amsrag.themes.terms import top_terms
 
 FORMAT_VERSION = 1

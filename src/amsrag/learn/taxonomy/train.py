@@ -30,7 +30,7 @@ from amsrag.structured.base import TableHit
 from amsrag.types import TASK_KINDS
 
 log = logging.getLogger(__name__)
-C_GRID = (0.03, 0.1, 0.3, 1.0)
+C_GRID = (0.003, 0.01, 0.03, 0.1, 0.3)
 SEARCH_K = 3
 
 

@@ -46,6 +46,9 @@ from amsrag.store.postgres import bm25_blobs, schema
 from amsrag.store.postgres.bm25_blobs import BM25State
 from amsrag.store.postgres.retrievers import PgBM25Retriever, PgDenseRetriever, PgEntityGraph
 from amsrag.store.query_library import QueryLibrary
+from amsrag.structured.catalog import TableDeleteReport, TableWriteReport
+from amsrag.structured.table import Table
+from amsrag.themes.model import Themes
 from amsrag.store.writes import (
     DeleteReport,
     IngestReport,
@@ -63,6 +66,7 @@ REQUEST_TIMEOUT_S = 10.0  # a read (with its one retry) gives up after this
 LOCK_TIMEOUT_S = 60.0
 BULK_REBUILD_SHARE = 0.5  # an add at least this large (vs. stored passages) rebuilds HNSW after loading
 LOOKUP_CHUNK = 20_000  # content hashes per lookup statement
+TABLES_RECHECK_S = 5.0  # an index without tables looks for the table schema again after this long
 HNSW_INDEX = "passages_embedding_hnsw"
 COMPONENTS = ("bm25", "dense", "graph")  # what `check` verifies and `repair` rebuilds
 NORM_TOLERANCE = 1e-3  # a stored vector's norm may differ this much from 1
@@ -186,6 +190,9 @@ class PostgresIndex:
         self.tokenizer = BM25Tokenizer(config.bm25)  # BM25's, shared with its retriever
         self._bm25: BM25State | None = None  # the in-process BM25 index, as of its bm25_generation
         self._bm25_lock = threading.Lock()
+        self._tables: Any = None  # the PgTableStore, opened on first use
+        self._tables_checked = 0.0  # when the table schema was last found missing (monotonic seconds)
+        self._themes: tuple[int, Themes | None] | None = None  # (themes_generation, themes)
         kwargs = {"connect_timeout": int(CONNECT_TIMEOUT_S), "autocommit": True,
                   "options": f"-c search_path={schema.SEARCH_PATH.replace(' ', '')} "
                              f"-c statement_timeout={int(request_timeout * 1000)}"}
@@ -258,6 +265,9 @@ class PostgresIndex:
         return cls(dsn, config, **kwargs)
 
     def close(self) -> None:
+        if self._tables is not None:
+            self._tables.close()
+            self._tables = None
         self.pool.close()
 
     @property
@@ -474,6 +484,60 @@ class PostgresIndex:
         return self.read(q)
 
     # ---------------------------------------------------------------- the query library
+    # ---------------------------------------------------------------- tables and themes
+    def tables(self) -> Any:
+        """The index's tables (`PgTableStore`, schema amsrag_tables), or None while the database holds none
+        (looked for again at most every TABLES_RECHECK_S seconds)."""
+        from amsrag.store.postgres.tables import PgTableStore
+
+        if self._tables is None:
+            if time.monotonic() - self._tables_checked < TABLES_RECHECK_S:
+                return None
+            try:
+                self._tables = PgTableStore.open(self.dsn)
+            except IndexNotFoundError:
+                self._tables_checked = time.monotonic()
+                return None
+        return self._tables
+
+    def put_tables(self, tables: Sequence[Table], replace: bool = False) -> TableWriteReport:
+        from amsrag.store.postgres.tables import PgTableStore
+
+        if self._tables is None:
+            self._tables = PgTableStore.open(self.dsn, create=True)
+        report: TableWriteReport = self._tables.add(tables, replace=replace)
+        return report
+
+    def delete_tables(self, table_ids: Sequence[str]) -> TableDeleteReport:
+        store = self.tables()
+        if store is None:
+            return TableDeleteReport(0, ())
+        report: TableDeleteReport = store.delete(table_ids)
+        return report
+
+    def stored_rows(self) -> list[int]:
+        return [int(r) for (r,) in self.read(lambda c: c.execute("SELECT prow FROM passages ORDER BY prow").fetchall())]
+
+    def themes(self) -> Themes | None:
+        """The corpus themes saved in meta (`themes`: the npz base64-encoded beside its card), re-read when
+        another process saved newer ones (`themes_generation`)."""
+        gen = int(self.read(lambda c: self.meta(c, "themes_generation")) or 0)
+        cached = self._themes
+        if cached is not None and cached[0] == gen:
+            return cached[1]
+        stored = self.read(lambda c: self.meta(c, "themes")) if gen else None
+        themes = _themes_from_meta(stored) if stored else None
+        self._themes = (gen, themes)
+        return themes
+
+    def save_themes(self, themes: Themes) -> None:
+        value = _themes_to_meta(themes)
+        with self._write() as conn:
+            gen = int(self.meta(conn, "themes_generation") or 0) + 1
+            conn.execute("INSERT INTO meta (key, value) VALUES ('themes', %s), ('themes_generation', %s) "
+                         "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", (Jsonb(value), Jsonb(gen)))
+        self._themes = None
+
     def query_library(self) -> QueryLibrary:
         """The stored query library (empty when there is none); cached, and read again when another
         save (by any process) bumped its generation: one meta lookup per call otherwise."""
@@ -1167,6 +1231,32 @@ def _scalar(cur: psycopg.Cursor[Any]) -> Any:
     if row is None:
         raise AssertionError("an aggregate query returned no row")
     return row[0]
+
+
+def _themes_to_meta(themes: Themes) -> dict[str, str]:
+    import base64
+    import tempfile
+    from pathlib import Path
+
+    from amsrag.themes.model import ARRAYS_FILE, CARD_FILE
+
+    with tempfile.TemporaryDirectory(prefix="amsrag-themes-") as tmp:
+        themes.save(tmp)
+        return {"card": (Path(tmp) / CARD_FILE).read_text(encoding="utf-8"),
+                "npz": base64.b64encode((Path(tmp) / ARRAYS_FILE).read_bytes()).decode("ascii")}
+
+
+def _themes_from_meta(value: dict[str, str]) -> Themes:
+    import base64
+    import tempfile
+    from pathlib import Path
+
+    from amsrag.themes.model import ARRAYS_FILE, CARD_FILE
+
+    with tempfile.TemporaryDirectory(prefix="amsrag-themes-") as tmp:
+        (Path(tmp) / CARD_FILE).write_text(value["card"], encoding="utf-8")
+        (Path(tmp) / ARRAYS_FILE).write_bytes(base64.b64decode(value["npz"]))
+        return Themes.load(tmp)
 
 
 def _library_generation(conn: psycopg.Connection) -> int:
