@@ -1,0 +1,169 @@
+"""The table stores (embedded SQLite and PostgreSQL) through one conformance suite, plus what is
+particular to each: the embedded file's read-only runner, its indexes and errors, and the guard."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+import pytest
+
+from amsrag.errors import IndexCorruptError, IndexNotFoundError
+from amsrag.structured.base import SqlRefused
+from amsrag.structured.guard import check_sql, guard
+from amsrag.structured.store import TableStore, TableStoreClosedError
+from amsrag.structured.table import Table
+from amsrag.testing.tables import TableStoreConformance, cities, players
+
+
+class TestEmbeddedTableStore(TableStoreConformance):
+    backend = "embedded"
+
+    def create_store(self, request, directory):
+        return TableStore.open(directory / "tables.sqlite", create=True)
+
+    def reopen(self, store):
+        return TableStore.open(store.path)
+
+
+class TestPostgresTableStore(TableStoreConformance):
+    backend = "postgres"
+
+    def create_store(self, request, directory):
+        from amsrag.store.postgres.tables import PgTableStore
+        from pg_server import new_database
+
+        return PgTableStore.open(new_database(request.getfixturevalue("pg_server")), create=True)
+
+    def reopen(self, store):
+        from amsrag.store.postgres.tables import PgTableStore
+
+        return PgTableStore.open(store.pool.conninfo)
+
+
+# ---------------------------------------------------------------------------------------------- embedded
+def test_open_errors(tmp_path) -> None:
+    with pytest.raises(IndexNotFoundError, match="no table store"):
+        TableStore.open(tmp_path / "missing.sqlite")
+    junk = tmp_path / "junk.sqlite"
+    junk.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(IndexCorruptError, match="not a readable table store"):
+        TableStore.open(junk)
+    other = tmp_path / "other.sqlite"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE passages (id TEXT)")
+    with pytest.raises(IndexCorruptError, match="not a table store"):
+        TableStore.open(other)
+    store = TableStore.open(tmp_path, create=True)  # a directory: its tables.sqlite
+    assert store.path == tmp_path / "tables.sqlite"
+    with store:
+        store.add([cities()])
+    assert store.closed
+    with pytest.raises(TableStoreClosedError, match="closed"):
+        len(store)
+    with pytest.raises(TableStoreClosedError):
+        store.search("oslo")
+
+
+def test_runner_connection_cannot_write_even_unguarded(tmp_path) -> None:
+    """The runner's own connection: read-only file, query_only, no ATTACH, an authorizer."""
+    store = TableStore.open(tmp_path / "t.sqlite", create=True)
+    store.add([cities()])
+    runner = store.runner()
+    conn = runner._conn  # the second barrier, tried without the guard in front of it
+    assert conn is not None
+    with pytest.raises(sqlite3.OperationalError):
+        conn.execute(f"DELETE FROM {store.profiles()[0].sql_name}")
+    with pytest.raises(sqlite3.OperationalError):
+        conn.execute("ATTACH DATABASE ':memory:' AS x")
+    conn.set_authorizer(runner._authorize)
+    runner._allowed = frozenset({store.profiles()[0].sql_name})
+    with pytest.raises(sqlite3.DatabaseError, match="prohibited|not authorized"):
+        conn.execute("SELECT sql FROM sqlite_master").fetchall()
+    with pytest.raises(sqlite3.DatabaseError, match="not authorized"):
+        conn.execute("SELECT sqlite_version()").fetchall()
+    conn.set_authorizer(None)
+    assert len(store.get("kb/cities.csv").rows) == 5  # type: ignore[union-attr]
+    runner.close()
+    store.close()
+
+
+def test_value_lookups_use_the_lower_index(tmp_path) -> None:
+    store = TableStore.open(tmp_path / "t.sqlite", create=True)
+    store.add([players(2000)])
+    name = store.profiles()[0].sql_name
+    with sqlite3.connect(store.path) as conn:
+        for sql in (f"SELECT c2 FROM {name} WHERE lower(c0) = lower(?)",
+                    f"SELECT c2 FROM {name} WHERE lower(c0) IN (?, ?)"):
+            plan = " ".join(str(r[3]) for r in conn.execute("EXPLAIN QUERY PLAN " + check_sql(sql, {name}),
+                                                               ["a", "b"][: sql.count("?")]))
+            assert f"USING INDEX {name}_c0_lower" in plan, plan
+        indexes = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?",
+                                               (name,))}
+    assert indexes == {f"{name}_c0_lower", f"{name}_c1_lower", f"{name}_c3_lower"}  # not the number column c2
+    assert store.runner().run(f"SELECT c2 FROM {name} WHERE lower(c0) = lower(?)", ["PLAYER 1234"]).rows == \
+        (("12340",),)
+    store.close()
+
+
+@pytest.mark.slow
+def test_lookup_on_100k_rows_is_fast(tmp_path) -> None:
+    rows = tuple((f"name {i}", str(i)) for i in range(100_000))
+    store = TableStore.open(tmp_path / "t.sqlite", create=True)
+    store.add([Table("big.csv", ("Name", "Value"), rows)])
+    name = store.profiles()[0].sql_name
+    runner = store.runner()
+    t0 = time.perf_counter()
+    for i in range(100):
+        assert runner.run(f"SELECT c1 FROM {name} WHERE lower(c0) = lower(?)", [f"NAME {i * 997}"]).rows
+    assert (time.perf_counter() - t0) / 100 < 0.01
+    store.close()
+
+
+# ---------------------------------------------------------------------------------------------- the guard
+@pytest.mark.parametrize("sql,want", [
+    ("SELECT c0 FROM t", "SELECT c0 FROM t LIMIT 100"),
+    ("SELECT c0 FROM t LIMIT 5000", "SELECT c0 FROM t LIMIT 100"),
+    ("SELECT c0 FROM t LIMIT -1", "SELECT c0 FROM t LIMIT 100"),
+    ("SELECT c0 FROM t LIMIT 7", "SELECT c0 FROM t LIMIT 7"),
+    ("select c0 from t where c1 = ? /* hidden; drop table t */", "SELECT c0 FROM t WHERE c1 = ? LIMIT 100"),
+    ("SELECT c0 FROM t UNION SELECT c0 FROM u", "SELECT c0 FROM t UNION SELECT c0 FROM u LIMIT 100"),
+    ("SELECT ifnull(c0, '') FROM t;", "SELECT COALESCE(c0, '') FROM t LIMIT 100"),
+])
+def test_check_sql_renders_with_a_limit(sql, want) -> None:
+    assert check_sql(sql, {"t", "u"}, row_limit=100) == want
+
+
+def test_check_sql_postgres() -> None:
+    got = check_sql("SELECT user, c0 FROM T WHERE c1 LIKE 'a%' AND c2 = ? COLLATE NOCASE ORDER BY ROUND(c3_num, 1)",
+                    {"t"}, dialect="postgres", row_limit=10)
+    assert got == ('SELECT "user", "c0" FROM "t" WHERE "c1" ILIKE \'a%\' AND LOWER("c2") = LOWER(%s) '
+                   'ORDER BY ROUND(CAST("c3_num" AS DECIMAL), 1) NULLS FIRST LIMIT 10')
+    inlined = guard("SELECT c0 FROM t WHERE c0 = ? AND c1_num > ?", {"t"}, "postgres", 5, ["it's", -2.5])
+    assert inlined.sql == 'SELECT "c0" FROM "t" WHERE "c0" = \'it\'\'s\' AND "c1_num" > -2.5 LIMIT 5'
+    assert inlined.params == {}
+
+
+@pytest.mark.parametrize("sql,match", [
+    ("SELECT 1; SELECT 2", "stacked statements"),
+    ("INSERT INTO t VALUES (1)", "writes are not allowed: INSERT"),
+    ("SELECT * FROM x", "table 'x' is not allowed"),
+    ("SELECT load_extension('a')", "function 'load_extension' is not allowed"),
+    ("SELECT c0 FROM t WHERE", "cannot parse"),
+    ("SELECT c0 FROM t LIMIT ?", "LIMIT must be a whole number"),
+    ("SELECT c0 FROM t WHERE c0 = $1", "only \\? parameters"),
+    ("SELECT " + "1 + " * 10_000 + "1", "statement too long"),
+])
+def test_check_sql_refusals(sql, match) -> None:
+    with pytest.raises(SqlRefused, match=match):
+        check_sql(sql, {"t"})
+
+
+def test_parameters_bind_in_text_order() -> None:
+    """A CTE's parameter comes first in the text though sqlglot keeps the WITH clause last."""
+    checked = guard("WITH x AS (SELECT c0 FROM t WHERE c1 = ?) SELECT c0 FROM x WHERE c0 LIKE ?", {"t"},
+                    params=["one", "tw%"])
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE t (c0 TEXT, c1 TEXT)")
+    conn.executemany("INSERT INTO t VALUES (?, ?)", [("two", "one"), ("twelve", "other")])
+    assert conn.execute(checked.sql, checked.params).fetchall() == [("two",)]
