@@ -12,7 +12,7 @@ import numpy as np
 
 from amsrag.structured.base import TableHit
 
-TASK_FEATURE_VERSION = 1
+TASK_FEATURE_VERSION = 2
 
 _AGGREGATION_CUES: dict[str, str] = {
     "agg_theme": r"\b(themes?|topics?|subjects?|motifs?|threads?)\b",
@@ -49,8 +49,10 @@ _STOP_WORDS = (
 )
 _STOP = frozenset(_STOP_WORDS.split())
 
-TABLE_FEATURES = ("has_tables", "top_score", "top_log_score", "top_margin", "value_share", "cell_matches",
-                  "column_share", "columns_matched", "description_share")
+# BM25 scores are left out on purpose: their scale moves with the number of tables (IDF), so a head
+# trained on a thousand tables would misread an index holding two. These shares do not.
+TABLE_FEATURES = ("has_tables", "value_share", "cell_matches", "column_share", "columns_matched",
+                  "description_share", "unmatched_share", "second_value_share")
 FEATURE_NAMES: tuple[str, ...] = (
     *_AGGREGATION_CUES, *_STRUCTURED_CUES, *(f"wh_{w}" for w in _WH), "words", "has_digit", *TABLE_FEATURES)
 _AGG = [re.compile(p) for p in _AGGREGATION_CUES.values()]
@@ -84,35 +86,42 @@ def cue_features(question: str) -> list[float]:
     return out
 
 
+def _value_tokens(hit: TableHit, grams: set[str]) -> tuple[set[str], int]:
+    """The tokens of a table's profiled cell values, and how many whole cell values the question contains."""
+    value_tokens: set[str] = set()
+    cells = 0
+    for col in hit.profile.columns:
+        for v in col.values:
+            value_tokens.update(tokens(v))
+            if col.type == "text" and " ".join(tokens(v)) in grams:
+                cells += 1
+    return value_tokens, cells
+
+
 def table_features(question: str, hits: Sequence[TableHit]) -> list[float]:
     """How well the question matches its best tables; all zero when the index holds none."""
     if not hits:
         return [0.0] * len(TABLE_FEATURES)
     top = hits[0]
-    second = hits[1].score if len(hits) > 1 else 0.0
+    q_words = set(tokens(question))
     q_content = set(content_tokens(question))
     grams = _ngrams(tokens(question))
-    value_tokens: set[str] = set()
-    cells = 0
-    for col in top.profile.columns:
-        for v in col.values:
-            value_tokens.update(tokens(v))
-            if col.type == "text" and " ".join(tokens(v)) in grams:
-                cells += 1
+    value_tokens, cells = _value_tokens(top, grams)
     names = [set(content_tokens(c.name)) for c in top.profile.columns]
-    matched = [n for n in names if n and n <= set(tokens(question))]
+    name_tokens = set().union(*names) if names else set()
+    matched = [n for n in names if n and n <= q_words]
     described = set(tokens(top.profile.description()))
     n_q = max(len(q_content), 1)
+    second = _value_tokens(hits[1], grams)[0] if len(hits) > 1 else set()
     return [
         1.0,
-        min(top.score, 50.0) / 10.0,
-        float(np.log1p(max(top.score, 0.0))),
-        min(top.score / (second + 1e-6), 10.0) / 10.0 if top.score > 0 else 0.0,
         len(q_content & value_tokens) / n_q,
         min(cells, 3) / 3.0,
         len(matched) / max(len(names), 1),
         min(len(matched), 3) / 3.0,
         len(q_content & described) / n_q,
+        len(q_content - value_tokens - name_tokens - described) / n_q,
+        len(q_content & second) / n_q,
     ]
 
 

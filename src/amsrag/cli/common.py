@@ -96,16 +96,13 @@ def print_trace(trace: Mapping[str, Any]) -> None:
     tax = trace.get("taxonomy")
     if tax:
         probs = " ".join(f"{e(k)} {v:.2f}" for k, v in tax["probs"].items())
-        head += f"
-taxonomy [bold]{e(tax['label'])}[/] → {e(tax['route'])} route ({e(tax['reason'])}; {probs})"
+        head += f"\ntaxonomy [bold]{e(tax['label'])}[/] → {e(tax['route'])} route ({e(tax['reason'])}; {probs})"
     for key, what in (("structured", "table route"), ("global", "global route")):
         side = trace.get(key) or {}
         if side.get("fallback"):
-            head += f"
-{what} fell back to the text path: {e(str(side['fallback']))}"
+            head += f"\n{what} fell back to the text path: {e(str(side['fallback']))}"
         elif key == "global" and side:
-            head += f"
-themes ({e(str(side['selection']))}): " + "; ".join(
+            head += f"\nthemes ({e(str(side['selection']))}): " + "; ".join(
                 f"{e(', '.join(th['terms'][:4]))} ({th['size']})" for th in side["themes"])
     head += (f"\ntimings (ms): embed {t['embed']}, classify {t.get('classify', 0)}, fusion {t.get('fusion', 0)}, "
              f"mmr {t.get('mmr', 0)}, total {t['total']}")

@@ -59,8 +59,8 @@ def open_or_build_demo_index(index_dir: Path, fresh: bool, err: Console, quiet: 
 
 
 def demo_tables() -> list:
-    from amsrag.ingest.api import InputRoot
     from amsrag.indexing.tables import read_table_inputs
+    from amsrag.ingest.api import InputRoot
 
     folder = demo_data_dir() / "tables"
     return read_table_inputs([InputRoot(folder, "demo-tables")]).tables

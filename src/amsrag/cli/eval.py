@@ -49,6 +49,10 @@ def eval_command(
         "--no-corrective", help="turn the corrective step off for this run (it is reported in the config)")] = False,
     workers: Annotated[int | None, typer.Option(
         "--workers", help="processes for the answer phase, after the timed retrieval (default: min(2, CPUs))")] = None,
+    sections: Annotated[str | None, typer.Option(
+        "--sections", help="comma-separated extra sections: taxonomy (five-way routing on a mixed set, structured "
+        "answers in the open setting), tables (WikiTableQuestions given the table), themes (theme recovery)"
+    )] = None,
     quiet: QuietOpt = False,
 ) -> None:
     """Evaluate every system in one run on one benchmark: report.md, report.json, PNGs."""
@@ -66,5 +70,10 @@ def eval_command(
                        command=command)
     with progress_for(err, quiet) as progress:
         report = run_eval(opts, progress, log=lambda m: err.print(Text(str(m)), highlight=False))
+    if sections:
+        from amsrag.learn.taxonomy.sections import append_sections
+
+        append_sections(out, [s.strip() for s in sections.split(",") if s.strip()], data_dir, cache_dir, seed,
+                        log=lambda m: err.print(Text(str(m)), highlight=False))
     err.print(f"wrote {escape(str(out / 'report.md'))}, {escape(str(out / 'report.json'))} and PNGs "
               f"({report['n_queries']} queries, {len(report['systems'])} systems)", highlight=False)

@@ -65,6 +65,59 @@ def route_tune(
                   f"the pair with the least expected cost was saved")
 
 
+@route_app.command("taxonomy")
+def route_taxonomy(
+    index: IndexOpt,
+    labelled: Annotated[Path, typer.Option("--questions", help="JSONL of {question, class}: class text, aggregation "
+                                                               "or structured (or a hop class, counted as text)")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Fit the taxonomy's min_confidence thresholds on your own labelled questions, over this index (its
+    tables and themes), under the task cost matrix `router.taxonomy.costs`; saves them in the index config."""
+    import json
+
+    import numpy as np
+
+    from amsrag.pipeline import Engine
+    from amsrag.route.taxonomy import task_cost, tune_min_confidence
+    from amsrag.types import COMPLEXITIES, TASK_KINDS
+
+    rows = []
+    for n, line in enumerate(labelled.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+            question, kind = str(rec["question"]), str(rec["class"])
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise InputError(f"{labelled}: line {n}: expected {{\"question\": ..., \"class\": ...}} ({exc})") from None
+        kind = "text" if kind in COMPLEXITIES else kind
+        if kind not in TASK_KINDS:
+            raise InputError(f"{labelled}: line {n}: class {kind!r} is not one of text, aggregation, structured")
+        rows.append((question, TASK_KINDS.index(kind)))
+    if len(rows) < 10:
+        raise InputError(f"{labelled}: {len(rows)} labelled questions; at least 10 are needed to fit thresholds")
+    with Engine.open(index) as engine:
+        probs = []
+        for question, _ in rows:
+            vec = engine.index.encoder.encode_query(question)
+            decision, _ = engine.taxonomy.decide(question, vec, engine.complexity_of(question, vec))
+            task = decision.task["probs"]
+            probs.append([task.get(k, 0.0) for k in TASK_KINDS])
+        p, y = np.array(probs), np.array([k for _, k in rows])
+        cfg = engine.config.model_copy(deep=True)
+        before = task_cost(p, y, cfg.router.taxonomy.min_confidence, cfg.router.taxonomy.costs)
+        fitted = tune_min_confidence(p, y, cfg.router.taxonomy.costs, cfg.router.taxonomy.task_classes)
+        cfg.router.taxonomy.min_confidence.update(fitted)
+        engine.index.update_config(cfg)
+    summary = {"questions": len(rows), "min_confidence": fitted, "mean_cost_before": round(before, 4),
+               "mean_cost_after": round(task_cost(p, y, fitted, cfg.router.taxonomy.costs), 4)}
+    if as_json:
+        emit(summary)
+    else:
+        out.print(summary)
+
+
 # ---------------------------------------------------------------------------- the query library
 def _library_summary(library: QueryLibrary) -> dict[str, Any]:
     return {"size": len(library), "counts": library.counts()}

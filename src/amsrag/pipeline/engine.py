@@ -323,7 +323,7 @@ class Engine:
         routed: RouteAnswer | None = None
         if decision.route == "table":
             tables = self.taxonomy.tables()
-            routed = self.table_route.answer(query, hits, tables) if tables is not None else None
+            routed = self.table_route.answer(query, hits, tables, generator) if tables is not None else None
         elif decision.route == "global":
             routed = self.global_route.answer(query, query_vector, generator)
         if routed is not None and routed.answered:

@@ -107,7 +107,12 @@ class TableRoute:
             self._parser = SemanticParser.load(self.config.tables.parser or None)
         return self._parser
 
-    def answer(self, query: str, hits: list[TableHit], tables: TableSource) -> RouteAnswer:
+    def answer(self, query: str, hits: list[TableHit], tables: TableSource,
+               generator: Generator | None = None) -> RouteAnswer:
+        """The best table answer over the best-matching tables: the semantic parser's, or with an LLM
+        generator its text-to-SQL (the parser's when the model's statement is refused or finds nothing)."""
+        from amsrag.structured.text_to_sql import llm_answer
+
         cfg = self.config.tables
         t0 = time.perf_counter()
         runner = tables.runner(timeout_s=cfg.timeout_s, row_limit=cfg.row_limit)
@@ -115,7 +120,14 @@ class TableRoute:
         tried = []
         for hit in hits[: cfg.search_k]:
             try:
-                sa = self.parser.answer(query, hit.profile, runner, self.index.encoder)
+                sa = None
+                if isinstance(generator, Completes):
+                    try:
+                        sa = llm_answer(query, hit.profile, runner, generator.complete)
+                    except InputError as exc:
+                        tried.append({"table": hit.table_id, "llm_error": str(exc)})
+                if sa is None or not sa.answer:
+                    sa = self.parser.answer(query, hit.profile, runner, self.index.encoder)
             except InputError as exc:  # a refused or timed-out statement: the next table
                 tried.append({"table": hit.table_id, "error": str(exc)})
                 continue

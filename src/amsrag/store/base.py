@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     from amsrag.store.health import CheckReport, RepairReport
     from amsrag.store.query_library import QueryLibrary
     from amsrag.store.writes import DeleteReport, IngestReport
-    from amsrag.structured.catalog import TableDeleteReport, TableWriteReport
     from amsrag.structured.base import TableSource
+    from amsrag.structured.catalog import TableDeleteReport, TableWriteReport
     from amsrag.structured.table import Table
     from amsrag.themes.model import Themes
 

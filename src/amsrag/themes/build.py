@@ -18,8 +18,8 @@ from scipy import sparse
 from sklearn.cluster import KMeans, MiniBatchKMeans
 from sklearn.metrics import silhouette_score
 
-from amsrag.errors import InputError
 from amsrag.config import ThemeConfig
+from amsrag.errors import InputError
 from amsrag.themes.model import Themes, UpdateState, pool_size, ranked_terms
 from amsrag.themes.terms import count_terms, widen
 

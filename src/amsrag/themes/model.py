@@ -25,8 +25,8 @@ from pydantic import ValidationError
 from scipy import sparse
 
 from amsrag.artifacts import write_npz
-from amsrag.errors import IndexCorruptError, IndexNotFoundError
 from amsrag.config import ThemeConfig
+from amsrag.errors import IndexCorruptError, IndexNotFoundError
 from amsrag.themes.terms import top_terms
 
 FORMAT_VERSION = 1

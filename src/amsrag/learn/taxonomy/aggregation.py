@@ -40,6 +40,26 @@ TRAIN_TEMPLATES = (
     "What themes about {subject} appear repeatedly?",
     "What are the main subjects of {scope}?",
     "Provide an overview of the topics about {subject}.",
+    "What is the overall picture that {scope} paints of {subject}?",
+    "Can you summarize {scope} for me?",
+    "Group {scope} into its main topics.",
+    "What do most of the documents in {scope} focus on?",
+    "Which themes about {subject} are shared by many documents?",
+    "What are {scope} generally concerned with?",
+    "How is {subject} covered across {scope}?",
+    "What issues come up repeatedly in {scope}?",
+    "Give a short synopsis of everything in {scope}.",
+    "What are the big themes of {scope}?",
+    "What is the range of subjects in {scope}?",
+    "Map out the topics discussed in {scope}.",
+    "What patterns run through {scope} when it comes to {subject}?",
+    "Which subjects are most represented in {scope}?",
+    "What general conclusions about {subject} can be drawn from {scope}?",
+    "Describe the topical landscape of {scope}.",
+    "What are the recurring concerns across {scope}?",
+    "Tell me what {scope} discusses overall.",
+    "What main narratives about {subject} appear in {scope}?",
+    "What ideas show up again and again in {scope}?",
 )
 TEST_TEMPLATES = (
     "What is {scope} mostly about?",
@@ -63,7 +83,9 @@ TEST_TEMPLATES = (
 )
 TRAIN_SCOPES = ("the corpus", "these documents", "the collection", "our knowledge base", "all the articles",
                 "the dataset", "these reports", "the archive", "the files", "this set of passages",
-                "the indexed documents", "the papers", "the notes")
+                "the indexed documents", "the papers", "the notes", "the wiki", "our docs", "the manuals",
+                "this content", "the repository", "the transcripts", "all the entries", "the handbook",
+                "the logs", "the literature", "my files")
 TEST_SCOPES = ("this collection", "the material", "everything indexed", "the whole library", "these texts",
                "the document set", "the sources", "all of these pages", "the records")
 TRAIN_SUBJECTS = ("climate change", "football", "the economy", "elections", "music", "public health",

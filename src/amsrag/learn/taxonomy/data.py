@@ -25,6 +25,7 @@ from amsrag.types import TaskKind
 
 RowSplit = Literal["train", "cal", "test"]
 NO_TABLE_SHARE = 0.3  # text / aggregation rows whose features see an index without tables
+MISSING_TABLE_SHARE = 0.2  # table questions asked of an index that lacks their table: labelled text
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,10 +35,11 @@ class TaskRow:
     split: RowSplit
     source: str  # data set, "wtq" or "templates"
     with_tables: bool  # whether the row's features are computed against tables
+    other_tables: bool = False  # against the other split's tables: a table question whose table is not there
 
 
 def _no_tables(seed: int, question: str) -> bool:
-    return int(seeded_rank(seed, "no-table\x1f" + question)[:8], 16) / 2**32 < NO_TABLE_SHARE
+    return _share(seed, "no-table", question) < NO_TABLE_SHARE
 
 
 def text_rows(data_dir: Path, n_train: int, n_cal: int, seed: int) -> list[TaskRow]:
@@ -61,9 +63,18 @@ def structured_rows(data_dir: Path, n_train: int, n_cal: int, n_test: int, seed:
     out: list[TaskRow] = []
     for split, name, n in (("train", "train", n_train), ("cal", "calibration", n_cal), ("test", "test", n_test)):
         picked = sorted(by_split[name], key=lambda k: seeded_rank(seed, k))[:n]
-        out += [TaskRow(k.split("\x1f", 1)[1], "structured", split, "wtq:" + k.split("\x1f", 1)[0], True)  # type: ignore[arg-type]
-                for k in picked]
+        for k in picked:
+            table, question = k.split("\x1f", 1)
+            missing = split != "test" and _share(seed, "missing", k) < MISSING_TABLE_SHARE
+            # "structured" means: a table of this index answers it. Asked of an index without its table, the
+            # same question must go down the text path, so the head has to look at the table match.
+            out.append(TaskRow(question, "text" if missing else "structured", split, "wtq:" + table,  # type: ignore[arg-type]
+                               True, other_tables=missing))
     return out
+
+
+def _share(seed: int, salt: str, key: str) -> float:
+    return int(seeded_rank(seed, f"{salt}\x1f{key}")[:8], 16) / 2**32
 
 
 def aggregation_rows(n_train: int, n_cal: int, n_test: int, seed: int) -> list[TaskRow]:
@@ -77,5 +88,6 @@ def aggregation_rows(n_train: int, n_cal: int, n_test: int, seed: int) -> list[T
 def rows_hash(rows: Sequence[TaskRow]) -> str:
     h = hashlib.sha256()
     for r in rows:
-        h.update("\x1f".join([r.question, r.kind, r.split, r.source, str(r.with_tables)]).encode() + b"\n")
+        h.update("\x1f".join([r.question, r.kind, r.split, r.source, str(r.with_tables), str(r.other_tables)]
+                              ).encode() + b"\n")
     return h.hexdigest()

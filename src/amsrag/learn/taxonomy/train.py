@@ -30,7 +30,7 @@ from amsrag.structured.base import TableHit
 from amsrag.types import TASK_KINDS
 
 log = logging.getLogger(__name__)
-C_GRID = (0.003, 0.01, 0.03, 0.1, 0.3)
+C_GRID = (0.0003, 0.001, 0.003, 0.01, 0.03, 0.1)
 SEARCH_K = 3
 
 
@@ -49,8 +49,12 @@ def table_context(data_dir: Path, workdir: Path, splits: Sequence[str]) -> dict[
 
 
 def hits_for(rows: Sequence[TaskRow], stores: dict[str, Any]) -> list[list[TableHit]]:
-    store_of = {"train": "train", "cal": "calibration", "test": "test"}
-    return [stores[store_of[r.split]].search(r.question, k=SEARCH_K) if r.with_tables else [] for r in rows]
+    """Each row's best tables: from its own split's store, or from the other split's (a table question whose
+    table the index lacks)."""
+    own = {"train": "train", "cal": "calibration", "test": "test"}
+    other = {"train": "calibration", "cal": "train", "test": "train"}
+    return [stores[(other if r.other_tables else own)[r.split]].search(r.question, k=SEARCH_K) if r.with_tables
+            else [] for r in rows]
 
 
 def embed(encoder: Encoder, questions: Sequence[str]) -> np.ndarray:
@@ -107,8 +111,8 @@ def metrics(p: np.ndarray, y: np.ndarray, thresholds: dict[str, float], costs: d
     return out
 
 
-def train(data_dir: Path, out: Path, seed: int = 13, n_text: int = 3000, n_structured: int = 3000,
-          n_aggregation: int = 1500) -> dict[str, Any]:
+def train(data_dir: Path, out: Path, seed: int = 13, n_text: int = 3000, n_structured: int = 4000,
+          n_aggregation: int = 2500) -> dict[str, Any]:
     cal_share = 0.2
     rows = [*text_rows(data_dir, int(n_text * (1 - cal_share)), int(n_text * cal_share), seed),
             *structured_rows(data_dir, int(n_structured * (1 - cal_share)), int(n_structured * cal_share), 0, seed),

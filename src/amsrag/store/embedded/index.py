@@ -59,11 +59,6 @@ from amsrag.store.embedded.manifest import MANIFEST, fsync_dir, read_manifest, w
 from amsrag.store.embedded.sqlite import PassageTable
 from amsrag.store.health import CheckReport, RepairReport
 from amsrag.store.query_library import QueryLibrary
-from amsrag.structured.catalog import TableDeleteReport, TableWriteReport
-from amsrag.structured.store import TableStore
-from amsrag.structured.table import Table
-from amsrag.themes.model import CARD_FILE as THEMES_CARD
-from amsrag.themes.model import Themes
 from amsrag.store.writes import (
     DeleteReport,
     IngestReport,
@@ -73,6 +68,11 @@ from amsrag.store.writes import (
     plan_insert,
     validate_passages,
 )
+from amsrag.structured.catalog import TableDeleteReport, TableWriteReport
+from amsrag.structured.store import TableStore
+from amsrag.structured.table import Table
+from amsrag.themes.model import CARD_FILE as THEMES_CARD
+from amsrag.themes.model import Themes
 from amsrag.types import RETRIEVERS, Passage, PassageRow, content_hash
 
 COMPONENTS = ("bm25", "dense", "graph")

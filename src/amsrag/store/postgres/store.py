@@ -46,9 +46,6 @@ from amsrag.store.postgres import bm25_blobs, schema
 from amsrag.store.postgres.bm25_blobs import BM25State
 from amsrag.store.postgres.retrievers import PgBM25Retriever, PgDenseRetriever, PgEntityGraph
 from amsrag.store.query_library import QueryLibrary
-from amsrag.structured.catalog import TableDeleteReport, TableWriteReport
-from amsrag.structured.table import Table
-from amsrag.themes.model import Themes
 from amsrag.store.writes import (
     DeleteReport,
     IngestReport,
@@ -58,6 +55,9 @@ from amsrag.store.writes import (
     plan_insert,
     validate_passages,
 )
+from amsrag.structured.catalog import TableDeleteReport, TableWriteReport
+from amsrag.structured.table import Table
+from amsrag.themes.model import Themes
 from amsrag.types import RETRIEVERS, Passage, PassageRow
 
 T = TypeVar("T")
