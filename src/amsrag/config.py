@@ -248,6 +248,10 @@ def _default_task_costs() -> dict[str, dict[str, float]]:
     }
 
 
+_DEFAULT_ROUTES: dict[str, RouteKind] = {"zero_hop": "retrieval", "one_hop": "retrieval", "multi_hop": "retrieval",
+                                          "aggregation": "global", "structured": "table"}
+
+
 class TaxonomyConfig(_Section):
     """The router's classes and the route each takes (seed 001: a small taxonomy calibrated on your own
     questions beats a generic larger one). The hop classes always take the retrieval strategies; the task
@@ -258,8 +262,7 @@ class TaxonomyConfig(_Section):
         default_factory=lambda: list(QUERY_CLASSES),
         description="classes the router may decide; the three hop classes always, aggregation / structured optional")
     routes: dict[str, RouteKind] = Field(
-        default_factory=lambda: {"zero_hop": "retrieval", "one_hop": "retrieval", "multi_hop": "retrieval",
-                                 "aggregation": "global", "structured": "table"},
+        default_factory=lambda: dict(_DEFAULT_ROUTES),
         description="route per class: retrieval (the A/B/C strategies), global (corpus themes), table (SQL)")
     artifact: str = Field("", description="task head artifact directory; empty = the one shipped in amsrag")
     min_confidence: dict[str, float] = Field(
@@ -282,9 +285,9 @@ class TaxonomyConfig(_Section):
         for c in COMPLEXITIES:
             if self.routes[c] != "retrieval":
                 raise ValueError(f"taxonomy.routes.{c} must be 'retrieval' (hop classes take the A/B/C strategies)")
-        for c, v in self.min_confidence.items():
+        for name, v in self.min_confidence.items():
             if not 0.0 <= v <= 1.0:
-                raise ValueError(f"taxonomy.min_confidence.{c} must lie in [0, 1], got {v}")
+                raise ValueError(f"taxonomy.min_confidence.{name} must lie in [0, 1], got {v}")
         if set(self.costs) != set(TASK_KINDS) or any(set(r) != {"retrieval", "global", "table"}
                                                      for r in self.costs.values()):
             raise ValueError("taxonomy.costs must have rows text/aggregation/structured and columns "

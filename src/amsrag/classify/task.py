@@ -109,6 +109,6 @@ def five_way(task: Mapping[str, float], hop: Mapping[str, float], classes: Seque
     for c in list(extra):
         if c not in classes:
             text += extra.pop(c)
-    out = {c: text * float(hop.get(c, 0.0)) for c in COMPLEXITIES}
+    out: dict[str, float] = {c: text * float(hop.get(c, 0.0)) for c in COMPLEXITIES}
     out.update(extra)
     return out

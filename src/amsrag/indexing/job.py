@@ -197,7 +197,7 @@ def ingest_inputs(index: PassageIndex, inputs: Sequence[Path | str], fmt: str = 
         raise InputError(f"empty corpus: no passages or tables found in {', '.join(map(str, inputs))}; nothing was "
                          f"added")
     if tables.tables:
-        job.count_tables(index.put_tables(tables.tables, replace=replace))
+        job.report.count_tables(index.put_tables(tables.tables, replace=replace))
         job.say(f"tables: {len(tables.tables)} read from {len(tables.files)} file(s); {job.report.tables_added} new, "
                 f"{job.report.tables_replaced} replaced, {job.report.tables_unchanged} unchanged")
     batch_size = index.config.ingest.batch_passages

@@ -63,7 +63,7 @@ def _sync_tables(job: Job, roots: Sequence[InputRoot], tables: Sequence[Table], 
     these folders whose file is gone are deleted."""
     index = job.index
     if tables:
-        job.count_tables(index.put_tables(tables, replace=True))
+        job.report.count_tables(index.put_tables(tables, replace=True))
     stored = index.tables()
     if not delete or stored is None:
         return

@@ -274,7 +274,8 @@ class Engine:
         side = self._side_route(query, system, query_vector, generator_knows, None)
         if isinstance(side, RetrievalResult):
             return side
-        first = self._first_pass(query, system, k, query_vector, generator_knows, explain, side)
+        first = self._first_pass(query, system, k, query_vector, generator_knows, explain,
+                                 side if isinstance(side, _SideDecision) else None)
         cfg = self.config.corrective
         if first.spec.corrective and cfg.enabled and (cfg.on_retrieve if corrective is None else corrective):
             return self._checked(first)
@@ -431,7 +432,8 @@ class Engine:
         side = self._side_route(query, system, query_vector, knows or self.generator_knows, generator)
         if isinstance(side, Answered):
             return side
-        first = self._first_pass(query, system, k, query_vector, knows or self.generator_knows, side=side)
+        first = self._first_pass(query, system, k, query_vector, knows or self.generator_knows,
+                                 side=side if isinstance(side, _SideDecision) else None)
         cfg = self.config.corrective
         reading = _Reading(self, generator, query, query_vector, knows)
         if not (first.spec.corrective and cfg.enabled):

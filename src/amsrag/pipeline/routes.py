@@ -117,7 +117,7 @@ class TableRoute:
         t0 = time.perf_counter()
         runner = tables.runner(timeout_s=cfg.timeout_s, row_limit=cfg.row_limit)
         best: tuple[StructuredAnswer, TableHit] | None = None
-        tried = []
+        tried: list[dict[str, Any]] = []
         for hit in hits[: cfg.search_k]:
             try:
                 sa = None

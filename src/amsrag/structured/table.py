@@ -92,7 +92,7 @@ class ColumnProfile:
         if t not in COLUMN_TYPES:
             raise ValueError(f"unknown column type {t!r}")
         lo, hi = d.get("minimum"), d.get("maximum")
-        return cls(str(d["name"]), str(d["sql_name"]), t,  # type: ignore[arg-type]
+        return cls(str(d["name"]), str(d["sql_name"]), t,
                    int(d["n_distinct"]), int(d["n_empty"]),  # type: ignore[call-overload]
                    tuple(str(v) for v in d.get("values", ())),  # type: ignore[attr-defined]
                    str(d.get("unit", "")),

@@ -91,7 +91,7 @@ def run_mixed(index: Any, questions: Sequence[MixedQuestion], answer_structured:
             log(f"taxonomy: {i + 1}/{len(questions)} routed")
     truth = [q.truth for q, _ in decided]
     label = [d.label for _, d in decided]
-    task_of = {c: ("text" if c in COMPLEXITIES else c) for c in QUERY_CLASSES}
+    task_of: dict[str, str] = {c: ("text" if c in COMPLEXITIES else c) for c in QUERY_CLASSES}
     out: dict[str, Any] = {
         "n": len(decided), "by_truth": dict(Counter(truth)),
         "five_way_accuracy": _r(np.mean([a == b for a, b in zip(truth, label, strict=True)])),
