@@ -78,7 +78,7 @@ def test_runner_connection_cannot_write_even_unguarded(tmp_path) -> None:
         conn.execute("ATTACH DATABASE ':memory:' AS x")
     conn.set_authorizer(runner._authorize)
     runner._allowed = frozenset({store.profiles()[0].sql_name})
-    with pytest.raises(sqlite3.DatabaseError, match="prohibited|not authorized"):
+    with pytest.raises(sqlite3.DatabaseError, match=r"prohibited|not authorized"):
         conn.execute("SELECT sql FROM sqlite_master").fetchall()
     with pytest.raises(sqlite3.DatabaseError, match="not authorized"):
         conn.execute("SELECT sqlite_version()").fetchall()
@@ -94,7 +94,7 @@ def test_value_lookups_use_the_lower_index(tmp_path) -> None:
     name = store.profiles()[0].sql_name
     with sqlite3.connect(store.path) as conn:
         for sql in (f"SELECT c2 FROM {name} WHERE lower(c0) = lower(?)",
-                    f"SELECT c2 FROM {name} WHERE lower(c0) IN (?, ?)"):
+                    f"SELECT c2 FROM {name} WHERE lower(c0) IN (lower(?), lower(?))"):
             plan = " ".join(str(r[3]) for r in conn.execute("EXPLAIN QUERY PLAN " + check_sql(sql, {name}),
                                                                ["a", "b"][: sql.count("?")]))
             assert f"USING INDEX {name}_c0_lower" in plan, plan
@@ -103,6 +103,12 @@ def test_value_lookups_use_the_lower_index(tmp_path) -> None:
     assert indexes == {f"{name}_c0_lower", f"{name}_c1_lower", f"{name}_c3_lower"}  # not the number column c2
     assert store.runner().run(f"SELECT c2 FROM {name} WHERE lower(c0) = lower(?)", ["PLAYER 1234"]).rows == \
         (("12340",),)
+    small = Table("small.csv", ("Name",), (("a",),))
+    store.add([small])
+    with sqlite3.connect(store.path) as conn:
+        n = conn.execute("SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND tbl_name = ?",
+                         (store.profile("small.csv").sql_name,)).fetchone()[0]  # type: ignore[union-attr]
+    assert n == 0  # below INDEX_MIN_ROWS: scanned
     store.close()
 
 

@@ -105,11 +105,19 @@ def guard(sql: str, allowed_tables: Collection[str], dialect: str = "sqlite", ro
         raise SqlRefused("empty statement")
     if len(sql) > MAX_SQL_CHARS:
         raise SqlRefused(f"statement too long: {len(sql):,} characters (at most {MAX_SQL_CHARS:,})")
+    try:
+        return _guard(sql, {t.lower() for t in allowed_tables}, dialect, row_limit, params)
+    except RecursionError:
+        raise SqlRefused("cannot check the statement: nested too deeply") from None
+
+
+def _guard(sql: str, allowed: set[str], dialect: str, row_limit: int, params: Sequence[object] | None
+           ) -> CheckedSql:
     numbered, n_marks = _number_placeholders(sql)
     tree = _parse(numbered)
     _check_statement(tree)
     placeholders = _check_parameters(tree, n_marks, params)
-    _check_tables(tree, {t.lower() for t in allowed_tables})
+    _check_tables(tree, allowed)
     _check_functions(tree)
     _check_patterns(tree, placeholders, params)
     _enforce_limit(tree, row_limit)
@@ -138,7 +146,9 @@ def _parse(sql: str) -> exp.Expression:
         raise SqlRefused("empty statement")
     if len(statements) > 1:
         raise SqlRefused(f"stacked statements: {len(statements)} statements, only one SELECT may run")
-    return statements[0]
+    tree = statements[0]
+    assert isinstance(tree, exp.Expression)
+    return tree
 
 
 def _command_name(node: exp.Command) -> str:
@@ -231,7 +241,7 @@ def _check_tables(tree: exp.Expression, allowed: set[str]) -> None:
             raise SqlRefused(f"table '{qualified}' is not allowed")
 
 
-def _function_name(node: exp.Expression) -> str:
+def _function_name(node: exp.Expr) -> str:
     if isinstance(node, exp.Anonymous):
         return str(node.name).lower()
     if isinstance(node, exp.Func):
@@ -252,7 +262,7 @@ def _check_functions(tree: exp.Expression) -> None:
                 raise SqlRefused(f"collation '{node.expression.name}' is not allowed")
             continue
         if isinstance(node, (exp.Func, exp.AnonymousAggFunc)):
-            allowed_as = _FUNCTION_CLASSES.get(type(node))
+            allowed_as = _FUNCTION_CLASSES.get(type(node))  # type: ignore[arg-type]
             if allowed_as is None or allowed_as not in ALLOWED_FUNCTIONS:
                 raise SqlRefused(f"function '{_function_name(node)}' is not allowed")
             if isinstance(node, (exp.Cast, exp.TryCast)):
@@ -337,15 +347,15 @@ def _literal(value: object) -> exp.Expression:
 def _render_postgres(tree: exp.Expression) -> str:
     for node in list(tree.find_all(exp.Placeholder)):
         node.set("this", None)  # parameters not inlined: %s, bound in order
-    for node in list(tree.find_all(exp.Like)):
-        node.replace(exp.ILike(this=node.this, expression=node.expression))
+    for like in list(tree.find_all(exp.Like)):
+        like.replace(exp.ILike(this=like.this, expression=like.expression))
     for rnd in list(tree.find_all(exp.Round)):
         if rnd.args.get("decimals") is not None:  # PostgreSQL rounds to n places only numeric values
             rnd.set("this", exp.Cast(this=rnd.this, to=exp.DataType.build("DECIMAL")))
-    for node in list(tree.find_all(exp.Collate)):
-        nocase = str(node.expression.name).upper() == "NOCASE"
-        parent = node.parent
-        node.replace(node.this)
+    for collate in list(tree.find_all(exp.Collate)):
+        nocase = str(collate.expression.name).upper() == "NOCASE"
+        parent = collate.parent
+        collate.replace(collate.this)
         if not nocase:
             continue
         if isinstance(parent, (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)):

@@ -17,6 +17,7 @@ from 53.6 % (plain unigrams, b 0.75) to 56.7 %.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import pairwise
 
 from amsrag.config import BM25Config
 from amsrag.errors import InputError
@@ -32,7 +33,7 @@ DEFAULT_CONFIG = BM25Config(b=1.0)
 
 
 def bigrams(tokens: Sequence[str]) -> list[str]:
-    return [f"{a}_{b}" for a, b in zip(tokens, tokens[1:], strict=False)]
+    return [f"{a}_{b}" for a, b in pairwise(tokens)]
 
 
 class QuestionTokenizer:

@@ -5,9 +5,11 @@
     tables_meta(key PRIMARY KEY, value)  -- schema_version, generation (bumped by every write)
     t_<12 hex of sha256(table_id)>      -- one per table, in the layout of `structured.table`
 
-Value lookups are indexed as `lower(cN) = lower(?)` / `lower(cN) IN (...)`: every column that is
-not a number column has an index on `lower(cN)` (the same expression index the PostgreSQL store
-has, so one program runs fast on both). Writes are one `BEGIN IMMEDIATE` transaction each (all or
+Value lookups are indexed as `lower(cN) = lower(?)` / `lower(cN) IN (lower(?), ...)`: every column
+that is not a number column, in a table of at least `INDEX_MIN_ROWS` rows, has an index on
+`lower(cN)` (the same expression index the PostgreSQL store has, so one program runs fast on both).
+`cN = ? COLLATE NOCASE` gives the same rows (ASCII case folding, like SQLite's lower()) but is not
+indexed. Writes are one `BEGIN IMMEDIATE` transaction each (all or
 nothing). Statements from outside run through `runner()`: the guard (`structured.guard`) first,
 then a separate read-only connection (`mode=ro`, `PRAGMA query_only`, an authorizer that allows
 reading the store's user tables and calling the allowed functions only, no ATTACH, a 10 MB value
@@ -63,6 +65,7 @@ META = "tables_meta"
 PROGRESS_STEPS = 1000  # SQLite VM instructions between checks of a statement's deadline
 MAX_VALUE_BYTES = 10_000_000  # the longest string or blob a statement may build
 INSERT_BATCH = 5000
+INDEX_MIN_ROWS = 500  # tables this long get the lower(cN) lookup indexes
 
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS {CATALOG} (
@@ -82,7 +85,10 @@ _SQLITE_FUNCTIONS = frozenset({f.lower() for f in ALLOWED_FUNCTIONS} | {"substri
 
 
 def index_statements(profile: TableProfile) -> list[str]:
-    """The value-lookup indexes: `lower(cN)` of every column that is not a number column."""
+    """The value-lookup indexes: `lower(cN)` of every column that is not a number column, in tables of
+    at least INDEX_MIN_ROWS rows (a smaller one is scanned faster than an index is created)."""
+    if profile.n_rows < INDEX_MIN_ROWS:
+        return []
     return [f"CREATE INDEX {profile.sql_name}_{c.sql_name}_lower ON {profile.sql_name} (lower({c.sql_name}))"
             for c in profile.columns if c.type != "number"]
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
+from itertools import pairwise
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -373,7 +374,7 @@ class TableStoreConformance(ABC):
         assert loaded.search("how long is the Loire river in km", 1)[0].table_id == "kb/rivers.xlsx#Sheet1"
         hits = loaded.search("how many points did Player 7 score", 3)
         assert hits[0].table_id == "kb/players.csv" and hits[0].profile.n_rows == 40
-        assert all(a.score >= b.score for a, b in zip(hits, hits[1:], strict=False))
+        assert all(a.score >= b.score for a, b in pairwise(hits))
         assert loaded.search("zzzz qqqq", 3) == []
         with pytest.raises(InputError):
             loaded.search("", 3)

@@ -6,8 +6,9 @@
     amsrag_tables.t_<12 hex of sha256(table_id)>  -- row_id integer PRIMARY KEY, cN text NOT NULL,
                                                      cN_num double precision, ...
 
-Value lookups are indexed as `lower(cN)` (every column that is not a number column), the form
-`lower(cN) = lower(?)` / `lower(cN) IN (...)` the embedded store indexes too. Writes are one
+Value lookups are indexed as `lower(cN)` (every column that is not a number column, in tables of at
+least `INDEX_MIN_ROWS` rows), the form `lower(cN) = lower(?)` / `lower(cN) IN (lower(?), ...)` the
+embedded store indexes too. Writes are one
 transaction each, serialised across processes by an advisory lock. The runner executes what
 `check_sql(..., dialect="postgres")` returns (parameters inlined as literals) inside a
 `BEGIN READ ONLY` transaction with `SET LOCAL statement_timeout`, `search_path` set to the table
@@ -42,6 +43,7 @@ from amsrag.structured.catalog import (
 )
 from amsrag.structured.guard import SqlExecutionError, guard
 from amsrag.structured.search import TableSearch
+from amsrag.structured.store import INDEX_MIN_ROWS
 from amsrag.structured.table import Table, TableProfile, profile_table, row_values
 
 T = TypeVar("T")
@@ -77,6 +79,8 @@ def pg_create_statement(profile: TableProfile) -> str:
 
 
 def pg_index_statements(profile: TableProfile) -> list[str]:
+    if profile.n_rows < INDEX_MIN_ROWS:
+        return []
     return [f"CREATE INDEX {profile.sql_name}_{c.sql_name}_lower ON {SCHEMA}.{profile.sql_name} (lower({c.sql_name}))"
             for c in profile.columns if c.type != "number"]
 
@@ -333,6 +337,7 @@ class PgTableRunner:
                     conn.execute("SET TRANSACTION READ ONLY")
                     conn.execute(f"SET LOCAL statement_timeout = {max(1, int(self.timeout_s * 1000))}")
                     conn.execute("SET LOCAL lock_timeout = 1000")
+                    conn.execute("SET LOCAL standard_conforming_strings = on")  # a backslash ends no string
                     conn.execute(f"SET LOCAL search_path = {SCHEMA}")
                     names = {r[0] for r in conn.execute(f"SELECT sql_name FROM {SCHEMA}.catalog").fetchall()}
                     checked = guard(sql, names, "postgres", self.row_limit + 1, list(params))
