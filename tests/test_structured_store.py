@@ -173,3 +173,38 @@ def test_parameters_bind_in_text_order() -> None:
     conn.execute("CREATE TABLE t (c0 TEXT, c1 TEXT)")
     conn.executemany("INSERT INTO t VALUES (?, ?)", [("two", "one"), ("twelve", "other")])
     assert conn.execute(checked.sql, checked.params).fetchall() == [("two",)]
+
+
+# ---------------------------------------------------------------------------------------------- postgres
+def test_postgres_reader_role_and_lookup_index(pg_url) -> None:
+    """The runner's second barrier in PostgreSQL: a READ ONLY transaction as a role that may read the
+    user tables only; and lookups use the lower(cN) index."""
+    import psycopg
+
+    from amsrag.store.postgres.tables import READER_ROLE, SCHEMA, PgTableStore, PgTableStoreError
+
+    store = PgTableStore.open(pg_url, create=True)
+    store.add([players(2000), cities()])
+    name = store.profile("kb/players.csv").sql_name  # type: ignore[union-attr]
+    assert store.reader_role  # the test server's login may create roles
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        with conn.transaction():
+            conn.execute(f"SET LOCAL ROLE {READER_ROLE}")
+            assert conn.execute(f"SELECT COUNT(*) FROM {SCHEMA}.{name}").fetchone() == (2000,)
+        for sql in (f"SELECT * FROM {SCHEMA}.catalog", f"DELETE FROM {SCHEMA}.{name}"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege), conn.transaction():
+                conn.execute(f"SET LOCAL ROLE {READER_ROLE}")
+                conn.execute(sql)
+        with pytest.raises(psycopg.errors.ReadOnlySqlTransaction), conn.transaction():
+            conn.execute("SET TRANSACTION READ ONLY")
+            conn.execute(f"DELETE FROM {SCHEMA}.{name}")
+        conn.execute("SET enable_seqscan = off")
+        conn.execute(f"SET search_path = {SCHEMA}")
+        sql = check_sql(f"SELECT c2 FROM {name} WHERE lower(c0) = lower(?)", {name}, "postgres")
+        plan = " ".join(r[0] for r in conn.execute("EXPLAIN " + sql.replace("%s", "'player 7'")).fetchall())
+        assert f"{name}_c0_lower" in plan, plan
+    got = store.runner().run(f"SELECT c2 FROM {name} WHERE lower(c0) = lower(?)", ["PLAYER 7"])
+    assert got.rows == (("70",),)
+    store.close()
+    with pytest.raises(PgTableStoreError, match="closed"):
+        len(store)

@@ -22,6 +22,7 @@ import json
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -107,6 +108,7 @@ class TableStore:
         self._conn: sqlite3.Connection | None = conn
         self._lock = threading.RLock()
         self._search: tuple[int, TableSearch] | None = None
+        self._runners: weakref.WeakSet[SqliteTableRunner] = weakref.WeakSet()
 
     # ---------------------------------------------------------------- opening
     @classmethod
@@ -144,7 +146,10 @@ class TableStore:
         return cls(p, conn)
 
     def close(self) -> None:
+        """Close the store and every runner it made."""
         with self._lock:
+            for runner in list(self._runners):
+                runner.close()
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
@@ -311,8 +316,13 @@ class TableStore:
 
     # ---------------------------------------------------------------- querying
     def runner(self, timeout_s: float = DEFAULT_TIMEOUT_S, row_limit: int = DEFAULT_ROW_LIMIT) -> SqliteTableRunner:
-        self._db()
-        return SqliteTableRunner(self.path, timeout_s, row_limit)
+        """A runner of guarded SELECTs on a read-only connection of its own (closed with the store).
+        Runners are cheap to keep: make one per timeout / row limit and reuse it."""
+        with self._lock:
+            self._db()
+            runner = SqliteTableRunner(self.path, timeout_s, row_limit)
+            self._runners.add(runner)
+        return runner
 
     def search(self, question: str, k: int = 5) -> list[TableHit]:
         """The `k` stored tables that best match `question` (BM25, see `structured.search`)."""
