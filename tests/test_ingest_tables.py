@@ -211,3 +211,8 @@ def test_read_tables_into_the_store(tmp_path) -> None:
         assert hit.table_id == "kb/590.csv"
         rows = store.runner().run(f"SELECT c1 FROM {hit.profile.sql_name} WHERE lower(c0) LIKE '%big%'")
         assert rows.rows == (("a, b",),)
+
+
+def test_csv_crlf_and_quoted_newlines(tmp_path) -> None:
+    p = write(tmp_path / "t.csv", b'Name,Note\r\n"Oslo","two\r\nlines"\r\nLyon,"x, y"\r\n')
+    assert read_csv(p).rows == (("Oslo", "two\r\nlines"), ("Lyon", "x, y"))

@@ -13,7 +13,7 @@ through `check_sql` first. It parses the statement with sqlglot (SQLite syntax) 
 * any function outside `ALLOWED_FUNCTIONS`, casts to types other than numbers and text;
 * LIKE / GLOB / ILIKE patterns longer than `MAX_PATTERN_CHARS` or with more than
   `MAX_PATTERN_WILDCARDS` wildcards, patterns that are not a literal or a `?` parameter, and
-  REGEXP / SIMILAR TO;
+  REGEXP / SIMILAR TO / MATCH;
 * named or numbered parameters (only `?` is allowed), statements over `MAX_SQL_CHARS`.
 
 What it returns is the statement as sqlglot renders it again, never the text it was given (so a
@@ -254,6 +254,8 @@ def _check_functions(tree: exp.Expression) -> None:
     for node in tree.walk():
         if isinstance(node, (exp.RegexpLike, exp.RegexpILike, exp.SimilarTo)):
             raise SqlRefused("regular expressions (REGEXP, SIMILAR TO) are not allowed")
+        if isinstance(node, exp.Match):
+            raise SqlRefused("MATCH (full-text search) is not allowed")
         if isinstance(node, exp.If) and isinstance(node.parent, exp.Case):
             continue  # CASE's WHEN ... THEN
         if isinstance(node, _SYNTAX_FUNCS):

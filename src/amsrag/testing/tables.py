@@ -99,6 +99,7 @@ FUNCTIONS = [
     ("SELECT replace(c0, 'a', 'b') FROM {t}", "replace"),
     ("SELECT c0 FROM {t} ORDER BY random()", "random"),
     ("SELECT c0 FROM {t} WHERE c0 REGEXP 'a+'", "regular expressions"),
+    ("SELECT c0 FROM {t} WHERE c0 MATCH 'a'", "MATCH"),
     ("SELECT row_number() OVER (ORDER BY c0) FROM {t}", "window functions"),
     ("SELECT CAST(c0 AS regclass) FROM {t}", "cast to"),
 ]
