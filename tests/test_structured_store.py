@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from amsrag.errors import IndexCorruptError, IndexNotFoundError
+from amsrag.errors import IndexCorruptError, IndexNotFoundError, StorageError
 from amsrag.structured.base import SqlRefused
 from amsrag.structured.guard import check_sql, guard
 from amsrag.structured.store import TableStore, TableStoreClosedError
@@ -208,3 +208,44 @@ def test_postgres_reader_role_and_lookup_index(pg_url) -> None:
     store.close()
     with pytest.raises(PgTableStoreError, match="closed"):
         len(store)
+
+
+def test_a_write_failing_midway_leaves_nothing(tmp_path) -> None:
+    """A real failure inside the transaction (the second table's SQL name is taken by a table made
+    outside the store): the first table of the batch is not stored, the earlier ones are intact."""
+    from amsrag.structured.catalog import sql_name_for
+
+    store = TableStore.open(tmp_path / "t.sqlite", create=True)
+    store.add([cities()])
+    with sqlite3.connect(store.path) as conn:
+        conn.execute(f"CREATE TABLE {sql_name_for('kb/blocked.csv')} (x TEXT)")
+    blocked = Table("kb/blocked.csv", ("a",), (("1",),))
+    with pytest.raises(StorageError, match=r"already exists.*nothing of this write was kept"):
+        store.add([players(), blocked])
+    assert store.table_ids() == ["kb/cities.csv"] and store.profile("kb/players.csv") is None
+    with sqlite3.connect(store.path) as conn:
+        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert sql_name_for("kb/players.csv") not in names
+    assert store.get("kb/cities.csv") == cities()
+    assert [h.table_id for h in store.search("player points norway", 3)] == ["kb/cities.csv"]
+    store.close()
+
+
+def test_postgres_write_failing_midway_leaves_nothing(pg_url) -> None:
+    import psycopg
+
+    from amsrag.store.postgres.tables import SCHEMA, PgTableStore
+    from amsrag.structured.catalog import sql_name_for
+
+    store = PgTableStore.open(pg_url, create=True)
+    store.add([cities()])
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {SCHEMA}.{sql_name_for('kb/blocked.csv')} (x text)")
+    with pytest.raises(StorageError, match="already exists"):
+        store.add([players(), Table("kb/blocked.csv", ("a",), (("1",),))])
+    assert store.table_ids() == ["kb/cities.csv"] and store.profile("kb/players.csv") is None
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        assert conn.execute("SELECT to_regclass(%s)", (f"{SCHEMA}.{sql_name_for('kb/players.csv')}",)).fetchone() \
+            == (None,)
+    assert store.get("kb/cities.csv") == cities()
+    store.close()

@@ -30,7 +30,7 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import quote
 
-from amsrag.errors import AmsragError, IndexCorruptError, IndexNotFoundError, InputError
+from amsrag.errors import AmsragError, IndexCorruptError, IndexNotFoundError, InputError, StorageError
 from amsrag.structured.base import (
     ALLOWED_FUNCTIONS,
     DEFAULT_ROW_LIMIT,
@@ -184,17 +184,25 @@ class TableStore:
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """BEGIN IMMEDIATE ... COMMIT; any exception rolls back (a database error is raised as
+        StorageError: nothing of the write is kept)."""
         with self._lock:
             conn = self._db()
-            conn.execute("BEGIN IMMEDIATE")
             try:
-                conn.execute(f"UPDATE {META} SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'")
-                yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            else:
-                conn.execute("COMMIT")
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    conn.execute(f"UPDATE {META} SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'")
+                    yield conn
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                else:
+                    conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise StorageError(f"writing to the table store {self.path} failed ({exc}); nothing of this "
+                                   f"write was kept") from exc
 
     # ---------------------------------------------------------------- reading
     def generation(self) -> int:

@@ -30,7 +30,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from amsrag.errors import AmsragError, IndexBusyError, IndexNotFoundError, InputError
+from amsrag.errors import AmsragError, IndexBusyError, IndexNotFoundError, InputError, StorageError
 from amsrag.structured.base import DEFAULT_ROW_LIMIT, DEFAULT_TIMEOUT_S, QueryRows, SqlTimeout, TableHit
 from amsrag.structured.catalog import (
     TableDeleteReport,
@@ -164,7 +164,7 @@ class PgTableStore:
     def _transaction(self) -> Iterator[psycopg.Connection[Any]]:
         if self._closed:
             raise PgTableStoreError("the table store is closed")
-        with _connection(self.pool) as conn, conn.transaction():
+        with _connection(self.pool) as conn, _storage_errors(), conn.transaction():
             conn.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT_S}s'")
             conn.execute("SET LOCAL statement_timeout = 0")
             try:
@@ -386,6 +386,18 @@ def _connection(pool: ConnectionPool) -> Iterator[psycopg.Connection[Any]]:
             yield conn
     except (psycopg.OperationalError, PoolTimeout) as exc:
         raise PgTableStoreError(f"PostgreSQL is unavailable ({type(exc).__name__}: {str(exc).strip()})") from exc
+
+
+@contextmanager
+def _storage_errors() -> Iterator[None]:
+    """A database error of a write (outside a lost connection) as StorageError; the transaction is rolled back."""
+    try:
+        yield
+    except (psycopg.OperationalError, psycopg.errors.LockNotAvailable):
+        raise
+    except psycopg.Error as exc:
+        raise StorageError(f"writing to the PostgreSQL table store failed ({str(exc).strip().splitlines()[0]}); "
+                           f"nothing of this write was kept") from exc
 
 
 def _one(cur: psycopg.Cursor[Any]) -> Any:
