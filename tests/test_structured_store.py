@@ -249,3 +249,27 @@ def test_postgres_write_failing_midway_leaves_nothing(pg_url) -> None:
             == (None,)
     assert store.get("kb/cities.csv") == cities()
     store.close()
+
+
+def test_catalog_search_tokenises_only_new_tables() -> None:
+    from amsrag.structured.search import CatalogSearch
+    from amsrag.structured.table import profile_table
+
+    tables = {t.table_id: t for t in (cities(), players())}
+    asked: list[list[str]] = []
+
+    def entries():
+        return [(tid, "h", profile_table(t, "t_x")) for tid, t in sorted(tables.items())]
+
+    def values_of(ids):
+        asked.append(sorted(ids))
+        return {i: [c for row in tables[i].rows for c in row] for i in ids}
+
+    cache = CatalogSearch()
+    first = cache.searcher(1, entries, values_of)
+    assert cache.searcher(1, entries, values_of) is first and asked == [["kb/cities.csv", "kb/players.csv"]]
+    tables["kb/lakes.csv"] = Table("kb/lakes.csv", ("Lake",), (("Titicaca",),))
+    second = cache.searcher(2, entries, values_of)
+    assert asked[-1] == ["kb/lakes.csv"] and len(second) == 3
+    assert second.search("lake titicaca", 1)[0].table_id == "kb/lakes.csv"
+    assert second.search("Bergen", 1)[0].table_id == "kb/cities.csv"  # the cached tokens still count

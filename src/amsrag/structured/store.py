@@ -49,7 +49,7 @@ from amsrag.structured.catalog import (
     validate_tables,
 )
 from amsrag.structured.guard import SqlExecutionError, guard
-from amsrag.structured.search import TableSearch
+from amsrag.structured.search import CatalogSearch, TableSearch
 from amsrag.structured.table import (
     Table,
     TableProfile,
@@ -107,7 +107,7 @@ class TableStore:
         self.path = path
         self._conn: sqlite3.Connection | None = conn
         self._lock = threading.RLock()
-        self._search: tuple[int, TableSearch] | None = None
+        self._search = CatalogSearch()
         self._runners: weakref.WeakSet[SqliteTableRunner] = weakref.WeakSet()
 
     # ---------------------------------------------------------------- opening
@@ -153,7 +153,7 @@ class TableStore:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
-            self._search = None
+            self._search.clear()
 
     def __enter__(self) -> TableStore:
         return self
@@ -337,16 +337,23 @@ class TableStore:
         return self._searcher().search(question, k)
 
     def _searcher(self) -> TableSearch:
-        gen = self.generation()
-        cached = self._search
-        if cached is not None and cached[0] == gen:
-            return cached[1]
-        with self._read() as conn:
-            gen = int(conn.execute(f"SELECT value FROM {META} WHERE key = 'generation'").fetchone()[0])
-            rows = conn.execute(f"SELECT profile_json, search_values FROM {CATALOG} ORDER BY table_id").fetchall()
-        search = TableSearch([(TableProfile.from_dict(json.loads(p)), json.loads(v)) for p, v in rows])
-        self._search = (gen, search)
-        return search
+        def entries() -> list[tuple[str, str, TableProfile]]:
+            with self._read() as conn:
+                rows = conn.execute(f"SELECT table_id, content_sha256, profile_json FROM {CATALOG} "
+                                    f"ORDER BY table_id").fetchall()
+            return [(t, h, TableProfile.from_dict(json.loads(p))) for t, h, p in rows]
+
+        def values_of(ids: list[str]) -> dict[str, list[str]]:
+            out: dict[str, list[str]] = {}
+            with self._read() as conn:
+                for i in range(0, len(ids), 900):
+                    chunk = ids[i : i + 900]
+                    marks = ",".join("?" * len(chunk))
+                    q = f"SELECT table_id, search_values FROM {CATALOG} WHERE table_id IN ({marks})"
+                    out.update({t: json.loads(v) for t, v in conn.execute(q, chunk)})
+            return out
+
+        return self._search.searcher(self.generation(), entries, values_of)
 
 
 def _stored(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, tuple[str, str]]:

@@ -19,7 +19,6 @@ could neither write nor read anything else of the schema.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from decimal import Decimal
@@ -42,7 +41,7 @@ from amsrag.structured.catalog import (
     validate_tables,
 )
 from amsrag.structured.guard import SqlExecutionError, guard
-from amsrag.structured.search import TableSearch
+from amsrag.structured.search import CatalogSearch, TableSearch
 from amsrag.structured.store import INDEX_MIN_ROWS
 from amsrag.structured.table import Table, TableProfile, profile_table, row_values
 
@@ -95,8 +94,7 @@ class PgTableStore:
         self._owns_pool = owns_pool
         self.reader_role = reader_role
         self._closed = False
-        self._search: tuple[int, TableSearch] | None = None
-        self._lock = threading.Lock()
+        self._search = CatalogSearch()
 
     @classmethod
     def open(cls, target: str | ConnectionPool, create: bool = False, pool_size: int = 4) -> PgTableStore:
@@ -141,7 +139,7 @@ class PgTableStore:
             self._closed = True
             if self._owns_pool:
                 self.pool.close()
-            self._search = None
+            self._search.clear()
 
     def __enter__(self) -> PgTableStore:
         return self
@@ -295,24 +293,17 @@ class PgTableStore:
         return self._searcher().search(question, k)
 
     def _searcher(self) -> TableSearch:
-        gen = self.generation()
-        cached = self._search
-        if cached is not None and cached[0] == gen:
-            return cached[1]
+        def entries() -> list[tuple[str, str, TableProfile]]:
+            q = f"SELECT table_id, content_sha256, profile_json FROM {SCHEMA}.catalog ORDER BY table_id COLLATE \"C\""
+            rows = self._read(lambda c: c.execute(q).fetchall())
+            return [(t, h, TableProfile.from_dict(p)) for t, h, p in rows]
 
-        def load(c: psycopg.Connection[Any]) -> tuple[int, list[Any]]:
-            with c.transaction():  # the generation and the catalog from one snapshot
-                c.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                g = int(_one(c.execute(f"SELECT value FROM {SCHEMA}.meta WHERE key = 'generation'")))
-                rows = c.execute(f"SELECT profile_json, search_values FROM {SCHEMA}.catalog "
-                                 f"ORDER BY table_id COLLATE \"C\"").fetchall()
-            return g, rows
+        def values_of(ids: list[str]) -> dict[str, list[str]]:
+            rows = self._read(lambda c: c.execute(f"SELECT table_id, search_values FROM {SCHEMA}.catalog "
+                                                  f"WHERE table_id = ANY(%s)", (ids,)).fetchall())
+            return {t: list(v) for t, v in rows}
 
-        with self._lock:
-            gen, rows = self._read(load)
-            search = TableSearch([(TableProfile.from_dict(p), list(v)) for p, v in rows])
-            self._search = (gen, search)
-        return search
+        return self._search.searcher(self.generation(), entries, values_of)
 
 
 class PgTableRunner:
