@@ -273,3 +273,17 @@ def test_catalog_search_tokenises_only_new_tables() -> None:
     assert asked[-1] == ["kb/lakes.csv"] and len(second) == 3
     assert second.search("lake titicaca", 1)[0].table_id == "kb/lakes.csv"
     assert second.search("Bergen", 1)[0].table_id == "kb/cities.csv"  # the cached tokens still count
+
+
+def test_cached_checks_still_check_tables_and_values() -> None:
+    sql = "SELECT c0 FROM t WHERE c0 LIKE ?"
+    assert guard(sql, {"t"}, params=["%a%"]).sql == "SELECT c0 FROM t WHERE c0 LIKE :__amsrag_p0 LIMIT 1000"
+    with pytest.raises(SqlRefused, match="table 't' is not allowed"):
+        guard(sql, {"u"}, params=["%a%"])
+    with pytest.raises(SqlRefused, match="wildcards"):
+        guard(sql, {"t"}, params=["%a%b%c%d%e%f%"])
+    with pytest.raises(SqlRefused, match="1 \\? parameter"):
+        guard(sql, {"t"}, params=[])
+    with pytest.raises(SqlRefused, match="not bytes"):
+        guard(sql, {"t"}, params=[b"%a%"])
+    assert check_sql(sql, {"T"}) == "SELECT c0 FROM t WHERE c0 LIKE ? LIMIT 1000"

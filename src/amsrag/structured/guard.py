@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import sqlglot
 import sqlglot.expressions as exp
@@ -105,34 +106,70 @@ def guard(sql: str, allowed_tables: Collection[str], dialect: str = "sqlite", ro
         raise SqlRefused("empty statement")
     if len(sql) > MAX_SQL_CHARS:
         raise SqlRefused(f"statement too long: {len(sql):,} characters (at most {MAX_SQL_CHARS:,})")
+    allowed = frozenset(t.lower() for t in allowed_tables)
     try:
-        return _guard(sql, {t.lower() for t in allowed_tables}, dialect, row_limit, params)
-    except RecursionError:
-        raise SqlRefused("cannot check the statement: nested too deeply") from None
-
-
-def _guard(sql: str, allowed: set[str], dialect: str, row_limit: int, params: Sequence[object] | None
-           ) -> CheckedSql:
-    numbered, n_marks = _number_placeholders(sql)
-    tree = _parse(numbered)
-    _check_statement(tree)
-    placeholders = _check_parameters(tree, n_marks, params)
-    _check_tables(tree, allowed)
-    _check_functions(tree)
-    _check_patterns(tree, placeholders, params)
-    _enforce_limit(tree, row_limit)
-    if dialect == "postgres":
+        if dialect == "sqlite":  # the checked statement does not depend on the values: cached
+            template = _sqlite_template(sql, allowed, row_limit)
+            _check_values(template.n_marks, template.pattern_params, params)
+            if params is None:
+                return CheckedSql(template.positional, {})
+            # bound by name: the rendered text may order clauses differently from the source
+            return CheckedSql(template.named, {f"{_MARK}{i}": value for i, value in enumerate(params)})
+        tree, placeholders, pattern_params = _analyse(sql, allowed, row_limit)
+        _check_values(len(placeholders), pattern_params, params)
         if params is not None:
             for i, node in placeholders.items():
                 node.replace(_literal(params[i]))
         return CheckedSql(_render_postgres(tree), {})
-    if params is None:  # the caller binds positionally: back to ?, in the rendered order
-        for node in placeholders.values():
-            node.set("this", None)
-        return CheckedSql(tree.sql(dialect="sqlite", comments=False), {})
-    # bound by name: the rendered text may order clauses differently from the source
-    return CheckedSql(tree.sql(dialect="sqlite", comments=False),
-                      {f"{_MARK}{i}": value for i, value in enumerate(params)})
+    except RecursionError:
+        raise SqlRefused("cannot check the statement: nested too deeply") from None
+
+
+@dataclass(frozen=True, slots=True)
+class _Template:
+    named: str  # parameters as :__amsrag_pN
+    positional: str  # parameters as ?, in the rendered order
+    n_marks: int
+    pattern_params: tuple[tuple[int, bool], ...]  # (parameter index, GLOB?) of patterns given as ?
+
+
+@lru_cache(maxsize=2048)
+def _sqlite_template(sql: str, allowed: frozenset[str], row_limit: int) -> _Template:
+    tree, placeholders, pattern_params = _analyse(sql, allowed, row_limit)
+    named = tree.sql(dialect="sqlite", comments=False)
+    for node in placeholders.values():
+        node.set("this", None)
+    positional = tree.sql(dialect="sqlite", comments=False)
+    return _Template(named, positional, len(placeholders), pattern_params)
+
+
+def _analyse(sql: str, allowed: frozenset[str], row_limit: int
+             ) -> tuple[exp.Expression, dict[int, exp.Placeholder], tuple[tuple[int, bool], ...]]:
+    """Every check that does not need the parameter values; the tree with the limit enforced."""
+    numbered, n_marks = _number_placeholders(sql)
+    tree = _parse(numbered)
+    _check_statement(tree)
+    placeholders = _check_parameters(tree, n_marks)
+    _check_tables(tree, allowed)
+    _check_functions(tree)
+    pattern_params = _check_patterns(tree, placeholders)
+    _enforce_limit(tree, row_limit)
+    return tree, placeholders, pattern_params
+
+
+def _check_values(n_marks: int, pattern_params: tuple[tuple[int, bool], ...], params: Sequence[object] | None
+                  ) -> None:
+    if params is None:
+        return
+    if len(params) != n_marks:
+        raise SqlRefused(f"the statement has {n_marks} ? parameter(s) but {len(params)} value(s) were given")
+    for value in params:
+        if value is not None and not isinstance(value, (str, int, float)):
+            raise SqlRefused(f"parameter values must be text, numbers or None, not {type(value).__name__}")
+    for i, glob in pattern_params:
+        value = params[i]
+        if isinstance(value, str):
+            _check_pattern(value, glob)
 
 
 def _parse(sql: str) -> exp.Expression:
@@ -198,8 +235,7 @@ def _number_placeholders(sql: str) -> tuple[str, int]:
     return "".join(out), len(spans)
 
 
-def _check_parameters(tree: exp.Expression, n_marks: int, params: Sequence[object] | None
-                      ) -> dict[int, exp.Placeholder]:
+def _check_parameters(tree: exp.Expression, n_marks: int) -> dict[int, exp.Placeholder]:
     """The `?` placeholders by their position in the text (refusing `:name`, `$1`, `@x`)."""
     found: dict[int, exp.Placeholder] = {}
     for node in tree.walk():
@@ -217,15 +253,10 @@ def _check_parameters(tree: exp.Expression, n_marks: int, params: Sequence[objec
             found[int(name[len(_MARK):])] = node
     if len(found) != n_marks:
         raise SqlRefused("only ? parameters are allowed")
-    if params is not None and len(params) != n_marks:
-        raise SqlRefused(f"the statement has {n_marks} ? parameter(s) but {len(params)} value(s) were given")
-    for value in params or ():
-        if value is not None and not isinstance(value, (str, int, float)):
-            raise SqlRefused(f"parameter values must be text, numbers or None, not {type(value).__name__}")
     return found
 
 
-def _check_tables(tree: exp.Expression, allowed: set[str]) -> None:
+def _check_tables(tree: exp.Expression, allowed: Collection[str]) -> None:
     cte_names = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
     for table in tree.find_all(exp.Table):
         if not isinstance(table.this, exp.Identifier):
@@ -284,9 +315,11 @@ def _check_pattern(pattern: str, glob: bool) -> None:
         raise SqlRefused(f"pattern with {wildcards} wildcards (at most {MAX_PATTERN_WILDCARDS})")
 
 
-def _check_patterns(tree: exp.Expression, placeholders: dict[int, exp.Placeholder],
-                    params: Sequence[object] | None) -> None:
+def _check_patterns(tree: exp.Expression, placeholders: dict[int, exp.Placeholder]
+                    ) -> tuple[tuple[int, bool], ...]:
+    """Literal patterns checked; (parameter index, GLOB?) of the patterns given as ? parameters."""
     index = {id(p): i for i, p in placeholders.items()}
+    out: list[tuple[int, bool]] = []
     for node in tree.walk():
         if not isinstance(node, (exp.Like, exp.ILike, exp.Glob)):
             continue
@@ -295,15 +328,11 @@ def _check_patterns(tree: exp.Expression, placeholders: dict[int, exp.Placeholde
         if isinstance(pattern, exp.Literal) and pattern.is_string:
             _check_pattern(str(pattern.this), glob)
         elif isinstance(pattern, exp.Placeholder):
-            if params is not None:
-                value = params[index[id(pattern)]]
-                if isinstance(value, str):
-                    _check_pattern(value, glob)
-        elif isinstance(pattern, exp.Null):
-            pass
-        else:
+            out.append((index[id(pattern)], glob))
+        elif not isinstance(pattern, exp.Null):
             raise SqlRefused(f"a {'GLOB' if glob else 'LIKE'} pattern must be a string literal or a ? parameter, "
                              f"not {pattern.sql(dialect='sqlite')[:80]}")
+    return tuple(out)
 
 
 def _limit_value(limit: exp.Expression) -> int:

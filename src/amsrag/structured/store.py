@@ -36,6 +36,7 @@ from amsrag.structured.base import (
     DEFAULT_ROW_LIMIT,
     DEFAULT_TIMEOUT_S,
     QueryRows,
+    SqlRunner,
     SqlTimeout,
     TableHit,
 )
@@ -449,3 +450,7 @@ class SqliteTableRunner:
                 conn.set_authorizer(None)
         truncated = len(got) > self.row_limit
         return QueryRows(columns, tuple(tuple(r) for r in got[: self.row_limit]), truncated)
+
+
+def _satisfies_protocol(runner: SqliteTableRunner) -> SqlRunner:
+    return runner  # mypy checks that SqliteTableRunner is a SqlRunner

@@ -30,7 +30,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from amsrag.errors import AmsragError, IndexBusyError, IndexNotFoundError, InputError, StorageError
-from amsrag.structured.base import DEFAULT_ROW_LIMIT, DEFAULT_TIMEOUT_S, QueryRows, SqlTimeout, TableHit
+from amsrag.structured.base import DEFAULT_ROW_LIMIT, DEFAULT_TIMEOUT_S, QueryRows, SqlRunner, SqlTimeout, TableHit
 from amsrag.structured.catalog import (
     TableDeleteReport,
     TableWriteReport,
@@ -397,3 +397,7 @@ def _one(cur: psycopg.Cursor[Any]) -> Any:
         raise PgTableStoreError("the table store's meta table is incomplete")
     return row[0]
 
+
+
+def _satisfies_protocol(runner: PgTableRunner) -> SqlRunner:
+    return runner  # mypy checks that PgTableRunner is a SqlRunner
