@@ -92,7 +92,8 @@ def run_lookup(work: Path, n_rows: int = 100_000, trials: int = 200) -> dict[str
     out: dict[str, object] = {"rows": n_rows, "add_s": round(add_s, 2)}
     forms = {
         "lower(c0) = lower(?) [indexed]": (f"SELECT row_id, c2 FROM {name} WHERE lower(c0) = lower(?)", 1),
-        "lower(c0) IN (?, ?, ?) [indexed]": (f"SELECT row_id, c2 FROM {name} WHERE lower(c0) IN (?, ?, ?)", 3),
+        "lower(c0) IN (lower(?), ...) [indexed]": (
+            f"SELECT row_id, c2 FROM {name} WHERE lower(c0) IN (lower(?), lower(?), lower(?))", 3),
         "c0 = ? COLLATE NOCASE [scan]": (f"SELECT row_id, c2 FROM {name} WHERE c0 = ? COLLATE NOCASE", 1),
         "c2_num > ? (count) [scan]": (f"SELECT COUNT(*) FROM {name} WHERE c2_num > ?", 0),
     }

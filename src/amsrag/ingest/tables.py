@@ -27,6 +27,7 @@ import json
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 from amsrag.errors import InputError
@@ -95,9 +96,7 @@ def build_table(where: str, table_id: str, rows: Iterable[tuple[str, Sequence[ob
     for label, raw in rows:
         cells = [_cell(where, label, j, v, head) for j, v in enumerate(raw)]
         if head is None:
-            while cells and not cells[-1]:
-                cells.pop()
-            if not cells:
+            if not any(cells):
                 continue
             _check_width(where, len(cells))
             head = column_headers(cells)
@@ -108,8 +107,9 @@ def build_table(where: str, table_id: str, rows: Iterable[tuple[str, Sequence[ob
         if len(cells) > width:
             extra = cells[width:]
             if any(extra):
+                k = next(i for i, c in enumerate(extra) if c)
                 raise InputError(f"{where}: {label} has {len(cells)} cells but the header has {width} columns "
-                                 f"(extra cell {extra[0][:40]!r} in column {width + 1 + next(i for i, c in enumerate(extra) if c)})")
+                                 f"(extra cell {extra[k][:40]!r} in column {width + 1 + k})")
             cells = cells[:width]
         elif len(cells) < width:
             cells += [""] * (width - len(cells))
@@ -153,10 +153,18 @@ def looks_like_wtq(text: str) -> bool:
 
 
 def sniff_delimiter(sample: str, default: str = ",") -> str:
+    """csv.Sniffer's delimiter (one of CSV_DELIMITERS) when it occurs in the header line, else the
+    candidate the header line has most of, else `default`."""
+    first = next((line for line in sample.splitlines() if line.strip()), "")
     try:
-        return csv.Sniffer().sniff(sample, delimiters=CSV_DELIMITERS).delimiter
+        found = csv.Sniffer().sniff(sample, delimiters=CSV_DELIMITERS).delimiter
+        if found in first:
+            return found
     except csv.Error:
-        return default
+        pass
+    counts = {d: first.count(d) for d in CSV_DELIMITERS}
+    best = max(counts, key=lambda d: (counts[d], d == default))
+    return best if counts[best] else default
 
 
 def read_csv(path: Path, table_id: str | None = None, delimiter: str | None = None, wtq: bool | None = None,
@@ -304,7 +312,7 @@ def read_jsonl_tables(path: Path) -> list[Table]:
         if tid in seen:
             raise InputError(f"{where}: table id {tid!r} was already used on line {seen[tid]}")
         seen[tid] = n
-        columns = t.get("columns")
+        columns: Any = t.get("columns")
         if not isinstance(columns, list) or not columns or not all(isinstance(c, (str, int, float)) for c in columns):
             raise InputError(f"{where}: table {tid!r}: \"columns\" must be a non-empty list of names")
         rows = t.get("rows", [])
@@ -317,8 +325,8 @@ def read_jsonl_tables(path: Path) -> list[Table]:
         if not isinstance(meta, dict):
             raise InputError(f"{where}: table {tid!r}: \"metadata\" must be an object")
 
-        def cells(rows: list[object] = rows, where: str = where, tid: str = tid,
-                  columns: list[object] = columns) -> Iterator[tuple[str, list[object]]]:
+        def cells(rows: list[object] = rows, where: str = where, tid: str = str(tid),
+                  columns: Sequence[object] = tuple(columns)) -> Iterator[tuple[str, list[object]]]:
             for i, row in enumerate(rows, start=1):
                 if not isinstance(row, list):
                     raise InputError(f"{where}: table {tid!r}: row {i} is not a list")

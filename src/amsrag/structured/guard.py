@@ -13,7 +13,7 @@ through `check_sql` first. It parses the statement with sqlglot (SQLite syntax) 
 * any function outside `ALLOWED_FUNCTIONS`, casts to types other than numbers and text;
 * LIKE / GLOB / ILIKE patterns longer than `MAX_PATTERN_CHARS` or with more than
   `MAX_PATTERN_WILDCARDS` wildcards, patterns that are not a literal or a `?` parameter, and
-  REGEXP / SIMILAR TO;
+  REGEXP / SIMILAR TO / MATCH;
 * named or numbered parameters (only `?` is allowed), statements over `MAX_SQL_CHARS`.
 
 What it returns is the statement as sqlglot renders it again, never the text it was given (so a
@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import sqlglot
 import sqlglot.expressions as exp
@@ -105,26 +106,70 @@ def guard(sql: str, allowed_tables: Collection[str], dialect: str = "sqlite", ro
         raise SqlRefused("empty statement")
     if len(sql) > MAX_SQL_CHARS:
         raise SqlRefused(f"statement too long: {len(sql):,} characters (at most {MAX_SQL_CHARS:,})")
-    numbered, n_marks = _number_placeholders(sql)
-    tree = _parse(numbered)
-    _check_statement(tree)
-    placeholders = _check_parameters(tree, n_marks, params)
-    _check_tables(tree, {t.lower() for t in allowed_tables})
-    _check_functions(tree)
-    _check_patterns(tree, placeholders, params)
-    _enforce_limit(tree, row_limit)
-    if dialect == "postgres":
+    allowed = frozenset(t.lower() for t in allowed_tables)
+    try:
+        if dialect == "sqlite":  # the checked statement does not depend on the values: cached
+            template = _sqlite_template(sql, allowed, row_limit)
+            _check_values(template.n_marks, template.pattern_params, params)
+            if params is None:
+                return CheckedSql(template.positional, {})
+            # bound by name: the rendered text may order clauses differently from the source
+            return CheckedSql(template.named, {f"{_MARK}{i}": value for i, value in enumerate(params)})
+        tree, placeholders, pattern_params = _analyse(sql, allowed, row_limit)
+        _check_values(len(placeholders), pattern_params, params)
         if params is not None:
             for i, node in placeholders.items():
                 node.replace(_literal(params[i]))
         return CheckedSql(_render_postgres(tree), {})
-    if params is None:  # the caller binds positionally: back to ?, in the rendered order
-        for node in placeholders.values():
-            node.set("this", None)
-        return CheckedSql(tree.sql(dialect="sqlite", comments=False), {})
-    # bound by name: the rendered text may order clauses differently from the source
-    return CheckedSql(tree.sql(dialect="sqlite", comments=False),
-                      {f"{_MARK}{i}": value for i, value in enumerate(params)})
+    except RecursionError:
+        raise SqlRefused("cannot check the statement: nested too deeply") from None
+
+
+@dataclass(frozen=True, slots=True)
+class _Template:
+    named: str  # parameters as :__amsrag_pN
+    positional: str  # parameters as ?, in the rendered order
+    n_marks: int
+    pattern_params: tuple[tuple[int, bool], ...]  # (parameter index, GLOB?) of patterns given as ?
+
+
+@lru_cache(maxsize=2048)
+def _sqlite_template(sql: str, allowed: frozenset[str], row_limit: int) -> _Template:
+    tree, placeholders, pattern_params = _analyse(sql, allowed, row_limit)
+    named = tree.sql(dialect="sqlite", comments=False)
+    for node in placeholders.values():
+        node.set("this", None)
+    positional = tree.sql(dialect="sqlite", comments=False)
+    return _Template(named, positional, len(placeholders), pattern_params)
+
+
+def _analyse(sql: str, allowed: frozenset[str], row_limit: int
+             ) -> tuple[exp.Expression, dict[int, exp.Placeholder], tuple[tuple[int, bool], ...]]:
+    """Every check that does not need the parameter values; the tree with the limit enforced."""
+    numbered, n_marks = _number_placeholders(sql)
+    tree = _parse(numbered)
+    _check_statement(tree)
+    placeholders = _check_parameters(tree, n_marks)
+    _check_tables(tree, allowed)
+    _check_functions(tree)
+    pattern_params = _check_patterns(tree, placeholders)
+    _enforce_limit(tree, row_limit)
+    return tree, placeholders, pattern_params
+
+
+def _check_values(n_marks: int, pattern_params: tuple[tuple[int, bool], ...], params: Sequence[object] | None
+                  ) -> None:
+    if params is None:
+        return
+    if len(params) != n_marks:
+        raise SqlRefused(f"the statement has {n_marks} ? parameter(s) but {len(params)} value(s) were given")
+    for value in params:
+        if value is not None and not isinstance(value, (str, int, float)):
+            raise SqlRefused(f"parameter values must be text, numbers or None, not {type(value).__name__}")
+    for i, glob in pattern_params:
+        value = params[i]
+        if isinstance(value, str):
+            _check_pattern(value, glob)
 
 
 def _parse(sql: str) -> exp.Expression:
@@ -138,7 +183,9 @@ def _parse(sql: str) -> exp.Expression:
         raise SqlRefused("empty statement")
     if len(statements) > 1:
         raise SqlRefused(f"stacked statements: {len(statements)} statements, only one SELECT may run")
-    return statements[0]
+    tree = statements[0]
+    assert isinstance(tree, exp.Expression)
+    return tree
 
 
 def _command_name(node: exp.Command) -> str:
@@ -188,8 +235,7 @@ def _number_placeholders(sql: str) -> tuple[str, int]:
     return "".join(out), len(spans)
 
 
-def _check_parameters(tree: exp.Expression, n_marks: int, params: Sequence[object] | None
-                      ) -> dict[int, exp.Placeholder]:
+def _check_parameters(tree: exp.Expression, n_marks: int) -> dict[int, exp.Placeholder]:
     """The `?` placeholders by their position in the text (refusing `:name`, `$1`, `@x`)."""
     found: dict[int, exp.Placeholder] = {}
     for node in tree.walk():
@@ -207,15 +253,10 @@ def _check_parameters(tree: exp.Expression, n_marks: int, params: Sequence[objec
             found[int(name[len(_MARK):])] = node
     if len(found) != n_marks:
         raise SqlRefused("only ? parameters are allowed")
-    if params is not None and len(params) != n_marks:
-        raise SqlRefused(f"the statement has {n_marks} ? parameter(s) but {len(params)} value(s) were given")
-    for value in params or ():
-        if value is not None and not isinstance(value, (str, int, float)):
-            raise SqlRefused(f"parameter values must be text, numbers or None, not {type(value).__name__}")
     return found
 
 
-def _check_tables(tree: exp.Expression, allowed: set[str]) -> None:
+def _check_tables(tree: exp.Expression, allowed: Collection[str]) -> None:
     cte_names = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
     for table in tree.find_all(exp.Table):
         if not isinstance(table.this, exp.Identifier):
@@ -231,7 +272,7 @@ def _check_tables(tree: exp.Expression, allowed: set[str]) -> None:
             raise SqlRefused(f"table '{qualified}' is not allowed")
 
 
-def _function_name(node: exp.Expression) -> str:
+def _function_name(node: exp.Expr) -> str:
     if isinstance(node, exp.Anonymous):
         return str(node.name).lower()
     if isinstance(node, exp.Func):
@@ -244,6 +285,8 @@ def _check_functions(tree: exp.Expression) -> None:
     for node in tree.walk():
         if isinstance(node, (exp.RegexpLike, exp.RegexpILike, exp.SimilarTo)):
             raise SqlRefused("regular expressions (REGEXP, SIMILAR TO) are not allowed")
+        if isinstance(node, exp.Match):
+            raise SqlRefused("MATCH (full-text search) is not allowed")
         if isinstance(node, exp.If) and isinstance(node.parent, exp.Case):
             continue  # CASE's WHEN ... THEN
         if isinstance(node, _SYNTAX_FUNCS):
@@ -252,7 +295,7 @@ def _check_functions(tree: exp.Expression) -> None:
                 raise SqlRefused(f"collation '{node.expression.name}' is not allowed")
             continue
         if isinstance(node, (exp.Func, exp.AnonymousAggFunc)):
-            allowed_as = _FUNCTION_CLASSES.get(type(node))
+            allowed_as = _FUNCTION_CLASSES.get(type(node))  # type: ignore[arg-type]
             if allowed_as is None or allowed_as not in ALLOWED_FUNCTIONS:
                 raise SqlRefused(f"function '{_function_name(node)}' is not allowed")
             if isinstance(node, (exp.Cast, exp.TryCast)):
@@ -272,9 +315,11 @@ def _check_pattern(pattern: str, glob: bool) -> None:
         raise SqlRefused(f"pattern with {wildcards} wildcards (at most {MAX_PATTERN_WILDCARDS})")
 
 
-def _check_patterns(tree: exp.Expression, placeholders: dict[int, exp.Placeholder],
-                    params: Sequence[object] | None) -> None:
+def _check_patterns(tree: exp.Expression, placeholders: dict[int, exp.Placeholder]
+                    ) -> tuple[tuple[int, bool], ...]:
+    """Literal patterns checked; (parameter index, GLOB?) of the patterns given as ? parameters."""
     index = {id(p): i for i, p in placeholders.items()}
+    out: list[tuple[int, bool]] = []
     for node in tree.walk():
         if not isinstance(node, (exp.Like, exp.ILike, exp.Glob)):
             continue
@@ -283,15 +328,11 @@ def _check_patterns(tree: exp.Expression, placeholders: dict[int, exp.Placeholde
         if isinstance(pattern, exp.Literal) and pattern.is_string:
             _check_pattern(str(pattern.this), glob)
         elif isinstance(pattern, exp.Placeholder):
-            if params is not None:
-                value = params[index[id(pattern)]]
-                if isinstance(value, str):
-                    _check_pattern(value, glob)
-        elif isinstance(pattern, exp.Null):
-            pass
-        else:
+            out.append((index[id(pattern)], glob))
+        elif not isinstance(pattern, exp.Null):
             raise SqlRefused(f"a {'GLOB' if glob else 'LIKE'} pattern must be a string literal or a ? parameter, "
                              f"not {pattern.sql(dialect='sqlite')[:80]}")
+    return tuple(out)
 
 
 def _limit_value(limit: exp.Expression) -> int:
@@ -337,15 +378,15 @@ def _literal(value: object) -> exp.Expression:
 def _render_postgres(tree: exp.Expression) -> str:
     for node in list(tree.find_all(exp.Placeholder)):
         node.set("this", None)  # parameters not inlined: %s, bound in order
-    for node in list(tree.find_all(exp.Like)):
-        node.replace(exp.ILike(this=node.this, expression=node.expression))
+    for like in list(tree.find_all(exp.Like)):
+        like.replace(exp.ILike(this=like.this, expression=like.expression))
     for rnd in list(tree.find_all(exp.Round)):
         if rnd.args.get("decimals") is not None:  # PostgreSQL rounds to n places only numeric values
             rnd.set("this", exp.Cast(this=rnd.this, to=exp.DataType.build("DECIMAL")))
-    for node in list(tree.find_all(exp.Collate)):
-        nocase = str(node.expression.name).upper() == "NOCASE"
-        parent = node.parent
-        node.replace(node.this)
+    for collate in list(tree.find_all(exp.Collate)):
+        nocase = str(collate.expression.name).upper() == "NOCASE"
+        parent = collate.parent
+        collate.replace(collate.this)
         if not nocase:
             continue
         if isinstance(parent, (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)):

@@ -16,7 +16,9 @@ from 53.6 % (plain unigrams, b 0.75) to 56.7 %.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
+from itertools import pairwise
 
 from amsrag.config import BM25Config
 from amsrag.errors import InputError
@@ -32,7 +34,7 @@ DEFAULT_CONFIG = BM25Config(b=1.0)
 
 
 def bigrams(tokens: Sequence[str]) -> list[str]:
-    return [f"{a}_{b}" for a, b in zip(tokens, tokens[1:], strict=False)]
+    return [f"{a}_{b}" for a, b in pairwise(tokens)]
 
 
 class QuestionTokenizer:
@@ -61,12 +63,19 @@ def table_tokens(tokenizer: BM25Tokenizer, profile: TableProfile, values: Sequen
 class TableSearch:
     """BM25 over a fixed set of tables; build a new one when the set changes."""
 
-    def __init__(self, docs: Sequence[tuple[TableProfile, Sequence[str]]], config: BM25Config | None = None) -> None:
+    def __init__(self, docs: Sequence[tuple[TableProfile, Sequence[str]]], config: BM25Config | None = None,
+                 tokens: Sequence[list[str]] | None = None) -> None:
+        """`docs`: (profile, search values) per table; `tokens`: their documents' tokens when known
+        (aligned with `docs`, whose values are then not read)."""
         self.config = config or DEFAULT_CONFIG
         self.tokenizer = BM25Tokenizer(self.config)
         self.profiles = [p for p, _ in docs]
         rows = [PassageRow(i, p.table_id, "", "") for i, p in enumerate(self.profiles)]
-        tokens = [table_tokens(self.tokenizer, p, values) for p, values in docs]
+        if tokens is None:
+            tokens = [table_tokens(self.tokenizer, p, values) for p, values in docs]
+        elif len(tokens) != len(docs):
+            raise ValueError(f"{len(tokens)} token lists for {len(docs)} tables")
+        self.tokens = list(tokens)
         self.index = BM25Index.empty(self.config).updated(rows, [], tokens_of=tokens)
         self.index.tokenizer = QuestionTokenizer(self.tokenizer)  # type: ignore[assignment]
 
@@ -85,3 +94,51 @@ class TableSearch:
         ids = [self.profiles[int(r)].table_id for r in self.index.rows]
         best = topk_indices(scores, k, ids.__getitem__, min_score=0.0)
         return [TableHit(ids[i], float(scores[i]), self.profiles[int(self.index.rows[i])]) for i in best]
+
+
+class CatalogSearch:
+    """A store's `TableSearch`, built again when the store's catalog generation changes; each table's
+    tokens are kept by (table id, content hash), so a rebuild reads and tokenises only new tables."""
+
+    def __init__(self, config: BM25Config | None = None) -> None:
+        self.config = config or DEFAULT_CONFIG
+        self._lock = threading.Lock()
+        self._current: tuple[int, TableSearch] | None = None
+        self._tokens: dict[tuple[str, str], list[str]] = {}
+
+    def searcher(self, generation: int, entries: Callable[[], list[tuple[str, str, TableProfile]]],
+                 values_of: Callable[[list[str]], dict[str, list[str]]]) -> TableSearch:
+        """The search at `generation`: cached, or built from `entries()` ((table id, content hash,
+        profile) of every stored table) and `values_of(table ids)` (the search values of those not cached)."""
+        current = self._current
+        if current is not None and current[0] == generation:
+            return current[1]
+        with self._lock:
+            current = self._current
+            if current is not None and current[0] == generation:
+                return current[1]
+            listed = entries()
+            missing = [tid for tid, h, _ in listed if (tid, h) not in self._tokens]
+            values = values_of(missing) if missing else {}
+            tokenizer = BM25Tokenizer(self.config)
+            tokens: dict[tuple[str, str], list[str]] = {}
+            docs: list[tuple[TableProfile, Sequence[str]]] = []
+            kept: list[list[str]] = []
+            for tid, h, profile in listed:
+                known = self._tokens.get((tid, h))
+                if known is None:
+                    if tid not in values:
+                        continue  # deleted between the two reads: the next search rebuilds
+                    known = table_tokens(tokenizer, profile, values[tid])
+                tokens[(tid, h)] = known
+                docs.append((profile, ()))
+                kept.append(known)
+            search = TableSearch(docs, self.config, kept)
+            self._tokens = tokens  # only the stored tables' tokens stay cached
+            self._current = (generation, search)
+            return search
+
+    def clear(self) -> None:
+        with self._lock:
+            self._current = None
+            self._tokens = {}

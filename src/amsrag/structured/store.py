@@ -5,9 +5,11 @@
     tables_meta(key PRIMARY KEY, value)  -- schema_version, generation (bumped by every write)
     t_<12 hex of sha256(table_id)>      -- one per table, in the layout of `structured.table`
 
-Value lookups are indexed as `lower(cN) = lower(?)` / `lower(cN) IN (...)`: every column that is
-not a number column has an index on `lower(cN)` (the same expression index the PostgreSQL store
-has, so one program runs fast on both). Writes are one `BEGIN IMMEDIATE` transaction each (all or
+Value lookups are indexed as `lower(cN) = lower(?)` / `lower(cN) IN (lower(?), ...)`: every column
+that is not a number column, in a table of at least `INDEX_MIN_ROWS` rows, has an index on
+`lower(cN)` (the same expression index the PostgreSQL store has, so one program runs fast on both).
+`cN = ? COLLATE NOCASE` gives the same rows (ASCII case folding, like SQLite's lower()) but is not
+indexed. Writes are one `BEGIN IMMEDIATE` transaction each (all or
 nothing). Statements from outside run through `runner()`: the guard (`structured.guard`) first,
 then a separate read-only connection (`mode=ro`, `PRAGMA query_only`, an authorizer that allows
 reading the store's user tables and calling the allowed functions only, no ATTACH, a 10 MB value
@@ -20,6 +22,7 @@ import json
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,12 +30,13 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import quote
 
-from amsrag.errors import AmsragError, IndexCorruptError, IndexNotFoundError, InputError
+from amsrag.errors import AmsragError, IndexCorruptError, IndexNotFoundError, InputError, StorageError
 from amsrag.structured.base import (
     ALLOWED_FUNCTIONS,
     DEFAULT_ROW_LIMIT,
     DEFAULT_TIMEOUT_S,
     QueryRows,
+    SqlRunner,
     SqlTimeout,
     TableHit,
 )
@@ -46,7 +50,7 @@ from amsrag.structured.catalog import (
     validate_tables,
 )
 from amsrag.structured.guard import SqlExecutionError, guard
-from amsrag.structured.search import TableSearch
+from amsrag.structured.search import CatalogSearch, TableSearch
 from amsrag.structured.table import (
     Table,
     TableProfile,
@@ -63,6 +67,7 @@ META = "tables_meta"
 PROGRESS_STEPS = 1000  # SQLite VM instructions between checks of a statement's deadline
 MAX_VALUE_BYTES = 10_000_000  # the longest string or blob a statement may build
 INSERT_BATCH = 5000
+INDEX_MIN_ROWS = 500  # tables this long get the lower(cN) lookup indexes
 
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS {CATALOG} (
@@ -82,7 +87,10 @@ _SQLITE_FUNCTIONS = frozenset({f.lower() for f in ALLOWED_FUNCTIONS} | {"substri
 
 
 def index_statements(profile: TableProfile) -> list[str]:
-    """The value-lookup indexes: `lower(cN)` of every column that is not a number column."""
+    """The value-lookup indexes: `lower(cN)` of every column that is not a number column, in tables of
+    at least INDEX_MIN_ROWS rows (a smaller one is scanned faster than an index is created)."""
+    if profile.n_rows < INDEX_MIN_ROWS:
+        return []
     return [f"CREATE INDEX {profile.sql_name}_{c.sql_name}_lower ON {profile.sql_name} (lower({c.sql_name}))"
             for c in profile.columns if c.type != "number"]
 
@@ -100,7 +108,8 @@ class TableStore:
         self.path = path
         self._conn: sqlite3.Connection | None = conn
         self._lock = threading.RLock()
-        self._search: tuple[int, TableSearch] | None = None
+        self._search = CatalogSearch()
+        self._runners: weakref.WeakSet[SqliteTableRunner] = weakref.WeakSet()
 
     # ---------------------------------------------------------------- opening
     @classmethod
@@ -138,11 +147,14 @@ class TableStore:
         return cls(p, conn)
 
     def close(self) -> None:
+        """Close the store and every runner it made."""
         with self._lock:
+            for runner in list(self._runners):
+                runner.close()
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
-            self._search = None
+            self._search.clear()
 
     def __enter__(self) -> TableStore:
         return self
@@ -173,17 +185,25 @@ class TableStore:
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """BEGIN IMMEDIATE ... COMMIT; any exception rolls back (a database error is raised as
+        StorageError: nothing of the write is kept)."""
         with self._lock:
             conn = self._db()
-            conn.execute("BEGIN IMMEDIATE")
             try:
-                conn.execute(f"UPDATE {META} SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'")
-                yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            else:
-                conn.execute("COMMIT")
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    conn.execute(f"UPDATE {META} SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'")
+                    yield conn
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                else:
+                    conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise StorageError(f"writing to the table store {self.path} failed ({exc}); nothing of this "
+                                   f"write was kept") from exc
 
     # ---------------------------------------------------------------- reading
     def generation(self) -> int:
@@ -305,24 +325,36 @@ class TableStore:
 
     # ---------------------------------------------------------------- querying
     def runner(self, timeout_s: float = DEFAULT_TIMEOUT_S, row_limit: int = DEFAULT_ROW_LIMIT) -> SqliteTableRunner:
-        self._db()
-        return SqliteTableRunner(self.path, timeout_s, row_limit)
+        """A runner of guarded SELECTs on a read-only connection of its own (closed with the store).
+        Runners are cheap to keep: make one per timeout / row limit and reuse it."""
+        with self._lock:
+            self._db()
+            runner = SqliteTableRunner(self.path, timeout_s, row_limit)
+            self._runners.add(runner)
+        return runner
 
     def search(self, question: str, k: int = 5) -> list[TableHit]:
         """The `k` stored tables that best match `question` (BM25, see `structured.search`)."""
         return self._searcher().search(question, k)
 
     def _searcher(self) -> TableSearch:
-        gen = self.generation()
-        cached = self._search
-        if cached is not None and cached[0] == gen:
-            return cached[1]
-        with self._read() as conn:
-            gen = int(conn.execute(f"SELECT value FROM {META} WHERE key = 'generation'").fetchone()[0])
-            rows = conn.execute(f"SELECT profile_json, search_values FROM {CATALOG} ORDER BY table_id").fetchall()
-        search = TableSearch([(TableProfile.from_dict(json.loads(p)), json.loads(v)) for p, v in rows])
-        self._search = (gen, search)
-        return search
+        def entries() -> list[tuple[str, str, TableProfile]]:
+            with self._read() as conn:
+                rows = conn.execute(f"SELECT table_id, content_sha256, profile_json FROM {CATALOG} "
+                                    f"ORDER BY table_id").fetchall()
+            return [(t, h, TableProfile.from_dict(json.loads(p))) for t, h, p in rows]
+
+        def values_of(ids: list[str]) -> dict[str, list[str]]:
+            out: dict[str, list[str]] = {}
+            with self._read() as conn:
+                for i in range(0, len(ids), 900):
+                    chunk = ids[i : i + 900]
+                    marks = ",".join("?" * len(chunk))
+                    q = f"SELECT table_id, search_values FROM {CATALOG} WHERE table_id IN ({marks})"
+                    out.update({t: json.loads(v) for t, v in conn.execute(q, chunk)})
+            return out
+
+        return self._search.searcher(self.generation(), entries, values_of)
 
 
 def _stored(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, tuple[str, str]]:
@@ -418,3 +450,7 @@ class SqliteTableRunner:
                 conn.set_authorizer(None)
         truncated = len(got) > self.row_limit
         return QueryRows(columns, tuple(tuple(r) for r in got[: self.row_limit]), truncated)
+
+
+def _satisfies_protocol(runner: SqliteTableRunner) -> SqlRunner:
+    return runner  # mypy checks that SqliteTableRunner is a SqlRunner

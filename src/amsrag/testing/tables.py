@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
+from itertools import pairwise
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -98,6 +99,7 @@ FUNCTIONS = [
     ("SELECT replace(c0, 'a', 'b') FROM {t}", "replace"),
     ("SELECT c0 FROM {t} ORDER BY random()", "random"),
     ("SELECT c0 FROM {t} WHERE c0 REGEXP 'a+'", "regular expressions"),
+    ("SELECT c0 FROM {t} WHERE c0 MATCH 'a'", "MATCH"),
     ("SELECT row_number() OVER (ORDER BY c0) FROM {t}", "window functions"),
     ("SELECT CAST(c0 AS regclass) FROM {t}", "cast to"),
 ]
@@ -266,8 +268,8 @@ class TableStoreConformance(ABC):
         got = runner.run(f"SELECT CASE WHEN c2_num > 500000 THEN 'big' ELSE 'small' END AS size FROM {c} "
                          f"WHERE c2_num IS NOT NULL ORDER BY row_id")
         assert [r[0] for r in got.rows] == ["big", "small", "big", "big"]
-        got = runner.run(f"SELECT c0 FROM {c} WHERE c0 = ?", ["x'; DROP TABLE " + c + "; --"])
-        assert got.rows == ()
+        for hostile in ("x'; DROP TABLE " + c + "; --", "x\\' OR 1=1 --", "x\\", "\x00' OR '1'='1"):
+            assert runner.run(f"SELECT c0 FROM {c} WHERE c0 = ?", [hostile]).rows == ()
         self.assert_intact(loaded)
 
     def test_runner_errors(self, loaded: Any) -> None:
@@ -373,7 +375,7 @@ class TableStoreConformance(ABC):
         assert loaded.search("how long is the Loire river in km", 1)[0].table_id == "kb/rivers.xlsx#Sheet1"
         hits = loaded.search("how many points did Player 7 score", 3)
         assert hits[0].table_id == "kb/players.csv" and hits[0].profile.n_rows == 40
-        assert all(a.score >= b.score for a, b in zip(hits, hits[1:], strict=False))
+        assert all(a.score >= b.score for a, b in pairwise(hits))
         assert loaded.search("zzzz qqqq", 3) == []
         with pytest.raises(InputError):
             loaded.search("", 3)

@@ -6,8 +6,9 @@
     amsrag_tables.t_<12 hex of sha256(table_id)>  -- row_id integer PRIMARY KEY, cN text NOT NULL,
                                                      cN_num double precision, ...
 
-Value lookups are indexed as `lower(cN)` (every column that is not a number column), the form
-`lower(cN) = lower(?)` / `lower(cN) IN (...)` the embedded store indexes too. Writes are one
+Value lookups are indexed as `lower(cN)` (every column that is not a number column, in tables of at
+least `INDEX_MIN_ROWS` rows), the form `lower(cN) = lower(?)` / `lower(cN) IN (lower(?), ...)` the
+embedded store indexes too. Writes are one
 transaction each, serialised across processes by an advisory lock. The runner executes what
 `check_sql(..., dialect="postgres")` returns (parameters inlined as literals) inside a
 `BEGIN READ ONLY` transaction with `SET LOCAL statement_timeout`, `search_path` set to the table
@@ -18,7 +19,6 @@ could neither write nor read anything else of the schema.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from decimal import Decimal
@@ -29,8 +29,8 @@ import psycopg
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from amsrag.errors import AmsragError, IndexBusyError, IndexNotFoundError, InputError
-from amsrag.structured.base import DEFAULT_ROW_LIMIT, DEFAULT_TIMEOUT_S, QueryRows, SqlTimeout, TableHit
+from amsrag.errors import AmsragError, IndexBusyError, IndexNotFoundError, InputError, StorageError
+from amsrag.structured.base import DEFAULT_ROW_LIMIT, DEFAULT_TIMEOUT_S, QueryRows, SqlRunner, SqlTimeout, TableHit
 from amsrag.structured.catalog import (
     TableDeleteReport,
     TableWriteReport,
@@ -41,7 +41,8 @@ from amsrag.structured.catalog import (
     validate_tables,
 )
 from amsrag.structured.guard import SqlExecutionError, guard
-from amsrag.structured.search import TableSearch
+from amsrag.structured.search import CatalogSearch, TableSearch
+from amsrag.structured.store import INDEX_MIN_ROWS
 from amsrag.structured.table import Table, TableProfile, profile_table, row_values
 
 T = TypeVar("T")
@@ -77,6 +78,8 @@ def pg_create_statement(profile: TableProfile) -> str:
 
 
 def pg_index_statements(profile: TableProfile) -> list[str]:
+    if profile.n_rows < INDEX_MIN_ROWS:
+        return []
     return [f"CREATE INDEX {profile.sql_name}_{c.sql_name}_lower ON {SCHEMA}.{profile.sql_name} (lower({c.sql_name}))"
             for c in profile.columns if c.type != "number"]
 
@@ -91,8 +94,7 @@ class PgTableStore:
         self._owns_pool = owns_pool
         self.reader_role = reader_role
         self._closed = False
-        self._search: tuple[int, TableSearch] | None = None
-        self._lock = threading.Lock()
+        self._search = CatalogSearch()
 
     @classmethod
     def open(cls, target: str | ConnectionPool, create: bool = False, pool_size: int = 4) -> PgTableStore:
@@ -137,7 +139,7 @@ class PgTableStore:
             self._closed = True
             if self._owns_pool:
                 self.pool.close()
-            self._search = None
+            self._search.clear()
 
     def __enter__(self) -> PgTableStore:
         return self
@@ -160,7 +162,7 @@ class PgTableStore:
     def _transaction(self) -> Iterator[psycopg.Connection[Any]]:
         if self._closed:
             raise PgTableStoreError("the table store is closed")
-        with _connection(self.pool) as conn, conn.transaction():
+        with _connection(self.pool) as conn, _storage_errors(), conn.transaction():
             conn.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT_S}s'")
             conn.execute("SET LOCAL statement_timeout = 0")
             try:
@@ -291,24 +293,17 @@ class PgTableStore:
         return self._searcher().search(question, k)
 
     def _searcher(self) -> TableSearch:
-        gen = self.generation()
-        cached = self._search
-        if cached is not None and cached[0] == gen:
-            return cached[1]
+        def entries() -> list[tuple[str, str, TableProfile]]:
+            q = f"SELECT table_id, content_sha256, profile_json FROM {SCHEMA}.catalog ORDER BY table_id COLLATE \"C\""
+            rows = self._read(lambda c: c.execute(q).fetchall())
+            return [(t, h, TableProfile.from_dict(p)) for t, h, p in rows]
 
-        def load(c: psycopg.Connection[Any]) -> tuple[int, list[Any]]:
-            with c.transaction():  # the generation and the catalog from one snapshot
-                c.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                g = int(_one(c.execute(f"SELECT value FROM {SCHEMA}.meta WHERE key = 'generation'")))
-                rows = c.execute(f"SELECT profile_json, search_values FROM {SCHEMA}.catalog "
-                                 f"ORDER BY table_id COLLATE \"C\"").fetchall()
-            return g, rows
+        def values_of(ids: list[str]) -> dict[str, list[str]]:
+            rows = self._read(lambda c: c.execute(f"SELECT table_id, search_values FROM {SCHEMA}.catalog "
+                                                  f"WHERE table_id = ANY(%s)", (ids,)).fetchall())
+            return {t: list(v) for t, v in rows}
 
-        with self._lock:
-            gen, rows = self._read(load)
-            search = TableSearch([(TableProfile.from_dict(p), list(v)) for p, v in rows])
-            self._search = (gen, search)
-        return search
+        return self._search.searcher(self.generation(), entries, values_of)
 
 
 class PgTableRunner:
@@ -333,6 +328,7 @@ class PgTableRunner:
                     conn.execute("SET TRANSACTION READ ONLY")
                     conn.execute(f"SET LOCAL statement_timeout = {max(1, int(self.timeout_s * 1000))}")
                     conn.execute("SET LOCAL lock_timeout = 1000")
+                    conn.execute("SET LOCAL standard_conforming_strings = on")  # a backslash ends no string
                     conn.execute(f"SET LOCAL search_path = {SCHEMA}")
                     names = {r[0] for r in conn.execute(f"SELECT sql_name FROM {SCHEMA}.catalog").fetchall()}
                     checked = guard(sql, names, "postgres", self.row_limit + 1, list(params))
@@ -383,9 +379,25 @@ def _connection(pool: ConnectionPool) -> Iterator[psycopg.Connection[Any]]:
         raise PgTableStoreError(f"PostgreSQL is unavailable ({type(exc).__name__}: {str(exc).strip()})") from exc
 
 
+@contextmanager
+def _storage_errors() -> Iterator[None]:
+    """A database error of a write (outside a lost connection) as StorageError; the transaction is rolled back."""
+    try:
+        yield
+    except (psycopg.OperationalError, psycopg.errors.LockNotAvailable):
+        raise
+    except psycopg.Error as exc:
+        raise StorageError(f"writing to the PostgreSQL table store failed ({str(exc).strip().splitlines()[0]}); "
+                           f"nothing of this write was kept") from exc
+
+
 def _one(cur: psycopg.Cursor[Any]) -> Any:
     row = cur.fetchone()
     if row is None:
         raise PgTableStoreError("the table store's meta table is incomplete")
     return row[0]
 
+
+
+def _satisfies_protocol(runner: PgTableRunner) -> SqlRunner:
+    return runner  # mypy checks that PgTableRunner is a SqlRunner
