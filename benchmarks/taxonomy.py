@@ -17,7 +17,6 @@ import json
 import os
 import platform
 import time
-from pathlib import Path
 
 from amsrag.learn.taxonomy import mixed
 from common import CACHE, ROOT
