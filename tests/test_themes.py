@@ -130,10 +130,20 @@ def test_small_or_disabled_corpus_has_no_themes(corpus):
     assert grown.rebuild_due and "reached 60" in grown.state.rebuild_reasons[0]
 
 
-def test_candidate_ks_bracket_sqrt_half_n():
-    assert k_candidates(920, 64) == [5, 8, 11, 14, 17, 21, 27, 32, 38, 43]
-    assert max(k_candidates(100_000, 64)) == 64
-    assert k_candidates(40, 64)[0] == 2
+def test_candidate_ks_span_two_to_max_k_and_sqrt_half_n():
+    ks = k_candidates(920, 64)
+    assert ks[0] == 2 and ks[-1] == 64 and {17, 21, 27} <= set(ks)  # sqrt(460) = 21.4
+    assert k_candidates(100_000, 64)[-1] == 64
+    assert k_candidates(40, 64)[-1] == 39
+    assert k_candidates(3, 64) == [2]
+
+
+@pytest.mark.slow
+def test_few_themes_in_a_large_corpus_are_found():
+    ids, texts, vecs, labels = synthetic(15_000, seed=5)  # 60,000 passages: MiniBatchKMeans
+    themes = build_themes(ids, texts, vecs, ThemeConfig())
+    assert themes.k == 4
+    assert adjusted_rand_score(labels, themes.assignment) == pytest.approx(1.0)
 
 
 def test_update_assigns_new_passages_to_their_topic(corpus, themes):
@@ -306,3 +316,20 @@ def test_real_squad_articles(shared_data):
     for title, word in wanted.items():
         mine = [g for g, t in zip(got, titles, strict=True) if t == title]
         assert word in themes.theme(max(set(mine), key=mine.count)).label_terms
+
+
+def test_build_reports_progress_and_keeps_the_k_scores(tmp_path, corpus):
+    import io
+
+    from amsrag.progress import LogProgress
+
+    ids, texts, vecs, _ = corpus
+    out = io.StringIO()
+    themes = build_themes(ids, texts, vecs, ThemeConfig(), progress=LogProgress(stream=out))
+    log = out.getvalue()
+    assert "themes: choose k" in log and "themes: k-means" in log and "themes: label terms" in log
+    scores = dict(themes.k_scores)
+    assert themes.k == max(scores, key=lambda k: scores[k]) and set(scores) == set(k_candidates(240, 64))
+    assert Themes.load(themes.save(tmp_path / "t")).k_scores == themes.k_scores
+    with pytest.raises(InputError, match="dimension"):
+        global_search("What topics does the corpus cover?", np.ones(DIM + 1, np.float32), themes)

@@ -96,6 +96,7 @@ class Themes:
     terms: tuple[tuple[tuple[str, float], ...], ...]  # per theme, the ranked c-TF-IDF terms (TERM_POOL of them)
     state: UpdateState
     dim: int
+    k_scores: tuple[tuple[int, float], ...] = ()  # the silhouette of each k tried when k was chosen (else empty)
 
     def __post_init__(self) -> None:
         for name in ("assignment", "sizes", "means", "pool_vectors"):
@@ -179,6 +180,7 @@ class Themes:
             "k": self.k, "dim": self.dim, "n_passages": self.n_passages, "n_terms": len(self.vocab),
             "terms": [[[t, w] for t, w in ranked] for ranked in self.terms],
             "pool_ids": [list(p) for p in self.pool_ids],
+            "k_scores": [[k, v] for k, v in self.k_scores],
             "state": {"built_size": s.built_size, "baseline_distance": s.baseline_distance, "added": s.added,
                       "added_distance_sum": s.added_distance_sum, "removed": s.removed,
                       "removed_without_content": s.removed_without_content, "rebuild_due": s.rebuild_due,
@@ -267,7 +269,8 @@ def _from_saved(card: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> Th
                         float(st["added_distance_sum"]), int(st["removed"]), int(st["removed_without_content"]),
                         bool(st["rebuild_due"]), tuple(str(r) for r in st["rebuild_reasons"]))
     return Themes(ThemeConfig.model_validate(card["config"]), ids, assignment, sizes, means, vocab, counts,
-                  pool_ids, pool_vectors, terms, state, dim)
+                  pool_ids, pool_vectors, terms, state, dim,
+                  tuple((int(k), float(v)) for k, v in card.get("k_scores", [])))
 
 
 def ranked_terms(counts: sparse.csr_matrix, vocab: tuple[str, ...]) -> tuple[tuple[tuple[str, float], ...], ...]:
