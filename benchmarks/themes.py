@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import time
 from collections import Counter
@@ -265,7 +266,9 @@ def latency(encoder: MiniLMEncoder) -> dict:
 def markdown(res: dict) -> str:
     rec, inc, lat = res["recovery"], res["incremental"], res["latency"]
     lines = ["# Corpus themes and global search", "",
-             f"Command: `{COMMAND}` (every number below; {res['seconds']:.0f} s on this 2-core machine). "
+             f"Command: `{COMMAND}` (every number below; {res['seconds']:.0f} s on this 2-core machine, shared: "
+             f"1-minute load average {res['load_average'][0]} at the start, {res['load_average'][1]} at the end, "
+             "so the times are upper bounds). "
              "Data and definitions: the docstring of benchmarks/themes.py. SQuAD paragraphs embedded without "
              "their titles; ARI / purity over the 920 SQuAD paragraphs against their 20 article titles; label "
              "quality = share of the 20 articles whose plurality theme's top-8 terms contain the title's head word "
@@ -344,6 +347,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks")
     args = ap.parse_args()
     t0 = time.perf_counter()
+    load_before = os.getloadavg()[0]
     squad, sq_vecs = squad_data()
     noise, noise_vecs = noise_data({p.content_hash for p in squad} | {p.id for p in squad})
     res = {"recovery": recovery(squad, sq_vecs, noise, noise_vecs),
@@ -351,6 +355,7 @@ def main() -> None:
            "incremental": incremental(squad, sq_vecs, noise, noise_vecs),
            "latency": latency(MiniLMEncoder(EmbeddingConfig()))}
     res["seconds"] = round(time.perf_counter() - t0, 1)
+    res["load_average"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
     res["command"] = COMMAND
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "themes.json").write_text(json.dumps(res, indent=1, default=str) + "\n", encoding="utf-8")

@@ -10,9 +10,11 @@ representatives are taken, so that an update can re-rank them without the rest o
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import tempfile
+import time
 import zipfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -201,11 +203,19 @@ class Themes:
         for p in (card_path, npz_path):
             if not p.is_file():
                 raise IndexCorruptError(f"{p}: missing (the theme model is incomplete); rebuild the themes")
-        card = _read_card(card_path)
-        if hashlib.sha256(npz_path.read_bytes()).hexdigest() != card.get("npz_sha256"):
+        # `save` replaces the npz, then the card: a reader between the two renames sees a new npz under the
+        # old card, so a mismatch is read once more before it counts as corruption
+        for attempt in range(2):
+            card = _read_card(card_path)
+            data = npz_path.read_bytes()
+            if hashlib.sha256(data).hexdigest() == card.get("npz_sha256"):
+                break
+            if attempt == 0:
+                time.sleep(0.05)
+        else:
             raise IndexCorruptError(f"{npz_path}: sha256 does not match {card_path}; rebuild the themes")
         try:
-            with np.load(npz_path, allow_pickle=False) as z:
+            with np.load(io.BytesIO(data), allow_pickle=False) as z:
                 arrays = {k: z[k] for k in z.files}
         except (OSError, ValueError, zipfile.BadZipFile) as exc:
             raise IndexCorruptError(f"{npz_path}: not a readable npz ({exc}); rebuild the themes") from None
