@@ -1,7 +1,22 @@
-"""Corpus-level themes and global search (the aggregation route): k-means themes with c-TF-IDF labels."""
+"""Corpus-level themes and global search (the aggregation route): k-means themes with c-TF-IDF labels.
+
+`amsrag.themes.source.index_batch` reads the inputs from an index (kept out of this namespace: it imports the
+store)."""
 
 from amsrag.themes.build import PassageBatch, build_themes, update_themes
 from amsrag.themes.config import ThemeConfig
 from amsrag.themes.model import Theme, Themes, UpdateState
+from amsrag.themes.search import (
+    GlobalResult,
+    SelectedTheme,
+    compose_answer,
+    global_search,
+    looks_global,
+    map_reduce,
+    map_reduce_prompts,
+    read_question,
+)
 
-__all__ = ["PassageBatch", "Theme", "ThemeConfig", "Themes", "UpdateState", "build_themes", "update_themes"]
+__all__ = ["GlobalResult", "PassageBatch", "SelectedTheme", "Theme", "ThemeConfig", "Themes", "UpdateState",
+           "build_themes", "compose_answer", "global_search", "looks_global", "map_reduce", "map_reduce_prompts",
+           "read_question", "update_themes"]
