@@ -10,7 +10,7 @@ from sklearn.metrics import adjusted_rand_score
 
 from amsrag.errors import IndexCorruptError, IndexNotFoundError, InputError
 from amsrag.themes import ThemeConfig, Themes, build_themes, update_themes
-from amsrag.themes.build import k_candidates
+from amsrag.themes.build import k_candidates, pick_k
 from amsrag.themes.search import (
     MAP_ANSWERS,
     compose_answer,
@@ -130,10 +130,26 @@ def test_small_or_disabled_corpus_has_no_themes(corpus):
     assert grown.rebuild_due and "reached 60" in grown.state.rebuild_reasons[0]
 
 
-def test_candidate_ks_bracket_sqrt_half_n():
-    assert k_candidates(920, 64) == [5, 8, 11, 14, 17, 21, 27, 32, 38, 43]
-    assert max(k_candidates(100_000, 64)) == 64
-    assert k_candidates(40, 64)[0] == 2
+def test_candidate_ks_span_two_to_max_k_and_sqrt_half_n():
+    ks = k_candidates(920, 64)
+    assert ks[0] == 2 and ks[-1] == 64 and {17, 21, 27} <= set(ks)  # sqrt(460) = 21.4
+    assert k_candidates(100_000, 64)[-1] == 64
+    assert k_candidates(40, 64)[-1] == 39
+    assert k_candidates(3, 64) == [2]
+
+
+def test_pick_k_follows_a_clear_silhouette_else_the_prior():
+    assert pick_k({4: 0.8, 8: 0.5, 16: 0.3}, 60_000, 64) == 4
+    assert pick_k({8: 0.046, 12: 0.048, 19: 0.0465, 36: 0.040, 64: 0.0427}, 25_000, 64) == 19  # flat: near 64
+    assert pick_k({15: 0.206, 23: 0.206, 45: 0.14}, 920, 64) == 23  # tie: nearer sqrt(460)
+
+
+@pytest.mark.slow
+def test_few_themes_in_a_large_corpus_are_found():
+    ids, texts, vecs, labels = synthetic(15_000, seed=5)  # 60,000 passages: MiniBatchKMeans
+    themes = build_themes(ids, texts, vecs, ThemeConfig())
+    assert themes.k == 4
+    assert adjusted_rand_score(labels, themes.assignment) == pytest.approx(1.0)
 
 
 def test_update_assigns_new_passages_to_their_topic(corpus, themes):
@@ -306,3 +322,41 @@ def test_real_squad_articles(shared_data):
     for title, word in wanted.items():
         mine = [g for g, t in zip(got, titles, strict=True) if t == title]
         assert word in themes.theme(max(set(mine), key=mine.count)).label_terms
+
+
+def test_build_reports_progress_and_keeps_the_k_scores(tmp_path, corpus):
+    import io
+
+    from amsrag.progress import LogProgress
+
+    ids, texts, vecs, _ = corpus
+    out = io.StringIO()
+    themes = build_themes(ids, texts, vecs, ThemeConfig(), progress=LogProgress(stream=out))
+    log = out.getvalue()
+    assert "themes: choose k" in log and "themes: k-means" in log and "themes: label terms" in log
+    scores = dict(themes.k_scores)
+    assert themes.k == 4 and scores[4] == max(scores.values()) and set(scores) == set(k_candidates(240, 64))
+    assert Themes.load(themes.save(tmp_path / "t")).k_scores == themes.k_scores
+    with pytest.raises(InputError, match="dimension"):
+        global_search("What topics does the corpus cover?", np.ones(DIM + 1, np.float32), themes)
+
+
+@pytest.mark.slow
+def test_themes_from_an_index(built_index, slice_passages, tmp_path):
+    """The inputs read from a real index (stored vectors), a delete read before it happens, a query encoded
+    by the index's encoder."""
+    from amsrag.indexing.themes import index_batch, label_text
+
+    ids, texts, vecs = index_batch(built_index)
+    assert sorted(ids) == sorted(p.id for p in slice_passages) and vecs.shape == (len(ids), built_index.encoder.dim)
+    assert texts[ids.index(slice_passages[0].id)] == label_text(slice_passages[0])
+    themes = build_themes(ids, texts, vecs, ThemeConfig())
+    assert themes.k >= 2 and all(themes.theme_of(pid) is not None for pid in ids)
+    gone = ids[:5]
+    removed = index_batch(built_index, [*gone, "not-stored"])
+    assert removed[0] == gone
+    up = update_themes(themes, removed_ids=gone, removed=removed)
+    assert up.n_passages == len(ids) - 5 and up.state.removed_without_content == 0
+    q = "What topics does the corpus cover?"
+    r = global_search(q, built_index.encoder.encode_query(q), up)
+    assert r.mode == "corpus" and sum(t.size for t in r.themes) == up.n_passages

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from amsrag.store.base import PassageIndex
 from amsrag.themes import build_themes, update_themes
+from amsrag.themes.build import PassageBatch
+from amsrag.types import Passage
 
 log = logging.getLogger("amsrag.indexing")
 REBUILD_CHUNK = 20_000  # passages read per step of a rebuild
@@ -42,10 +44,49 @@ def _passage_ids(index: PassageIndex) -> dict[str, int]:
     return {pid: row for (pid, _), row in zip(index.describe_rows(rows), rows, strict=True)}
 
 
-def _batch(index: PassageIndex, rows: list[int]) -> tuple[list[str], list[str], np.ndarray]:
+def _batch(index: PassageIndex, rows: list[int]) -> PassageBatch:
     passages = index.passages_by_rows(rows)
-    texts = [f"{p.title}. {p.text}" if p.title else p.text for p in passages]
-    return [p.id for p in passages], texts, np.asarray(index.vectors_for_rows(rows), dtype=np.float32)
+    return ([p.id for p in passages], [label_text(p) for p in passages],
+            np.asarray(index.vectors_for_rows(rows), dtype=np.float32))
+
+
+READ_BATCH = 1000
+
+
+def label_text(passage: Passage) -> str:
+    """The text a passage's label terms come from: its title, then its text."""
+    return f"{passage.title}\n{passage.text}" if passage.title else passage.text
+
+
+def index_batch(index: PassageIndex, ids: Sequence[str] | None = None) -> PassageBatch:
+    """(ids, label texts, vectors) of the index's passages (every live one, in row order, or the given ids that
+    are stored, in the given order), the vectors read from the dense index. Call it before a delete to hand the
+    removed passages' content to `update_themes`."""
+    out_ids: list[str] = []
+    texts: list[str] = []
+    vecs: list[np.ndarray] = []
+
+    def take(passages: list[Passage]) -> None:
+        rows = index.rows_for_ids([p.id for p in passages])
+        out_ids.extend(p.id for p in passages)
+        texts.extend(label_text(p) for p in passages)
+        vecs.append(np.asarray(index.vectors_for_rows([rows[p.id] for p in passages]), dtype=np.float32))
+
+    if ids is None:
+        batch: list[Passage] = []
+        for p in index.iter_passages():
+            batch.append(p)
+            if len(batch) == READ_BATCH:
+                take(batch)
+                batch = []
+        if batch:
+            take(batch)
+    else:
+        found = index.rows_for_ids(list(ids))
+        rows = [found[pid] for pid in ids if pid in found]
+        for start in range(0, len(rows), BATCH):
+            take(index.passages_by_rows(rows[start : start + BATCH]))
+    return out_ids, texts, np.vstack(vecs) if vecs else np.zeros((0, index.encoder.dim), np.float32)
 
 
 def refresh_themes(index: PassageIndex, notice: Callable[[str], None] | None = None,
@@ -81,6 +122,6 @@ def refresh_themes(index: PassageIndex, notice: Callable[[str], None] | None = N
         texts += b_texts
         parts.append(b_vecs)
     vectors = np.vstack(parts) if parts else np.zeros((0, 384), dtype=np.float32)
-    themes = build_themes(ids, texts, vectors, cfg, progress=say)
+    themes = build_themes(ids, texts, vectors, cfg)
     index.save_themes(themes)
     return ThemesReport("built", themes.k, len(ids), seconds=time.perf_counter() - t0, reasons=reasons)

@@ -10,9 +10,11 @@ representatives are taken, so that an update can re-rank them without the rest o
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import tempfile
+import time
 import zipfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -96,6 +98,7 @@ class Themes:
     terms: tuple[tuple[tuple[str, float], ...], ...]  # per theme, the ranked c-TF-IDF terms (TERM_POOL of them)
     state: UpdateState
     dim: int
+    k_scores: tuple[tuple[int, float], ...] = ()  # the silhouette of each k tried when k was chosen (else empty)
 
     def __post_init__(self) -> None:
         for name in ("assignment", "sizes", "means", "pool_vectors"):
@@ -179,6 +182,7 @@ class Themes:
             "k": self.k, "dim": self.dim, "n_passages": self.n_passages, "n_terms": len(self.vocab),
             "terms": [[[t, w] for t, w in ranked] for ranked in self.terms],
             "pool_ids": [list(p) for p in self.pool_ids],
+            "k_scores": [[k, v] for k, v in self.k_scores],
             "state": {"built_size": s.built_size, "baseline_distance": s.baseline_distance, "added": s.added,
                       "added_distance_sum": s.added_distance_sum, "removed": s.removed,
                       "removed_without_content": s.removed_without_content, "rebuild_due": s.rebuild_due,
@@ -199,11 +203,19 @@ class Themes:
         for p in (card_path, npz_path):
             if not p.is_file():
                 raise IndexCorruptError(f"{p}: missing (the theme model is incomplete); rebuild the themes")
-        card = _read_card(card_path)
-        if hashlib.sha256(npz_path.read_bytes()).hexdigest() != card.get("npz_sha256"):
+        # `save` replaces the npz, then the card: a reader between the two renames sees a new npz under the
+        # old card, so a mismatch is read once more before it counts as corruption
+        for attempt in range(2):
+            card = _read_card(card_path)
+            data = npz_path.read_bytes()
+            if hashlib.sha256(data).hexdigest() == card.get("npz_sha256"):
+                break
+            if attempt == 0:
+                time.sleep(0.05)
+        else:
             raise IndexCorruptError(f"{npz_path}: sha256 does not match {card_path}; rebuild the themes")
         try:
-            with np.load(npz_path, allow_pickle=False) as z:
+            with np.load(io.BytesIO(data), allow_pickle=False) as z:
                 arrays = {k: z[k] for k in z.files}
         except (OSError, ValueError, zipfile.BadZipFile) as exc:
             raise IndexCorruptError(f"{npz_path}: not a readable npz ({exc}); rebuild the themes") from None
@@ -267,7 +279,8 @@ def _from_saved(card: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> Th
                         float(st["added_distance_sum"]), int(st["removed"]), int(st["removed_without_content"]),
                         bool(st["rebuild_due"]), tuple(str(r) for r in st["rebuild_reasons"]))
     return Themes(ThemeConfig.model_validate(card["config"]), ids, assignment, sizes, means, vocab, counts,
-                  pool_ids, pool_vectors, terms, state, dim)
+                  pool_ids, pool_vectors, terms, state, dim,
+                  tuple((int(k), float(v)) for k, v in card.get("k_scores", [])))
 
 
 def ranked_terms(counts: sparse.csr_matrix, vocab: tuple[str, ...]) -> tuple[tuple[tuple[str, float], ...], ...]:

@@ -16,6 +16,7 @@ from typing import Literal, Protocol
 
 import numpy as np
 
+from amsrag.errors import InputError
 from amsrag.themes.model import Themes
 from amsrag.themes.terms import stem, tokenize
 
@@ -124,8 +125,10 @@ def global_search(question: str, query_vector: np.ndarray, themes: Themes, k: in
     mode, focus = read_question(question)
     live = [t for t in range(themes.k) if themes.sizes[t] > 0]
     q = np.asarray(query_vector, dtype=np.float32).ravel()
+    if themes.k and q.shape[0] != themes.dim:
+        raise InputError(f"query vector of dimension {q.shape[0]}, the themes' centroids have {themes.dim}")
     q = q / max(float(np.linalg.norm(q)), 1e-12)
-    cos = themes.centroids @ q if themes.k and q.shape[0] == themes.dim else np.zeros(themes.k, np.float32)
+    cos = themes.centroids @ q if themes.k else np.zeros(0, np.float32)
     if not live:
         why = "the corpus has no themes" + (f" (fewer than {themes.config.min_passages} passages)"
                                             if themes.n_passages < themes.config.min_passages else "")
