@@ -176,15 +176,15 @@ def test_jsonl(tmp_path) -> None:
     assert medals.rows == (("Norway", "16", ""), ("France", "5", ""))
     assert empty.rows == ()
     cases = [
-        ('{"table": {"id": "x", "columns": ["a"], "rows": [["1", "2"]]}}', r"line 1: table 'x': row 1 has 2 cells"),
+        ('{"table": {"id": "x", "columns": ["a"], "rows": [["1", "2"]]}}', r"jsonl:1: table 'x': row 1 has 2 cells"),
         ('{"table": {"id": "x", "columns": ["a"], "rows": [[{"k": 1}]]}}',
-         r"line 1: table 'x': row 1, column 'a': a dict"),
-        ('{"table": {"columns": ["a"]}}', r"line 1: the table needs a non-empty string \"id\""),
-        ('{"table": {"id": "x", "columns": []}}', r"line 1: table 'x': \"columns\" must be a non-empty list"),
-        ('{"table": {"id": "x", "columns": ["a"], "rows": ["abc"]}}', r"line 1: table 'x': row 1 is not a list"),
-        ('{"table": ', r"line 1: not JSON"),
+         r"jsonl:1: table 'x': row 1, column 'a': a dict"),
+        ('{"table": {"columns": ["a"]}}', r"jsonl:1: the table needs a non-empty string \"id\""),
+        ('{"table": {"id": "x", "columns": []}}', r"jsonl:1: table 'x': \"columns\" must be a non-empty list"),
+        ('{"table": {"id": "x", "columns": ["a"], "rows": ["abc"]}}', r"jsonl:1: table 'x': row 1 is not a list"),
+        ('{"table": ', r"jsonl:1: not JSON"),
         ('{"table": {"id": "x", "columns": ["a"]}}\n{"table": {"id": "x", "columns": ["b"]}}',
-         r"line 2: table id 'x' was already used on line 1"),
+         r"jsonl:2: table id 'x' was already used on line 1"),
     ]
     for text, match in cases:
         bad = write(tmp_path / "bad.jsonl", text + "\n")

@@ -30,6 +30,17 @@ def _jsonl_files(root: Path) -> list[Path]:
                   and not any(part.startswith(".") for part in p.relative_to(root).parts))
 
 
+def _may_hold_tables(path: Path, chunk: int = 1 << 20) -> bool:
+    """Whether a JSONL file contains the key "table" at all (most hold only passages: not parsed twice)."""
+    tail = b""
+    with path.open("rb") as fh:
+        while block := fh.read(chunk):
+            if b'"table"' in tail + block:
+                return True
+            tail = block[-8:]
+    return False
+
+
 def read_table_inputs(roots: Sequence[InputRoot]) -> TableInputs:
     """Every table of the inputs; an InputError names the file, row and column of the first bad one."""
     tables: list[Table] = []
@@ -41,6 +52,8 @@ def read_table_inputs(roots: Sequence[InputRoot]) -> TableInputs:
             tables += read_table_file(path, base, root.name)
             files.append(path)
         for path in _jsonl_files(root.path):
+            if not _may_hold_tables(path):
+                continue
             found = read_jsonl_tables(path)
             if found:
                 tables += found

@@ -21,7 +21,6 @@ from amsrag.themes.build import PassageBatch
 from amsrag.types import Passage
 
 log = logging.getLogger("amsrag.indexing")
-REBUILD_CHUNK = 20_000  # passages read per step of a rebuild
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,12 +41,6 @@ class ThemesReport:
 def _passage_ids(index: PassageIndex) -> dict[str, int]:
     rows = index.stored_rows()
     return {pid: row for (pid, _), row in zip(index.describe_rows(rows), rows, strict=True)}
-
-
-def _batch(index: PassageIndex, rows: list[int]) -> PassageBatch:
-    passages = index.passages_by_rows(rows)
-    return ([p.id for p in passages], [label_text(p) for p in passages],
-            np.asarray(index.vectors_for_rows(rows), dtype=np.float32))
 
 
 READ_BATCH = 1000
@@ -84,8 +77,8 @@ def index_batch(index: PassageIndex, ids: Sequence[str] | None = None) -> Passag
     else:
         found = index.rows_for_ids(list(ids))
         rows = [found[pid] for pid in ids if pid in found]
-        for start in range(0, len(rows), BATCH):
-            take(index.passages_by_rows(rows[start : start + BATCH]))
+        for start in range(0, len(rows), READ_BATCH):
+            take(index.passages_by_rows(rows[start : start + READ_BATCH]))
     return out_ids, texts, np.vstack(vecs) if vecs else np.zeros((0, index.encoder.dim), np.float32)
 
 
@@ -101,27 +94,18 @@ def refresh_themes(index: PassageIndex, notice: Callable[[str], None] | None = N
     reasons: tuple[str, ...] = ()
     if current is not None:
         known = set(current.passage_ids)
-        added = [row for pid, row in stored.items() if pid not in known]
+        added = [pid for pid in stored if pid not in known]
         removed = [pid for pid in current.passage_ids if pid not in stored]
         if not added and not removed:
             return ThemesReport("unchanged", current.k, len(stored), seconds=time.perf_counter() - t0)
-        updated = update_themes(current, added=_batch(index, sorted(added)) if added else None, removed_ids=removed)
+        updated = update_themes(current, added=index_batch(index, added) if added else None, removed_ids=removed)
         if not updated.rebuild_due:
             index.save_themes(updated)
             return ThemesReport("updated", updated.k, len(stored), len(added), len(removed),
                                 time.perf_counter() - t0)
         reasons = tuple(updated.state.rebuild_reasons)
         say("themes: rebuilding (" + "; ".join(reasons) + ")")
-    rows = sorted(stored.values())
-    ids: list[str] = []
-    texts: list[str] = []
-    parts = []
-    for i in range(0, len(rows), REBUILD_CHUNK):
-        b_ids, b_texts, b_vecs = _batch(index, rows[i:i + REBUILD_CHUNK])
-        ids += b_ids
-        texts += b_texts
-        parts.append(b_vecs)
-    vectors = np.vstack(parts) if parts else np.zeros((0, 384), dtype=np.float32)
+    ids, texts, vectors = index_batch(index)
     themes = build_themes(ids, texts, vectors, cfg)
     index.save_themes(themes)
     return ThemesReport("built", themes.k, len(ids), seconds=time.perf_counter() - t0, reasons=reasons)

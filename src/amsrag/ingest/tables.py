@@ -299,11 +299,11 @@ def read_jsonl_tables(path: Path) -> list[Table]:
         try:
             rec = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise InputError(f"{path}: line {n}: not JSON ({exc.msg} at column {exc.colno})") from None
+            raise InputError(f"{path}:{n}: not JSON ({exc.msg} at column {exc.colno})") from None
         if not isinstance(rec, dict) or "table" not in rec:
             continue
         t = rec["table"]
-        where = f"{path}: line {n}"
+        where = f"{path}:{n}"
         if not isinstance(t, dict):
             raise InputError(f"{where}: \"table\" must be an object")
         tid = t.get("id")
