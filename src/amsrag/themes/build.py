@@ -58,7 +58,7 @@ def _check_batch(ids: Sequence[str], texts: Sequence[str], vectors: np.ndarray) 
     return v
 
 
-def _kmeans(x: np.ndarray, k: int, seed: int, n_init: int) -> tuple[np.ndarray, np.ndarray]:
+def kmeans(x: np.ndarray, k: int, seed: int, n_init: int) -> tuple[np.ndarray, np.ndarray]:
     """(labels, centres) of a seeded k-means fit."""
     if len(x) > MINIBATCH_ABOVE:
         mb = MiniBatchKMeans(n_clusters=k, random_state=seed, n_init=n_init, batch_size=4096, max_iter=100)
@@ -92,7 +92,7 @@ def choose_k(x: np.ndarray, config: ThemeConfig, advance: Advance | None = None)
     for k in k_candidates(len(x), config.max_k):
         if k >= len(sample):
             continue
-        labels, _ = _kmeans(sample, k, config.seed, n_init=2)
+        labels, _ = kmeans(sample, k, config.seed, n_init=2)
         if len(np.unique(labels)) >= 2:
             scores[k] = float(silhouette_score(sample, labels, metric="cosine"))
         if advance is not None:
@@ -156,7 +156,7 @@ def build_themes(ids: Sequence[str], texts: Sequence[str], vectors: np.ndarray, 
         with progress.task("themes: choose k", len(k_candidates(len(x), config.max_k))) as adv:
             k, k_scores = choose_k(x, config, adv)
     with progress.task("themes: k-means", 1) as adv:
-        labels, _ = _kmeans(x, k, config.seed, N_INIT)
+        labels, _ = kmeans(x, k, config.seed, N_INIT)
         adv(1)
     sizes = np.bincount(labels, minlength=k).astype(np.int64)
     sums = np.zeros((k, dim), np.float64)

@@ -30,9 +30,9 @@ def _tables(data_dir: Path, cache: Path, seed: int, log: Callable[[str], None]) 
 
 
 def _themes(data_dir: Path, cache: Path, seed: int, log: Callable[[str], None]) -> tuple[dict[str, Any], list[str]]:
-    from amsrag.themes.recovery import markdown, recovery
+    from amsrag.learn.themes.recovery import clean_recovery, markdown
 
-    result = recovery(data_dir, cache, log=log)
+    result = clean_recovery(data_dir, cache, log=log)
     return result, markdown(result)
 
 

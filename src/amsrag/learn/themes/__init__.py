@@ -1,0 +1,1 @@
+"""Evaluating the corpus themes on data with known topics."""
