@@ -182,7 +182,7 @@ def test_jsonl(tmp_path) -> None:
         ('{"table": {"columns": ["a"]}}', r"jsonl:1: the table needs a non-empty string \"id\""),
         ('{"table": {"id": "x", "columns": []}}', r"jsonl:1: table 'x': \"columns\" must be a non-empty list"),
         ('{"table": {"id": "x", "columns": ["a"], "rows": ["abc"]}}', r"jsonl:1: table 'x': row 1 is not a list"),
-        ('{"table": ', r"jsonl:1: not JSON"),
+        ('{"table": ', r"jsonl:1: malformed JSON"),
         ('{"table": {"id": "x", "columns": ["a"]}}\n{"table": {"id": "x", "columns": ["b"]}}',
          r"jsonl:2: table id 'x' was already used on line 1"),
     ]

@@ -23,7 +23,6 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import io
-import json
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -31,6 +30,7 @@ from typing import Any
 from urllib.parse import quote
 
 from amsrag.errors import InputError
+from amsrag.ingest.readers import iter_jsonl
 from amsrag.structured.catalog import MAX_CELL_CHARS, MAX_COLUMNS
 from amsrag.structured.table import Table, column_headers
 
@@ -290,16 +290,9 @@ def read_sqlite(path: Path, file_id: str | None = None) -> list[Table]:
 # ------------------------------------------------------------------------------------------- JSONL
 def read_jsonl_tables(path: Path) -> list[Table]:
     """The table records of a JSONL file (lines with a "table" object); other lines are ignored."""
-    text = decode_utf8(path, _read_bytes(path))
     tables = []
     seen: dict[str, int] = {}
-    for n, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{path}:{n}: not JSON ({exc.msg} at column {exc.colno})") from None
+    for n, rec in iter_jsonl(path):  # the passage reader's: the same errors for a bad line, a bad byte, gzip
         if not isinstance(rec, dict) or "table" not in rec:
             continue
         t = rec["table"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from amsrag.errors import InputError
@@ -86,3 +86,22 @@ def search_values(table: Table, cap: int = SEARCH_VALUES) -> list[str]:
     for row in table.rows:
         counts.update(c[:SEARCH_VALUE_CHARS] for c in row if c)
     return [v for v, _ in counts.most_common(cap)]
+
+
+def plan_writes(tables: Sequence[Table], hashes: Sequence[str], stored: Mapping[str, tuple[str, str]],
+                replace: bool) -> tuple[list[tuple[Table, str, bool]], int]:
+    """What an add writes: (table, content hash, already stored) for every table whose content changed or is
+    new, and how many are skipped as stored with the same content; a changed table without `replace` is an
+    InputError. `stored`: table id -> (sql name, content hash) of the tables already there."""
+    plan: list[tuple[Table, str, bool]] = []
+    skipped = 0
+    for t, h in zip(tables, hashes, strict=True):
+        old = stored.get(t.table_id)
+        if old is not None and old[1] == h:
+            skipped += 1
+            continue
+        if old is not None and not replace:
+            raise InputError(f"table {t.table_id!r} is already in the store with different content "
+                             f"(add it with replace=True to overwrite it)")
+        plan.append((t, h, old is not None))
+    return plan, skipped

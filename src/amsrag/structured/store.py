@@ -45,6 +45,7 @@ from amsrag.structured.catalog import (
     TableWriteReport,
     content_sha256,
     doc_id_of,
+    plan_writes,
     search_values,
     sql_name_for,
     validate_tables,
@@ -267,16 +268,7 @@ class TableStore:
         written: list[str] = []
         with self._transaction() as conn:
             stored = _stored(conn, [t.table_id for t in tables])
-            plan: list[tuple[Table, str, bool]] = []
-            for t, h in zip(tables, hashes, strict=True):
-                old = stored.get(t.table_id)
-                if old is not None and old[1] == h:
-                    skipped += 1
-                    continue
-                if old is not None and not replace:
-                    raise InputError(f"table {t.table_id!r} is already in the store with different content "
-                                     f"(add it with replace=True to overwrite it)")
-                plan.append((t, h, old is not None))
+            plan, skipped = plan_writes(tables, hashes, stored, replace)
             for t, h, existed in plan:
                 name = sql_name_for(t.table_id)
                 if existed:
