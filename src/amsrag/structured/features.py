@@ -22,7 +22,7 @@ from amsrag.structured.denotation import normalize, parse_amount
 from amsrag.structured.programs import KINDS, Condition, Mentions, Program, content_words, fold
 from amsrag.structured.table import ColumnProfile, TableProfile
 
-FEATURES_VERSION = 2
+FEATURES_VERSION = 3
 
 TRIGGERS: dict[str, tuple[str, ...]] = {
     "how_many": ("how many",),
@@ -66,7 +66,8 @@ FEATURES: tuple[str, ...] = (
     "has_sort", "sort_is_ans", "has_cond", "cond_score", "cond_exact", "cond_words", "cond_rank", "cond_col_overlap",
     "cond_col_cos", "cond_number_col", "has_second", "second_score", "n_conditions", "threshold_number",
     "res_n", "res_number", "res_integer", "res_year", "res_zero", "res_negative", "res_in_question",
-    "res_is_condition", "res_agree", "res_agree_share", "q_words", "q_numbers", "table_rows", "table_cols",
+    "res_is_condition", "res_one", "res_agree", "res_agree_share", "mention_used", "mention_unused",
+    "num_col_mentioned", "q_words", "q_numbers", "table_rows", "table_cols",
 )
 FEATURE_INDEX = {name: i for i, name in enumerate(FEATURES)}
 
@@ -142,6 +143,8 @@ def featurize(question: QuestionContext, mentions: Mentions, profile: TableProfi
     agree = Counter(tuple(sorted(normalize(a) for a in e.answer)) for e in executed)
     x = np.zeros((len(executed), len(FEATURES)), dtype=np.float64)
     n_cols = max(len(profile.columns), 1)
+    named = {c.sql_name: _overlap(question.words, c) for c in profile.columns}
+    num_named = float(max((named[c.sql_name] for c in profile.columns if c.type == "number"), default=0.0))
     for i, e in enumerate(executed):
         p = e.program
         row = x[i]
@@ -185,6 +188,14 @@ def featurize(question: QuestionContext, mentions: Mentions, profile: TableProfi
         normalized = [normalize(a) for a in e.answer]
         put("res_in_question", float(any(f" {a} " in question.text for a in normalized if a)))
         put("res_is_condition", float(any(a in mentioned for a in normalized)))
+        put("res_one", float(numbers == [1.0]))
+        # Columns the question names that the program does not use: "how many votes did X get" names the
+        # votes column, which COUNT(*) ignores and the lookup of X's votes uses.
+        used = {c.sql_name for c in (p.answer, p.sort) if c is not None}
+        used |= {c.column.sql_name for c in (p.condition, p.second) if c is not None}
+        put("mention_used", float(sum(1 for c in used if named[c] > 0)))
+        put("mention_unused", float(sum(1 for c, n in named.items() if n > 0 and c not in used)))
+        put("num_col_mentioned", num_named)
         same = agree[tuple(sorted(normalized))]
         put("res_agree", math.log1p(same))
         put("res_agree_share", same / len(executed))
