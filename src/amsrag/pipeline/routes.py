@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -104,7 +105,8 @@ class TableRoute:
         if self._parser is None:
             from amsrag.structured.parser import SemanticParser
 
-            self._parser = SemanticParser.load(self.config.tables.parser or None)
+            artifact = self.config.tables.parser
+            self._parser = SemanticParser.load(Path(artifact) if artifact else None)
         return self._parser
 
     def answer(self, query: str, hits: list[TableHit], tables: TableSource,
