@@ -71,11 +71,9 @@ def main() -> None:
     index = mixed.build_mixed_index(CACHE / "mixed-index", DATA, print)
     with index:
         result = mixed.run_mixed(index, questions, answer_structured=not args.no_answers, log=print)
-        card = index.config.router.taxonomy
     if args.global_latency:
         result["global_latency"] = global_latency()
     result["seconds"] = round(time.perf_counter() - t0, 1)
-    result["min_confidence"] = dict(card.min_confidence)
     result["machine"] = {"python": platform.python_version(), "cpus": os.cpu_count(),
                          "omp_threads": os.environ.get("OMP_NUM_THREADS")}
     command = ("cd benchmarks && OMP_NUM_THREADS=1 python taxonomy.py" + (" --no-answers" if args.no_answers else "")

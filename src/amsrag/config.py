@@ -266,9 +266,10 @@ class TaxonomyConfig(_Section):
         description="route per class: retrieval (the A/B/C strategies), global (corpus themes), table (SQL)")
     artifact: str = Field("", description="task head artifact directory; empty = the one shipped in amsrag")
     min_confidence: dict[str, float] = Field(
-        default_factory=lambda: {"aggregation": 0.5, "structured": 0.5},
-        description="calibrated probability at which aggregation / structured take their own route "
-        "(`amsrag taxonomy train` fits them on its calibration questions under `costs`)")
+        default_factory=dict,
+        description="calibrated probability at which aggregation / structured take their own route; a class "
+        "left out uses the task head card's (`amsrag taxonomy train` fits them on its calibration questions under "
+        "`costs`; `amsrag route taxonomy` on yours)")
     costs: dict[str, dict[str, float]] = Field(
         default_factory=_default_task_costs, description="C(what the question needs, route taken): rows text / "
         "aggregation / structured, columns retrieval / global / table")

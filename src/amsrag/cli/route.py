@@ -106,7 +106,7 @@ def route_taxonomy(
             probs.append([task.get(k, 0.0) for k in TASK_KINDS])
         p, y = np.array(probs), np.array([k for _, k in rows])
         cfg = engine.config.model_copy(deep=True)
-        before = task_cost(p, y, cfg.router.taxonomy.min_confidence, cfg.router.taxonomy.costs)
+        before = task_cost(p, y, engine.taxonomy.thresholds, cfg.router.taxonomy.costs)
         fitted = tune_min_confidence(p, y, cfg.router.taxonomy.costs, cfg.router.taxonomy.task_classes)
         cfg.router.taxonomy.min_confidence.update(fitted)
         engine.index.update_config(cfg)

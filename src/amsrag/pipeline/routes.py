@@ -22,7 +22,7 @@ from amsrag.errors import InputError
 from amsrag.generate import Completes, Generation, Generator
 from amsrag.pipeline.passes import ScoredPassage, ms_since
 from amsrag.pipeline.trace import ComplexityTrace
-from amsrag.route.taxonomy import TaxonomyDecision, decide
+from amsrag.route.taxonomy import TaxonomyDecision, decide, thresholds_of
 from amsrag.store.base import PassageIndex
 from amsrag.structured.base import StructuredAnswer, TableHit, TableSource
 
@@ -60,6 +60,11 @@ class Taxonomy:
             self._head = TaskHead.load(self.config.router.taxonomy.artifact or None)
         return self._head
 
+    @property
+    def thresholds(self) -> dict[str, float]:
+        """min_confidence per class: the configuration's, else the task head card's."""
+        return thresholds_of(self.config.router.taxonomy, dict(self.head.card.get("min_confidence", {})))
+
     def table_hits(self, query: str) -> list[TableHit]:
         tables = self.tables()
         if tables is None or not len(tables):
@@ -81,7 +86,7 @@ class Taxonomy:
             text = sum(probs[c] for c in ("zero_hop", "one_hop", "multi_hop"))
             probs.update({c: 0.0 for c in ("zero_hop", "one_hop", "multi_hop")})
             probs[hop.routed[0]] = text
-        label, route, alpha, reason = decide(probs, cfg)
+        label, route, alpha, reason = decide(probs, cfg, self.thresholds)
         hits = hits[: self.config.tables.search_k]
         return TaxonomyDecision(label, probs, alpha, route, reason, task.to_dict(),
                                 tuple((h.table_id, h.score) for h in hits)), hits

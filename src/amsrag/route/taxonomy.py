@@ -37,17 +37,24 @@ class TaxonomyDecision:
                 "tables": [{"id": t, "score": round(s, 4)} for t, s in self.tables]}
 
 
-def decide(probs: Mapping[str, float], config: TaxonomyConfig) -> tuple[str, str, float, str]:
+def thresholds_of(config: TaxonomyConfig, fitted: Mapping[str, float]) -> dict[str, float]:
+    """The thresholds in force: the configuration's, else the task head card's (`fitted`), else 0.5."""
+    return {c: float(config.min_confidence.get(c, fitted.get(c, 0.5))) for c in config.task_classes}
+
+
+def decide(probs: Mapping[str, float], config: TaxonomyConfig,
+           thresholds: Mapping[str, float] | None = None) -> tuple[str, str, float, str]:
     """(class, route, alpha, reason) from the taxonomy's probabilities."""
+    th = thresholds if thresholds is not None else thresholds_of(config, {})
     own = [(probs.get(c, 0.0), c) for c in config.task_classes]
-    ready = [(p, c) for p, c in own if p >= config.min_confidence.get(c, 0.5)]
+    ready = [(p, c) for p, c in own if p >= th.get(c, 0.5)]
     if ready:
         p, c = max(ready)
         route = config.routes[c]
-        return c, route, p, f"p({c}) {p:.3f} >= {config.min_confidence.get(c, 0.5)}: {route} route"
+        return c, route, p, f"p({c}) {p:.3f} >= {th.get(c, 0.5)}: {route} route"
     hop = max(COMPLEXITIES, key=lambda c: probs.get(c, 0.0))
     text = sum(probs.get(c, 0.0) for c in COMPLEXITIES)
-    why = ", ".join(f"p({c}) {p:.3f} < {config.min_confidence.get(c, 0.5)}" for p, c in own) or "three classes"
+    why = ", ".join(f"p({c}) {p:.3f} < {th.get(c, 0.5)}" for p, c in own) or "three classes"
     return hop, "retrieval", probs.get(hop, 0.0) / text if text > 0 else 0.0, f"text path ({why})"
 
 

@@ -31,6 +31,9 @@ PassageBatch = tuple[Sequence[str], Sequence[str], np.ndarray]  # (ids, texts, v
 
 # k-means++ restarts of the final fit (docs/benchmarks/themes.md: mean ARI 0.75 with 1, 0.80 with 4, 0.85 with 8)
 N_INIT = 8
+# themes hold this many passages on average at least: on a small corpus the silhouette keeps rising towards
+# near-singleton clusters (196 demo passages chose 57 themes without this bound)
+MIN_MEAN_SIZE = 8
 MINIBATCH_ABOVE = 50_000
 K_SAMPLE = 3000
 K_RATIO = 1.25
@@ -72,7 +75,7 @@ def kmeans(x: np.ndarray, k: int, seed: int, n_init: int) -> tuple[np.ndarray, n
 def k_candidates(n: int, max_k: int) -> list[int]:
     """The k values tried for `n` passages: 2, 2 x K_RATIO, ... up to min(max_k, n - 1), and SQRT_FACTORS x
     sqrt(n / 2) within those bounds."""
-    hi = max(2, min(max_k, n - 1))
+    hi = max(2, min(max_k, n - 1, n // MIN_MEAN_SIZE))
     out = {hi}
     k = 2.0
     while k < hi:

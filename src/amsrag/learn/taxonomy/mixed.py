@@ -97,6 +97,7 @@ def run_mixed(index: Any, questions: Sequence[MixedQuestion], answer_structured:
         "five_way_accuracy": _r(np.mean([a == b for a, b in zip(truth, label, strict=True)])),
         "task_accuracy": _r(np.mean([task_of[a] == task_of[b] for a, b in zip(truth, label, strict=True)])),
         "decide_ms_p50": _r(float(np.percentile(ms, 50)), 2), "decide_ms_p95": _r(float(np.percentile(ms, 95)), 2),
+        "thresholds": engine.taxonomy.thresholds,
     }
     for c in QUERY_CLASSES:
         rows = [(d.probs.get(c, 0.0), q.truth == c) for q, d in decided]
