@@ -145,3 +145,13 @@ def test_an_index_without_tables_never_routes_to_structured(built_index):
     cx = engine.complexity_of("How many films were made by 20th Century Fox studios?", vec)
     decision, hits = engine.taxonomy.decide("How many films were made by 20th Century Fox studios?", vec, cx)
     assert hits == [] and decision.probs["structured"] == 0.0 and decision.route != "table"
+
+
+def test_eval_sections_refuse_an_unknown_name(tmp_path):
+    from amsrag.errors import InputError
+    from amsrag.learn.taxonomy.sections import append_sections
+
+    (tmp_path / "report.json").write_text("{}", encoding="utf-8")
+    (tmp_path / "report.md").write_text("# report\n", encoding="utf-8")
+    with pytest.raises(InputError, match="unknown eval section"):
+        append_sections(tmp_path, ["tabels"], None, None, 13)
