@@ -51,7 +51,8 @@ def append_sections(out: Path, names: Sequence[str], data_dir: Path | None, cach
     cache = cache_dir or cache_root() / "eval"
     report_path, md_path = out / "report.json", out / "report.md"
     report = json.loads(report_path.read_text(encoding="utf-8"))
-    lines: list[str] = []
+    command = f"amsrag eval --sections {','.join(names)}"
+    lines: list[str] = [f"Sections below: `{command}` (seed {seed}; each names its data).", ""]
     for name in names:
         log(f"eval section {name}")
         result, md = RUNNERS[name](data, cache, seed, log)
