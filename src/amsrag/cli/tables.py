@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from amsrag.cli.common import DataOpt, IndexOpt, JsonOpt, emit, err, out
+from amsrag.cli.common import DataOpt, IndexOpt, JsonOpt, QuietOpt, emit, err, out
 from amsrag.errors import InputError
 
 tables_app = typer.Typer(no_args_is_help=True, help="The index's tables and the semantic parser.")
@@ -131,13 +131,14 @@ def themes_show(index: IndexOpt, as_json: JsonOpt = False) -> None:
 
 
 @themes_app.command("rebuild")
-def themes_rebuild(index: IndexOpt, as_json: JsonOpt = False) -> None:
+def themes_rebuild(index: IndexOpt, as_json: JsonOpt = False, quiet: QuietOpt = False) -> None:
     """Rebuild the themes from every passage vector (they are otherwise kept up to date incrementally)."""
     from amsrag.indexing.themes import refresh_themes
+    from amsrag.progress import progress_for
     from amsrag.store.open import open_index
 
-    with open_index(index) as idx:
-        report = refresh_themes(idx, notice=lambda m: err.print(escape(m)), rebuild=True)
+    with open_index(index) as idx, progress_for(err, quiet) as progress:
+        report = refresh_themes(idx, notice=lambda m: err.print(escape(m)), rebuild=True, progress=progress)
     if as_json:
         emit(report.to_dict())
     else:

@@ -176,7 +176,7 @@ class Job:
 def refresh_derived(job: Job) -> None:
     """After the passages changed: the corpus themes follow (incrementally, or rebuilt when due)."""
     t = time.perf_counter()
-    job.report.themes = refresh_themes(job.index, notice=job.say).to_dict()
+    job.report.themes = refresh_themes(job.index, notice=job.say, progress=job.progress).to_dict()
     job.report.seconds["themes"] = time.perf_counter() - t
 
 

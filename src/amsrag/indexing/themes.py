@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from amsrag.progress import Progress
 from amsrag.store.base import PassageIndex
 from amsrag.themes import build_themes, update_themes
 from amsrag.themes.build import PassageBatch
@@ -83,7 +84,9 @@ def index_batch(index: PassageIndex, ids: Sequence[str] | None = None) -> Passag
 
 
 def refresh_themes(index: PassageIndex, notice: Callable[[str], None] | None = None,
-                   rebuild: bool = False) -> ThemesReport:
+                   rebuild: bool = False, progress: Progress | None = None) -> ThemesReport:
+    """Apply the difference between the stored themes and the passages (or rebuild); `progress` shows a
+    rebuild's stages (choosing k, the final fit)."""
     cfg = index.config.themes
     t0 = time.perf_counter()
     if not cfg.enabled:
@@ -106,6 +109,6 @@ def refresh_themes(index: PassageIndex, notice: Callable[[str], None] | None = N
         reasons = tuple(updated.state.rebuild_reasons)
         say("themes: rebuilding (" + "; ".join(reasons) + ")")
     ids, texts, vectors = index_batch(index)
-    themes = build_themes(ids, texts, vectors, cfg)
+    themes = build_themes(ids, texts, vectors, cfg, progress)
     index.save_themes(themes)
     return ThemesReport("built", themes.k, len(ids), seconds=time.perf_counter() - t0, reasons=reasons)
