@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -94,3 +95,12 @@ def embed_questions(
         cache.put_many([k for k, _ in chunk], vectors)
         cache.save()
     return np.stack([cache[k] for k in keys]).astype(np.float32) if keys else np.zeros((0, DIMENSION), np.float32)
+
+
+def lambdarank_params(seed: int, num_leaves: int, learning_rate: float, min_data_in_leaf: int,
+                      feature_fraction: float, lambda_l2: float, eval_at: int, truncation: int) -> dict[str, Any]:
+    """LightGBM lambdarank settings of the shipped rankers: deterministic, one thread, row-wise."""
+    return {"objective": "lambdarank", "metric": "ndcg", "eval_at": [eval_at],
+            "lambdarank_truncation_level": truncation, "num_leaves": num_leaves, "learning_rate": learning_rate,
+            "min_data_in_leaf": min_data_in_leaf, "feature_fraction": feature_fraction, "lambda_l2": lambda_l2,
+            "seed": seed, "deterministic": True, "force_row_wise": True, "num_threads": 1, "verbose": -1}

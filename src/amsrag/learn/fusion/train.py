@@ -30,7 +30,7 @@ from amsrag.evaluate.builder import EvalQuery
 from amsrag.fuse.experts import EXPERTS_FILE, ExpertMemory, save_memory
 from amsrag.fuse.features import FEATURE_RETRIEVERS, FEATURES, FEATURES_VERSION
 from amsrag.fuse.learned import CARD_FILE, CARD_VERSION, MODEL_FILE, IndexProfile
-from amsrag.learn.common import seeded_rank
+from amsrag.learn.common import lambdarank_params, seeded_rank
 from amsrag.learn.fusion.data import Collected, Group, ndcg_at
 
 VALID_SHARE = 0.15
@@ -48,11 +48,8 @@ class TrainSettings:
     lambda_l2: float = 1.0
 
     def lgb_params(self) -> dict[str, Any]:
-        return {"objective": "lambdarank", "metric": "ndcg", "eval_at": [5], "lambdarank_truncation_level": 10,
-                "num_leaves": self.num_leaves, "learning_rate": self.learning_rate,
-                "min_data_in_leaf": self.min_data_in_leaf, "feature_fraction": self.feature_fraction,
-                "lambda_l2": self.lambda_l2, "seed": self.seed, "deterministic": True, "force_row_wise": True,
-                "num_threads": 1, "verbose": -1}
+        return lambdarank_params(self.seed, self.num_leaves, self.learning_rate, self.min_data_in_leaf,
+                                 self.feature_fraction, self.lambda_l2, eval_at=5, truncation=10)
 
 
 @dataclass(slots=True)

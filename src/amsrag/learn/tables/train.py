@@ -27,7 +27,7 @@ import numpy as np
 
 from amsrag.artifacts import file_sha256, write_npz
 from amsrag.calibration import ece
-from amsrag.learn.common import standardise
+from amsrag.learn.common import lambdarank_params, standardise
 from amsrag.learn.tables.collect import Group, collect, load_groups, save_groups
 from amsrag.learn.tables.data import (
     QUESTIONS_FILE,
@@ -64,11 +64,8 @@ class TrainSettings:
     logistic_c: float = 1.0
 
     def lgb_params(self) -> dict[str, Any]:
-        return {"objective": "lambdarank", "metric": "ndcg", "eval_at": [1], "lambdarank_truncation_level": 20,
-                "num_leaves": self.num_leaves, "learning_rate": self.learning_rate,
-                "min_data_in_leaf": self.min_data_in_leaf, "feature_fraction": self.feature_fraction,
-                "lambda_l2": self.lambda_l2, "seed": self.seed, "deterministic": True, "force_row_wise": True,
-                "num_threads": 1, "verbose": -1}
+        return lambdarank_params(self.seed, self.num_leaves, self.learning_rate, self.min_data_in_leaf,
+                                 self.feature_fraction, self.lambda_l2, eval_at=1, truncation=20)
 
 
 def _trainable(groups: Sequence[Group]) -> list[Group]:
