@@ -17,7 +17,7 @@ from amsrag.structured.table import TableProfile
 SAMPLE_ROWS = 3
 LLM_CONFIDENCE = 0.5  # an LLM's SQL carries no calibrated confidence; the route's gate sees this constant
 _FENCED = re.compile(r"```(?:sql)?\s*(.+?)```", re.S | re.I)
-_SELECT = re.compile(r"\b(SELECT|WITH)\b.+", re.S | re.I)
+_SELECT = re.compile(r"^\s*(SELECT|WITH)\b.+", re.S | re.I | re.M)  # at a line's start: not "with" in prose
 
 
 def sql_prompt(question: str, profile: TableProfile, samples: list[tuple[object, ...]]) -> str:
@@ -33,7 +33,7 @@ def sql_prompt(question: str, profile: TableProfile, samples: list[tuple[object,
 
 
 def extract_sql(reply: str) -> str:
-    """The statement in a model's reply (a fenced block, or from the first SELECT / WITH on)."""
+    """The statement in a model's reply (a fenced block, or from the first line starting SELECT / WITH on)."""
     m = _FENCED.search(reply)
     text = m.group(1) if m else reply
     s = _SELECT.search(text)
