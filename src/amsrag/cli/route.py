@@ -82,8 +82,14 @@ def route_taxonomy(
     from amsrag.route.taxonomy import task_cost, tune_min_confidence
     from amsrag.types import COMPLEXITIES, TASK_KINDS
 
+    if not labelled.is_file():
+        raise InputError(f"{labelled}: no such file (JSONL of {{\"question\": ..., \"class\": ...}})")
+    try:
+        text = labelled.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{labelled}: not UTF-8 text (byte {exc.start})") from None
     rows = []
-    for n, line in enumerate(labelled.read_text(encoding="utf-8").splitlines(), start=1):
+    for n, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
