@@ -66,6 +66,8 @@ class BM25Config(_Section):
     delta: float = Field(0.5, ge=0, description="bm25l / bm25+ only")
     stemmer: Literal["english", "none"] = "english"
     stopwords: Literal["en", "none"] = "en"
+    cjk: Literal["jieba+bigram", "jieba", "bigram", "none"] = Field(
+        "jieba+bigram", description="runs of Han characters: jieba words and/or character bigrams; none: one token")
     backend: Literal["numpy", "numba"] = "numpy"
 
 

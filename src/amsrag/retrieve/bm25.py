@@ -1,4 +1,5 @@
-"""Sparse retrieval: BM25 (bm25s's formulas over segmented postings), English stemming and stop words."""
+"""Sparse retrieval: BM25 (bm25s's formulas over segmented postings), English stemming and stop words,
+Chinese segmentation and bigrams (`cjk_tokens`)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Sequence
+from importlib import metadata
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +18,7 @@ from amsrag.config import BM25Config
 from amsrag.errors import IndexCorruptError
 from amsrag.retrieve.base import RowLookup, check_k, check_query
 from amsrag.retrieve.bm25_segments import Segment, merge_policy, merged, segment_from_ids
+from amsrag.retrieve.cjk_tokens import han_runs, han_tokens
 from amsrag.retrieve.topk import topk_indices
 from amsrag.types import Hit, PassageRow
 
@@ -25,15 +28,32 @@ _TOKEN_RE = re.compile(r"(?u)\b\w\w+\b")
 
 
 class BM25Tokenizer:
-    """Lowercase word tokens of two or more characters, stop words removed, Snowball-stemmed."""
+    """Lowercase word tokens of two or more characters, stop words removed, Snowball-stemmed; runs of Han
+    characters tokenised as `config.cjk` says (jieba words and character bigrams by default; "none": a run
+    is one word, as amsrag did before). Text without Han characters is tokenised the same in every mode."""
 
     def __init__(self, config: BM25Config) -> None:
         self._stop = frozenset(STOPWORDS_EN) if config.stopwords == "en" else frozenset()
         self._stemmer = Stemmer.Stemmer("english") if config.stemmer == "english" else None
+        self._cjk = config.cjk
+
+    def _words(self, text: str) -> list[str]:
+        tokens = [t for t in _TOKEN_RE.findall(text) if t not in self._stop]
+        return self._stemmer.stemWords(tokens) if self._stemmer is not None else tokens
 
     def __call__(self, text: str) -> list[str]:
-        tokens = [t for t in _TOKEN_RE.findall(text.lower()) if t not in self._stop]
-        return self._stemmer.stemWords(tokens) if self._stemmer is not None else tokens
+        text = text.lower()
+        runs = han_runs(text) if self._cjk != "none" else []
+        if not runs:
+            return self._words(text)
+        tokens: list[str] = []
+        start = 0
+        for begin, end in runs:
+            tokens.extend(self._words(text[start:begin]))
+            tokens.extend(han_tokens(text[begin:end], self._cjk))
+            start = end
+        tokens.extend(self._words(text[start:]))
+        return tokens
 
     def content_words(self, text: str) -> set[str]:
         return set(self(text))
@@ -106,8 +126,13 @@ class BM25Index:
     @staticmethod
     def params(config: BM25Config) -> dict[str, object]:
         """What stored indexes depend on (the formulas are applied at query time, so not bm25s)."""
-        return {**config.model_dump(mode="json"), "tokenizer": TOKENIZER_VERSION,
-                "stemmer_lib": f"PyStemmer=={Stemmer.version()}"}
+        params: dict[str, object] = {**config.model_dump(mode="json"), "tokenizer": TOKENIZER_VERSION,
+                                     "stemmer_lib": f"PyStemmer=={Stemmer.version()}"}
+        if config.cjk == "none":  # as amsrag recorded before it tokenised Chinese (`with_legacy_tokenizer`)
+            del params["cjk"]
+        if config.cjk in ("jieba+bigram", "jieba"):
+            params["segmenter_lib"] = f"jieba=={metadata.version('jieba')}"
+        return params
 
     @classmethod
     def build(cls, rows: Sequence[PassageRow], config: BM25Config,

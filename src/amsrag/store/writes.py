@@ -51,6 +51,14 @@ def expected_params(config: AmsragConfig) -> dict[str, dict[str, Any]]:
     }
 
 
+def with_legacy_tokenizer(config: AmsragConfig, stored_bm25: dict[str, Any]) -> AmsragConfig:
+    """`config` as an index built before BM25 tokenised Chinese must be read: its manifest's BM25 parameters
+    have no `cjk` (`BM25Index.params` leaves it out for "none"), and its Han runs were single tokens."""
+    if stored_bm25 and "cjk" not in stored_bm25 and config.bm25.cjk != "none":
+        return config.model_copy(update={"bm25": config.bm25.model_copy(update={"cjk": "none"})})
+    return config
+
+
 def param_differences(stored: dict[str, Any], expected: dict[str, Any]) -> list[str]:
     keys = sorted(set(stored) | set(expected))
     return [f"{k}: index has {stored.get(k)!r}, this installation uses {expected.get(k)!r}"

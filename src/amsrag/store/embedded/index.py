@@ -67,6 +67,7 @@ from amsrag.store.writes import (
     param_differences,
     plan_insert,
     validate_passages,
+    with_legacy_tokenizer,
 )
 from amsrag.structured.catalog import TableDeleteReport, TableWriteReport
 from amsrag.structured.store import TableStore
@@ -153,7 +154,8 @@ class EmbeddedIndex:
             raise IndexMismatchError(
                 f"index at {path} has format version {manifest.get('format_version')!r}; this amsrag "
                 f"({__version__}) reads version {INDEX_FORMAT_VERSION}. Rebuild it with `amsrag index build`.")
-        config = AmsragConfig.load(path / CONFIG_FILE)
+        config = with_legacy_tokenizer(AmsragConfig.load(path / CONFIG_FILE),
+                                       manifest.get("components", {}).get("bm25", {}).get("params", {}))
         _check_params(path, manifest, expected_params(config))
         if check:
             missing = _missing_dirs(path, manifest)

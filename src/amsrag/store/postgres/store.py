@@ -54,6 +54,7 @@ from amsrag.store.writes import (
     param_differences,
     plan_insert,
     validate_passages,
+    with_legacy_tokenizer,
 )
 from amsrag.structured.catalog import TableDeleteReport, TableWriteReport
 from amsrag.structured.table import Table
@@ -255,7 +256,8 @@ class PostgresIndex:
             raise IndexMismatchError(
                 f"index in {redact(dsn)} has format version {meta.get('format_version')!r}; this amsrag "
                 f"({__version__}) reads version {INDEX_FORMAT_VERSION}. Rebuild it.")
-        config = AmsragConfig.from_toml(meta["config"], source=f"{redact(dsn)} meta.config")
+        config = with_legacy_tokenizer(AmsragConfig.from_toml(meta["config"], source=f"{redact(dsn)} meta.config"),
+                                       meta["params"].get("bm25", {}))
         for name, params in expected_params(config).items():
             diffs = param_differences(meta["params"].get(name, {}), params)
             if diffs:
