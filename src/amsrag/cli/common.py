@@ -107,3 +107,6 @@ def print_trace(trace: Mapping[str, Any]) -> None:
     head += (f"\ntimings (ms): embed {t['embed']}, classify {t.get('classify', 0)}, fusion {t.get('fusion', 0)}, "
              f"mmr {t.get('mmr', 0)}, total {t['total']}")
     out.print(head, highlight=False)
+    language = trace.get("language") or {}
+    for warning in language.get("warnings", []):
+        err.print(f"[yellow]warning:[/] {e(warning)}", highlight=False, soft_wrap=True)

@@ -44,6 +44,10 @@ def _job_summary(index: PassageIndex, report: JobReport, as_json: bool, what: st
     out.print(f"[green]{what}[/] {escape(index.location)}: " + "; ".join(parts)
               + f"; the index now holds {len(index)} passages in {report.batches} committed batch(es), "
                 f"{report.seconds.get('total', 0):.1f} s", highlight=False)
+    from amsrag.pipeline.language import index_language_warnings
+
+    for warning in index_language_warnings(index.config, report.languages):
+        err.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
 
 
 @index_app.command("build")

@@ -33,7 +33,7 @@ from amsrag.cli.index import index_app
 from amsrag.cli.reader import reader_app
 from amsrag.cli.route import route_app
 from amsrag.cli.tables import tables_app, taxonomy_app, themes_app
-from amsrag.errors import AmsragError
+from amsrag.errors import AmsragError, InputError
 
 
 class AmsragGroup(TyperGroup):
@@ -186,9 +186,17 @@ def demo(
     index: Annotated[Path | None, typer.Option("--index", help="where to build the demo index")] = None,
     fresh: Annotated[bool, typer.Option("--fresh", help="rebuild the demo index")] = False,
     k: Annotated[int, typer.Option("-k", help="hits shown per retriever")] = 3,
+    lang: Annotated[str, typer.Option("--lang", help="en: the English demo corpus; zh: two Chinese articles")] = "en",
     quiet: QuietOpt = False,
 ) -> None:
     """Build an index over the bundled demo corpus and show each retriever at work."""
+    if lang == "zh":
+        from amsrag.cli.demo_zh import run_demo_zh
+
+        run_demo_zh(out, err, index_dir=index, fresh=fresh, k=k, quiet=quiet)
+        return
+    if lang != "en":
+        raise InputError(f"no demo corpus for language {lang!r}; choose en or zh")
     from amsrag.cli.demo import run_demo
 
     run_demo(out, err, index_dir=index, fresh=fresh, k=k, quiet=quiet)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from amsrag.ingest.readers import base_suffix
 from amsrag.progress import Advance, NullProgress, Progress
 from amsrag.store.base import PassageIndex
 from amsrag.store.documents import Document
+from amsrag.store.writes import with_language
 from amsrag.structured.catalog import TableWriteReport
 from amsrag.types import Passage
 
@@ -60,11 +61,19 @@ class JobReport:
     tables_deleted: int = 0
     table_rows: int = 0  # rows written
     themes: dict[str, Any] = field(default_factory=dict)  # `ThemesReport.to_dict()` of the themes refresh
+    languages: dict[str, int] = field(default_factory=dict)  # passages read, by detected language
     seconds: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: v for k, v in self.__dict__.items() if k != "seconds"}
         out["seconds"] = {k: round(v, 3) for k, v in self.seconds.items()}
+        return out
+
+    def count_languages(self, passages: Sequence[Passage]) -> list[Passage]:
+        """`passages` with their detected language in the metadata (`lang`), counted."""
+        out = [with_language(p) for p in passages]
+        for p in out:
+            self.languages[p.metadata["lang"]] = self.languages.get(p.metadata["lang"], 0) + 1
         return out
 
     def count_tables(self, written: TableWriteReport) -> None:
@@ -146,6 +155,7 @@ class Job:
         self.report.seconds["embed"] = self.report.seconds.get("embed", 0.0) + time.perf_counter() - t
 
     def add_batch(self, passages: list[Passage], doc_hashes: dict[str, tuple[str, str]], advance: Advance) -> None:
+        passages = self.report.count_languages(passages)
         self.embed_missing(passages, advance)
         t = time.perf_counter()
         r = self.index.add(passages, self.progress, doc_hashes=doc_hashes)
@@ -157,6 +167,7 @@ class Job:
         self.report.batches += 1
 
     def put_batch(self, documents: list[Document], delete: Sequence[str], advance: Advance) -> None:
+        documents = [replace(d, passages=tuple(self.report.count_languages(d.passages))) for d in documents]
         self.embed_missing([p for d in documents for p in d.passages], advance)
         t = time.perf_counter()
         r = self.index.put_documents(documents, self.progress, delete=delete)

@@ -31,6 +31,7 @@ from amsrag.generate import (
 from amsrag.generate.targ import TargGate
 from amsrag.pipeline.corrective import CorrectiveLoop, CorrectiveOutcome
 from amsrag.pipeline.execute import RetrieverExecutor
+from amsrag.pipeline.language import question_language
 from amsrag.pipeline.passes import Pass, RetrievalPass, ScoredPassage, ms_since
 from amsrag.pipeline.routes import GlobalRoute, RouteAnswer, TableRoute, Taxonomy
 from amsrag.pipeline.systems import SystemSpec, system_spec
@@ -271,6 +272,11 @@ class Engine:
         step (systems that include it only); default: `corrective.on_retrieve` of the configuration.
         `generator_knows`: this call's generator answers from its own knowledge (default: the engine's).
         `explain`: with the learned fuser, trace the top feature contributions of this many leading passages."""
+        result = self._retrieve(query, system, k, query_vector, corrective, generator_knows, explain)
+        return replace(result, trace=replace(result.trace, language=question_language(query, self.config)))
+
+    def _retrieve(self, query: str, system: str, k: int | None, query_vector: np.ndarray | None,
+                  corrective: bool | None, generator_knows: bool | None, explain: int) -> RetrievalResult:
         side = self._side_route(query, system, query_vector, generator_knows, None)
         if isinstance(side, RetrievalResult):
             return side
@@ -402,6 +408,10 @@ class Engine:
         step and skips it when confident (`corrective.reader_gate`). A generator that fails (dead server,
         missing model) degrades to the extractive answer over the same passages, flagged in
         trace["generator"]["error"]."""
+        result = self._ask(query, system, generator)
+        return replace(result, trace=replace(result.trace, language=question_language(result.query, self.config)))
+
+    def _ask(self, query: str, system: str, generator: Generator | None) -> AnswerResult:
         t0 = time.perf_counter()
         query = self.check_question(query)
         generator = generator or self.generator

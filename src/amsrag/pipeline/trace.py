@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from amsrag.correct.actions import Correction
     from amsrag.correct.sufficiency import Sufficiency
     from amsrag.pipeline.execute import RetrieverRun
+    from amsrag.pipeline.language import LanguageTrace
     from amsrag.pipeline.multihop import Expansion
     from amsrag.route.taxonomy import TaxonomyDecision
 
@@ -187,6 +188,7 @@ class Trace(Mapping[str, Any]):
     taxonomy: TaxonomyDecision | None = None  # the five-way decision, when the taxonomy has more than 3 classes
     structured: dict[str, Any] | None = None  # the table route: table, SQL, rows, confidence (or why it fell back)
     global_search: dict[str, Any] | None = None  # the global route: the themes selected and how
+    language: LanguageTrace | None = None  # the question's language (set by `ask` and `retrieve`)
 
     @property
     def retriever_calls(self) -> int:
@@ -222,6 +224,8 @@ class Trace(Mapping[str, Any]):
             out["structured"] = self.structured
         if self.global_search is not None:
             out["global"] = self.global_search
+        if self.language is not None:
+            out["language"] = self.language.to_dict()
         out["timings_ms"] = dict(self.timings)
         return out
 

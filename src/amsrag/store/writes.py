@@ -5,12 +5,13 @@ derived index must have been built with."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from amsrag.config import AmsragConfig
 from amsrag.embed.encoder import DIMENSION, model_id_for
 from amsrag.errors import InputError
+from amsrag.ingest.language import detect_language
 from amsrag.retrieve.bm25 import BM25Index
 from amsrag.retrieve.graph import EntityGraph
 from amsrag.types import Passage, is_blank
@@ -63,6 +64,19 @@ def param_differences(stored: dict[str, Any], expected: dict[str, Any]) -> list[
     keys = sorted(set(stored) | set(expected))
     return [f"{k}: index has {stored.get(k)!r}, this installation uses {expected.get(k)!r}"
             for k in keys if stored.get(k) != expected.get(k)]
+
+
+def stored_metadata(p: Passage) -> dict[str, Any]:
+    """The metadata a backend stores for `p`: its own, plus `lang`, the detected language of its title and
+    text (kept when the caller set one)."""
+    if "lang" in p.metadata:
+        return p.metadata
+    return {**p.metadata, "lang": detect_language(f"{p.title}\n{p.text}" if p.title else p.text).code}
+
+
+def with_language(p: Passage) -> Passage:
+    """`p` with `stored_metadata` (its detected language), so a backend need not detect it again."""
+    return p if "lang" in p.metadata else replace(p, metadata=stored_metadata(p))
 
 
 def ids_to_delete(ids: Sequence[str], what: str) -> list[str]:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from amsrag.store.writes import stored_metadata
 from amsrag.types import Passage, PassageRow
 
 SCHEMA_VERSION = 2
@@ -162,7 +163,7 @@ class PassageTable:
         for p, h in passages:
             cur = conn.execute(
                 "INSERT INTO passages (id, doc_id, title, text, metadata, content_hash) VALUES (?, ?, ?, ?, ?, ?)",
-                (p.id, p.doc_id or p.id, p.title, p.text, json.dumps(p.metadata, ensure_ascii=False), h),
+                (p.id, p.doc_id or p.id, p.title, p.text, json.dumps(stored_metadata(p), ensure_ascii=False), h),
             )
             row = cur.lastrowid
             assert row is not None  # set by every INSERT into a rowid table

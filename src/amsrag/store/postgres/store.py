@@ -53,6 +53,7 @@ from amsrag.store.writes import (
     ids_to_delete,
     param_differences,
     plan_insert,
+    stored_metadata,
     validate_passages,
     with_legacy_tokenizer,
 )
@@ -878,7 +879,7 @@ class PostgresIndex:
                                 "embedding) FROM STDIN WITH (FORMAT BINARY)") as copy:
             copy.set_types(["text", "text", "text", "text", "jsonb", "text", "int4", "vector"])
             for (p, h), toks, v in zip(chosen, tokens, vecs, strict=True):
-                copy.write_row([p.id, p.doc_id or p.id, p.title, p.text, Jsonb(p.metadata), h, len(toks), v])
+                copy.write_row([p.id, p.doc_id or p.id, p.title, p.text, Jsonb(stored_metadata(p)), h, len(toks), v])
         row_of: dict[str, int] = dict(conn.execute("SELECT id, prow FROM passages WHERE id = ANY(%s)",
                                    ([p.id for p, _ in chosen],)).fetchall())
         # rows locked in content-hash order, as `stage_vectors` writes them: no deadlock between the two
