@@ -51,7 +51,8 @@ def eval_command(
         "--workers", help="processes for the answer phase, after the timed retrieval (default: min(2, CPUs))")] = None,
     sections: Annotated[str | None, typer.Option(
         "--sections", help="comma-separated extra sections: taxonomy (five-way routing on a mixed set, structured "
-        "answers in the open setting), tables (WikiTableQuestions given the table), themes (theme recovery)"
+        "answers in the open setting), tables (WikiTableQuestions given the table), themes (theme recovery), cmrc "
+        "(Chinese retrieval and answers on CMRC 2018)"
     )] = None,
     quiet: QuietOpt = False,
 ) -> None:

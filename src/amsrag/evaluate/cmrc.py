@@ -115,3 +115,83 @@ def engine_rows(engine: Any, questions: Sequence[CmrcQuestion], systems: Sequenc
 
 def load(data_dir: Path) -> Cmrc:
     return load_cmrc(data_dir)
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerRow:
+    system: str
+    em: float
+    f1: float
+    answered: float  # share not abstained
+    cites_gold: float  # share citing the question's paragraph
+    ms_p50: float
+    n: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"system": self.system, "em": round(self.em, 4), "f1": round(self.f1, 4),
+                "answered": round(self.answered, 4), "cites_gold": round(self.cites_gold, 4),
+                "ms_p50": round(self.ms_p50, 1), "n": self.n}
+
+
+def answer_rows(engine: Any, questions: Sequence[CmrcQuestion], systems: Sequence[str] = ("full",),
+                log: Callable[[str], None] = print) -> list[AnswerRow]:
+    """`amsrag ask` on each question (the engine picks its reader for Chinese), scored in characters."""
+    from amsrag.generate.zh_metrics import char_f1, exact_match_zh
+
+    out = []
+    for system in systems:
+        em = f1 = answered = cites = 0.0
+        ms: list[float] = []
+        for i, q in enumerate(questions):
+            a = engine.ask(q.question, system=system)
+            em += exact_match_zh(a.answer, list(q.answers))
+            f1 += char_f1(a.answer, list(q.answers))
+            answered += not a.abstained
+            cites += q.paragraph_id in a.citations
+            ms.append(float(a.trace["timings_ms"]["total"]))
+            if (i + 1) % 100 == 0:
+                log(f"  cmrc answers {system}: {i + 1}/{len(questions)}")
+        n = len(questions)
+        out.append(AnswerRow(system, em / n, f1 / n, answered / n, cites / n, float(np.median(ms)), n))
+    return out
+
+
+def run_cmrc(data_dir: Path, cache: Path, seed: int = 13, limit: int | None = None,
+             answer_limit: int | None = None, embedding_model: str = CHINESE_ENCODER,
+             log: Callable[[str], None] = print) -> dict[str, Any]:
+    """The whole benchmark: BM25 by tokenizer, the engine's retrievers and `full`, answers by `full`."""
+    from amsrag.evaluate.corpus_index import open_or_build_index
+    from amsrag.pipeline import Engine
+
+    t0 = time.perf_counter()
+    cmrc = load(data_dir)
+    questions = sample(cmrc.split("test"), limit, seed)
+    log(f"cmrc: {len(cmrc.paragraphs)} paragraphs, {len(questions)} test questions")
+    bm25 = bm25_rows(cmrc, questions)
+    config = chinese_config(embedding_model)
+    index = open_or_build_index(cmrc_passages(cmrc), cache / f"cmrc-index-{embedding_model}", cache, config)
+    with Engine(index) as engine:
+        retrieval = engine_rows(engine, questions, log=log)
+        answers = answer_rows(engine, sample(questions, answer_limit, seed), log=log)
+    return {"data": [f"cmrc2018/{name}" for name in ("cmrc2018_train.json", "cmrc2018_dev_even.json")],
+            "split": "test (dev articles at odd positions)", "paragraphs": len(cmrc.paragraphs),
+            "questions": len(questions), "embedding_model": embedding_model, "bm25_cjk": config.bm25.cjk,
+            "bm25_by_tokenizer": [r.to_dict() for r in bm25], "retrieval": [r.to_dict() for r in retrieval],
+            "answers": [r.to_dict() for r in answers], "seconds": round(time.perf_counter() - t0, 1)}
+
+
+def markdown(result: dict[str, Any]) -> list[str]:
+    lines = ["## Chinese: CMRC 2018", "",
+             f"{result['questions']} held-out questions ({result['split']}) over all {result['paragraphs']:,} "
+             f"paragraphs of {' and '.join(result['data'])}; dense encoder {result['embedding_model']}, BM25 "
+             f"tokenizer {result['bm25_cjk']}. Gold: the question's paragraph. Answers in characters (CMRC's "
+             "EM and F1: punctuation and spaces out, max over the reference answers).", "",
+             "| retrieval | nDCG@5 | Recall@5 | p50 ms |", "|---|---:|---:|---:|"]
+    for r in result["bm25_by_tokenizer"] + result["retrieval"]:
+        lines.append(f"| {r['system']} | {r['ndcg@5']:.3f} | {r['recall@5']:.3f} | {r['ms_p50']:.1f} |")
+    lines += ["", "| answers (`amsrag ask`) | EM | F1 | answered | cites the gold paragraph | p50 ms |",
+              "|---|---:|---:|---:|---:|---:|"]
+    for a in result["answers"]:
+        lines.append(f"| {a['system']} ({a['n']} questions) | {a['em']:.3f} | {a['f1']:.3f} | {a['answered']:.3f} | "
+                     f"{a['cites_gold']:.3f} | {a['ms_p50']:.0f} |")
+    return [*lines, ""]

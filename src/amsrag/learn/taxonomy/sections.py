@@ -1,4 +1,5 @@
-"""`amsrag eval --sections …`: the issue-19 sections appended to an eval report (report.md, report.json)."""
+"""`amsrag eval --sections …`: the sections appended to an eval report (report.md, report.json): the five-way
+taxonomy, tables and themes, and Chinese (CMRC 2018)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 from amsrag.errors import InputError
 
-SECTIONS = ("taxonomy", "tables", "themes")
+SECTIONS = ("taxonomy", "tables", "themes", "cmrc")
 
 
 def _taxonomy(data_dir: Path, cache: Path, seed: int, log: Callable[[str], None]) -> tuple[dict[str, Any], list[str]]:
@@ -36,7 +37,14 @@ def _themes(data_dir: Path, cache: Path, seed: int, log: Callable[[str], None]) 
     return result, markdown(result)
 
 
-RUNNERS = {"taxonomy": _taxonomy, "tables": _tables, "themes": _themes}
+def _cmrc(data_dir: Path, cache: Path, seed: int, log: Callable[[str], None]) -> tuple[dict[str, Any], list[str]]:
+    from amsrag.evaluate.cmrc import markdown, run_cmrc
+
+    result = run_cmrc(data_dir, cache, seed, log=log)
+    return result, markdown(result)
+
+
+RUNNERS = {"taxonomy": _taxonomy, "tables": _tables, "themes": _themes, "cmrc": _cmrc}
 
 
 def append_sections(out: Path, names: Sequence[str], data_dir: Path | None, cache_dir: Path | None, seed: int,
