@@ -297,6 +297,20 @@ class PassageIndexConformance(ABC):
         with pytest.raises(IndexMismatchError, match="some-other-model"):
             self.reopen(idx)
 
+    def test_chinese_passages_are_found_and_labelled(self, make_index: IndexFactory) -> None:
+        idx: Any = make_index()  # Any: the assertion reads `.metadata` of `get`'s Optional result
+        texts = {"zh-targ": "TARG 使用模型自身的置信度信号来决定是否需要检索。",
+                 "zh-rrf": "混合检索把 BM25 和向量检索的结果用倒数排名融合合并。",
+                 "en": "The router picks one of three strategies from the classifier's confidence."}
+        rng = np.random.default_rng(3)
+        vectors = rng.normal(size=(len(texts), 384)).astype(np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        idx.add([Passage(id=k, text=v) for k, v in texts.items()], vectors=vectors)
+        assert {k: idx.get(k).metadata["lang"] for k in texts} == {"zh-targ": "zh", "zh-rrf": "zh", "en": "en"}
+        hits = idx.retriever("bm25").search("什么信号决定是否检索？", 3)
+        assert [h.id for h in hits][:1] == ["zh-targ"]
+        assert [h.id for h in idx.retriever("bm25").search("倒数排名融合", 3)][:1] == ["zh-rrf"]
+
 
 if TYPE_CHECKING:
     def _both_backends_are_passage_indexes(e: EmbeddedIndex, p: PostgresIndex) -> tuple[PassageIndex, PassageIndex]:
