@@ -1,6 +1,7 @@
 """What Chinese support changes on the English benchmark corpus: BM25 tokens, BM25 rankings, languages.
 
-    OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/english_unchanged.py   # -> docs/benchmarks/english-unchanged.{md,json}
+    OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/english_unchanged.py
+    # -> docs/benchmarks/english-unchanged.{md,json}
 
 The corpus and questions are the eval's benchmark corpus (`common.load_benchmark`: 25k passages of
 HotpotQA, MuSiQue, NQ, SQuAD and Wikipedia noise, and their questions). BM25 is built twice: with the tokenizer
@@ -75,8 +76,9 @@ def main() -> None:
         f"| questions whose BM25 top-10 is identical | {result['questions_same_top10']:,} |",
         f"| BM25 nDCG@5, old tokenizer | {result['bm25_ndcg@5']['none']:.4f} |",
         f"| BM25 nDCG@5, new tokenizer | {result['bm25_ndcg@5']['jieba+bigram']:.4f} |",
-        "", f"No question has a Han character, so the changed rankings come from the {len(with_han)} passages alone: their "
-        "token counts changed, which moves the average document length that BM25 normalises by, and with it "
+        "", f"No question has a Han character, so the changed rankings come from the {len(with_han)} passages "
+        "alone: their token counts changed, which moves the average document length that BM25 normalises by, "
+        "and with it "
         "the order of near-tied passages.", "", "Detected languages of the passages (top 8): "
         + ", ".join(f"{k} {v:,}" for k, v in result["languages_top"].items()) + ".", "",
     ]

@@ -81,7 +81,7 @@ def _old_bm25_hits(index, question: str) -> int:
 
 def run_demo_zh(out: Console, err: Console, index_dir: Path | None = None, fresh: bool = False, k: int = 3,
                 quiet: bool = False) -> None:
-    from amsrag.generate.zh_metrics import char_f1, exact_match_zh
+    from amsrag.generate.zh_metrics import char_em, char_f1
     from amsrag.pipeline import Engine
 
     index_dir = index_dir or default_zh_index()
@@ -109,7 +109,7 @@ def run_demo_zh(out: Console, err: Console, index_dir: Path | None = None, fresh
                            f"{_old_bm25_hits(index, q.question)} passages matched", style="dim"), highlight=False)
             a = engine.ask(q.question, system="full")
             cx = a.trace["complexity"] or {}
-            ok = exact_match_zh(a.answer, q.answers) or char_f1(a.answer, q.answers) >= 0.5
+            ok = char_em(a.answer, q.answers) or char_f1(a.answer, q.answers) >= 0.5
             right += ok and not a.abstained
             mark = "" if a.abstained else (" [green]✓[/]" if ok else " [red]✗[/]")
             out.print(f"  route: {escape(str(cx.get('label')))} ({cx.get('alpha', 0):.2f}) · strategy "

@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, get_args
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
 from amsrag.cli.common import FormatOpt, IndexOpt, JsonOpt, QuietOpt, emit, err, out
-from amsrag.config import AmsragConfig
+from amsrag.config import AmsragConfig, EmbeddingConfig
 from amsrag.errors import InputError
 from amsrag.indexing.job import JobReport
 from amsrag.progress import progress_for
@@ -61,6 +61,10 @@ def index_build(
         "--graph", help="entity graph: 'ner' (titles + spaCy named entities, the default) or 'title' (titles and "
                         "their aliases only: ~90x faster to build, docs/benchmarks/graph-modes.md); overrides "
                         "graph.ner of --config")] = None,
+    encoder: Annotated[str | None, typer.Option(
+        "--encoder", help="dense encoder: all-MiniLM-L6-v2-int8 (English, the default) or multilingual-e5-small-q4 "
+                          "(Chinese and ~100 other languages; docs/chinese.md); overrides embedding.model of --config"
+    )] = None,
     as_json: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -73,6 +77,11 @@ def index_build(
         if graph not in ("ner", "title"):
             raise InputError(f"--graph must be 'ner' or 'title', got {graph!r}")
         config.graph.ner = graph == "ner"
+    if encoder is not None:
+        models = get_args(EmbeddingConfig.model_fields["model"].annotation)
+        if encoder not in models:
+            raise InputError(f"--encoder must be one of {', '.join(models)}, got {encoder!r}")
+        config.embedding.model = encoder
     idx = create_index(index, config)
     try:
         with idx:

@@ -27,7 +27,7 @@ from amsrag.types import Passage, PassageRow
 
 K = 5
 RETRIEVERS = ("bm25", "dense", "graph")
-CHINESE_ENCODER = "multilingual-e5-small"
+CHINESE_ENCODER = "multilingual-e5-small-q4"
 
 
 def chinese_config(embedding_model: str = CHINESE_ENCODER) -> AmsragConfig:
@@ -136,7 +136,7 @@ class AnswerRow:
 def answer_rows(engine: Any, questions: Sequence[CmrcQuestion], systems: Sequence[str] = ("full",),
                 log: Callable[[str], None] = print) -> list[AnswerRow]:
     """`amsrag ask` on each question (the engine picks its reader for Chinese), scored in characters."""
-    from amsrag.generate.zh_metrics import char_f1, exact_match_zh
+    from amsrag.generate.zh_metrics import char_em, char_f1
 
     out = []
     for system in systems:
@@ -144,7 +144,7 @@ def answer_rows(engine: Any, questions: Sequence[CmrcQuestion], systems: Sequenc
         ms: list[float] = []
         for i, q in enumerate(questions):
             a = engine.ask(q.question, system=system)
-            em += exact_match_zh(a.answer, list(q.answers))
+            em += char_em(a.answer, list(q.answers))
             f1 += char_f1(a.answer, list(q.answers))
             answered += not a.abstained
             cites += q.paragraph_id in a.citations

@@ -15,7 +15,7 @@ from amsrag.config import AmsragConfig
 from amsrag.ingest.language import UNDETERMINED, detect_language
 
 ENGLISH_ONLY_ENCODERS = frozenset({"all-MiniLM-L6-v2-int8"})
-MULTILINGUAL_ENCODER = "multilingual-e5-small"  # what a warning suggests
+MULTILINGUAL_ENCODER = "multilingual-e5-small-q4"  # what a warning suggests
 LANGUAGE_NAMES = {"zh": "Chinese", "ja": "Japanese", "ko": "Korean", "en": "English"}
 
 
