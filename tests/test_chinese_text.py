@@ -117,3 +117,26 @@ def test_index_from_before_chinese_support_keeps_its_tokenizer(tmp_path) -> None
     assert index.config.bm25.cjk == "none"
     assert index.retriever("bm25").search("混合检索把", 2)[0].id == "a"  # the old one-token-per-run match
     index.close()
+
+
+def test_question_language_warns_what_the_index_cannot_read() -> None:
+    from amsrag.pipeline.language import question_language
+
+    english_only = AmsragConfig()
+    got = question_language(ZH, english_only)
+    assert (got.code, got.mixed) == ("zh", True)
+    assert len(got.warnings) == 1 and "reads English only" in got.warnings[0]
+    legacy = english_only.model_copy(update={"bm25": english_only.bm25.model_copy(update={"cjk": "none"})})
+    assert len(question_language(ZH, legacy).warnings) == 2
+    assert question_language("Who wrote Hamlet?", english_only).warnings == ()
+    assert question_language("12 34", english_only).code == "und"
+
+
+def test_ingest_warns_when_chinese_meets_an_english_encoder() -> None:
+    from amsrag.pipeline.language import index_language_warnings
+
+    config = AmsragConfig()
+    assert index_language_warnings(config, {"en": 1000}) == []
+    assert index_language_warnings(config, {"en": 990, "pcm": 10}) == []  # detector noise on English text
+    warning = index_language_warnings(config, {"en": 900, "zh": 100})
+    assert len(warning) == 1 and "100 of 1000 passages" in warning[0] and "Chinese 100" in warning[0]
