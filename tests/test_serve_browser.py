@@ -111,7 +111,16 @@ def test_ask_in_the_browser_shows_answer_and_route(built_index, tmp_path, slice_
                 assert stages.count() >= 3
                 assert page.locator("#waterfall [data-stage='embed']").count() == 1
                 assert page.inner_text("#escalation-list")
+                assert page.locator("#warnings li").count() == 0  # an English question on an English index
                 page.screenshot(path=str(tmp_path / "ui.png"), full_page=True)
+
+                # a Chinese question on this English-only index: the language warning shows under the answer
+                zh = httpx.post(f"{server.url}/v1/ask", json={"question": "TARG 使用什么信号来决定是否需要检索？"},
+                                headers={"X-API-Key": KEY}, timeout=60).json()
+                page.fill("#question", "TARG 使用什么信号来决定是否需要检索？")
+                page.click("#ask-button")
+                page.wait_for_selector("#warnings li", timeout=60_000)
+                assert page.inner_text("#warnings li") == zh["trace"]["language"]["warnings"][0]
                 assert not console_errors, console_errors
             finally:
                 browser.close()

@@ -78,6 +78,8 @@ function renderAnswer(result) {
   const p = $("answer");
   p.replaceChildren(el("span", { id: "answer-text" }, result.answer));
   if (result.abstained) p.appendChild(el("span", { class: "pill" }, "abstained"));
+  const language = (result.trace && result.trace.language) || { warnings: [] };
+  $("warnings").replaceChildren(...language.warnings.map((w) => el("li", { class: "warning" }, w)));
   const list = $("sources");
   list.replaceChildren();
   result.citations.forEach((id, i) => {
