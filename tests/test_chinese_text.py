@@ -140,3 +140,12 @@ def test_ingest_warns_when_chinese_meets_an_english_encoder() -> None:
     assert index_language_warnings(config, {"en": 990, "pcm": 10}) == []  # detector noise on English text
     warning = index_language_warnings(config, {"en": 900, "zh": 100})
     assert len(warning) == 1 and "100 of 1000 passages" in warning[0] and "Chinese 100" in warning[0]
+
+
+def test_prefilter_finds_a_chinese_title_inside_a_longer_run() -> None:
+    text = "光荣特库摩是日本的游戏公司，旗下作品有战国无双3等。"
+    rows = [PassageRow(0, "p0", "", text), PassageRow(1, "p1", "", "混合检索把结果合并。")]
+    for cjk, want in (("jieba+bigram", [0]), ("bigram", [0])):
+        got = BM25Index.build(rows, BM25Config(cjk=cjk)).rows_with_words("特库摩")  # cut otherwise by jieba
+        assert got is not None and sorted(got.tolist()) == want
+    assert BM25Index.build(rows, BM25Config(cjk="jieba")).rows_with_words("特库摩") is None  # nothing certain

@@ -209,8 +209,6 @@ class TokenSource:
                            if want <= set(self.tokenizer(f"{p.title}\n{p.text}"))], dtype=np.int64)
 
 
-@pytest.mark.xfail(strict=True, reason="graph_parts.rows_to_rematch trusts the BM25 word prefilter, which cannot "
-                   "find a Chinese title inside a run of Han text; a Han surface must force a scan")
 def test_update_finds_a_new_chinese_title_in_old_passages(fake_nlp: FakeNlp) -> None:
     old = _rows([("光荣特库摩", "光荣特库摩是日本的游戏公司，旗下作品有战国无双3等。"),
                  ("横滨", "横滨是日本神奈川县的县厅所在地。")])

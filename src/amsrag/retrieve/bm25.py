@@ -18,7 +18,7 @@ from amsrag.config import BM25Config
 from amsrag.errors import IndexCorruptError
 from amsrag.retrieve.base import RowLookup, check_k, check_query
 from amsrag.retrieve.bm25_segments import Segment, merge_policy, merged, segment_from_ids
-from amsrag.retrieve.cjk_tokens import han_runs, han_tokens
+from amsrag.retrieve.cjk_tokens import BIGRAM_MARK, han_runs, han_tokens
 from amsrag.retrieve.topk import topk_indices
 from amsrag.types import Hit, PassageRow
 
@@ -57,6 +57,25 @@ class BM25Tokenizer:
 
     def content_words(self, text: str) -> set[str]:
         return set(self(text))
+
+    def contained_tokens(self, text: str) -> list[str] | None:
+        """Tokens every passage holding `text` verbatim has, or None when none are certain. jieba may cut a
+        run of Han characters differently inside a longer run, so only its bigrams are certain (and a run
+        without bigrams, in modes "jieba" and "none", makes nothing certain)."""
+        runs = han_runs(text.lower())
+        if not runs:
+            return self(text)
+        if self._cjk not in ("jieba+bigram", "bigram"):
+            return None
+        lowered = text.lower()
+        tokens: list[str] = []
+        start = 0
+        for begin, end in runs:
+            tokens.extend(self._words(lowered[start:begin]))
+            tokens.extend(t for t in han_tokens(lowered[begin:end], "bigram") if t.startswith(BIGRAM_MARK))
+            start = end
+        tokens.extend(self._words(lowered[start:]))
+        return tokens
 
 
 def passage_text_for_bm25(title: str, text: str) -> str:
@@ -234,10 +253,14 @@ class BM25Index:
         return cls(config, vocab, [seg], CollectionStats(len(rows), int(offsets[-1]), np.diff(seg.indptr)))
 
     def rows_with_words(self, text: str) -> np.ndarray | None:
-        """Store rows of the live passages holding every BM25 token of `text`; None when `text` has no
-        token (stop words and one-letter words only): then any passage may contain it."""
+        """Store rows of the live passages holding every token a passage holding `text` must have
+        (`BM25Tokenizer.contained_tokens`); None when there is none (stop words and one-letter words only, or
+        Han text without bigrams): then any passage may contain it."""
+        certain = self.tokenizer.contained_tokens(text)
+        if certain is None:
+            return None
         terms = []
-        for tok in set(self.tokenizer(text)):
+        for tok in set(certain):
             t = self.vocab_ids.get(tok)
             if t is None or not self.stats.df[t]:
                 return np.zeros(0, np.int64)
