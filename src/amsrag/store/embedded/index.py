@@ -40,7 +40,8 @@ import numpy as np
 
 from amsrag import INDEX_FORMAT_VERSION, __version__
 from amsrag.config import AmsragConfig
-from amsrag.embed.encoder import DIMENSION, Encoder, MiniLMEncoder, passage_text_for_embedding
+from amsrag.embed.encoder import DIMENSION, Encoder, passage_text_for_embedding
+from amsrag.embed.factory import encoder_for
 from amsrag.errors import (
     IndexBusyError,
     IndexCorruptError,
@@ -212,7 +213,7 @@ class EmbeddedIndex:
     @property
     def encoder(self) -> Encoder:
         if self._encoder is None:
-            self._encoder = MiniLMEncoder(self.config.embedding)
+            self._encoder = encoder_for(self.config.embedding)
         return self._encoder
 
     def _component_dir(self, name: str) -> Path | None:

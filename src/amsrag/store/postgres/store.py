@@ -34,7 +34,8 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from amsrag import INDEX_FORMAT_VERSION, __version__
 from amsrag.config import AmsragConfig
-from amsrag.embed.encoder import DIMENSION, Encoder, MiniLMEncoder, passage_text_for_embedding
+from amsrag.embed.encoder import DIMENSION, Encoder, passage_text_for_embedding
+from amsrag.embed.factory import encoder_for
 from amsrag.errors import AmsragError, IndexBusyError, IndexMismatchError, IndexNotFoundError, InputError
 from amsrag.progress import NullProgress, Progress
 from amsrag.retrieve.base import Retriever
@@ -377,7 +378,7 @@ class PostgresIndex:
     @property
     def encoder(self) -> Encoder:
         if self._encoder is None:
-            self._encoder = MiniLMEncoder(self.config.embedding)
+            self._encoder = encoder_for(self.config.embedding)
         return self._encoder
 
     def retriever(self, name: str) -> Retriever:
