@@ -1,0 +1,1 @@
+"""Training of the Chinese span reader (`amsrag.generate.zh_reader`) on CMRC 2018."""
