@@ -81,7 +81,7 @@ def index_build(
         models = get_args(EmbeddingConfig.model_fields["model"].annotation)
         if encoder not in models:
             raise InputError(f"--encoder must be one of {', '.join(models)}, got {encoder!r}")
-        config.embedding.model = encoder
+        config.embedding = EmbeddingConfig.model_validate({**config.embedding.model_dump(), "model": encoder})
     idx = create_index(index, config)
     try:
         with idx:

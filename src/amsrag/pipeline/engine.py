@@ -19,6 +19,7 @@ from amsrag.classify import ComplexityClassifier
 from amsrag.classify.features import EMPTY_QUESTION, is_blank
 from amsrag.config import AmsragConfig
 from amsrag.correct import Strip
+from amsrag.embed.encoder import Encoder, MiniLMEncoder
 from amsrag.errors import InputError
 from amsrag.generate import (
     CalibratedReader,
@@ -28,7 +29,9 @@ from amsrag.generate import (
     generate_answer,
     make_generator,
 )
+from amsrag.generate.span_reader import SpanReaderGenerator
 from amsrag.generate.targ import TargGate
+from amsrag.ingest.language import detect_language
 from amsrag.pipeline.corrective import CorrectiveLoop, CorrectiveOutcome
 from amsrag.pipeline.execute import RetrieverExecutor
 from amsrag.pipeline.language import question_language
@@ -66,6 +69,9 @@ def check_question(question: object, limit: int) -> str:
     if is_blank(stripped):
         raise QuestionError("invalid_request", EMPTY_QUESTION)
     return stripped
+
+
+ROUTING_MODEL = "all-MiniLM-L6-v2-int8"  # what the classifier, task head and query library read
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +220,8 @@ class Engine:
         self.router = Router(self.config.router)
         self.generator_knows = generator_knows
         self._classifier = classifier
+        self._routing_encoder: Encoder | None = None
+        self._zh_reader: Generator | None = None
         self._executor = RetrieverExecutor()
         self.passes = RetrievalPass(index, self.config, self._executor)
         self.corrective = CorrectiveLoop(index, self.config.corrective, self.config.external, self.router,
@@ -247,9 +255,36 @@ class Engine:
         self.close()
 
     @property
+    def routing_encoder(self) -> Encoder:
+        """The encoder the classifier, the task head and the query library were trained on (MiniLM): the
+        index's own when it is MiniLM, else a MiniLM of the engine's (an e5 vector means nothing to them)."""
+        if self.index.config.embedding.model == ROUTING_MODEL:
+            return self.index.encoder
+        if self._routing_encoder is None:
+            self._routing_encoder = MiniLMEncoder()
+        return self._routing_encoder
+
+    def routing_vector(self, query: str, query_vector: np.ndarray) -> np.ndarray:
+        """`query_vector` (the index's encoding) as the routing models read it."""
+        if self.index.config.embedding.model == ROUTING_MODEL:
+            return query_vector
+        return self.routing_encoder.encode_query(query)
+
+    def reader_for(self, query: str, generator: Generator) -> Generator:
+        """The Chinese reader in place of the English span reader for a Chinese question (other generators,
+        LLMs included, read any language themselves)."""
+        if not isinstance(generator, SpanReaderGenerator) or detect_language(query).code != "zh":
+            return generator
+        if self._zh_reader is None:
+            from amsrag.generate.zh_reader import ZhReaderGenerator
+
+            self._zh_reader = ZhReaderGenerator()
+        return self._zh_reader
+
+    @property
     def classifier(self) -> ComplexityClassifier:
         if self._classifier is None:  # shares the index's encoder: one model per process
-            self._classifier = ComplexityClassifier.from_config(self.config.classifier, encoder=self.index.encoder)
+            self._classifier = ComplexityClassifier.from_config(self.config.classifier, encoder=self.routing_encoder)
         return self._classifier
 
     @property
@@ -325,7 +360,7 @@ class Engine:
         timings: Timings = {"embed": ms_since(t0)}
         complexity = self._classify(spec, query, query_vector, knows, timings)
         t = time.perf_counter()
-        decision, hits = self.taxonomy.decide(query, query_vector, complexity)
+        decision, hits = self.taxonomy.decide(query, self.routing_vector(query, query_vector), complexity)
         timings["taxonomy"] = ms_since(t)
         routed: RouteAnswer | None = None
         if decision.route == "table":
@@ -369,7 +404,7 @@ class Engine:
                   timings: Timings) -> ComplexityTrace:
         t = time.perf_counter()
         library = self.index.query_library() if self.config.classifier.library else None
-        pred = self.classifier.predict(query, query_vector=vector, library=library)
+        pred = self.classifier.predict(query, query_vector=self.routing_vector(query, vector), library=library)
         timings["classify"] = ms_since(t)
         label, alpha = retrieval_class(pred.label, pred.probs, pred.alpha, knows)
         if label != pred.label:  # what retrieval is configured by (the trace keeps both)
@@ -438,6 +473,7 @@ class Engine:
                k: int | None = None) -> Answered:
         """The evidence for `query` (corrective step included, or skipped by a confident reader) and
         `generator`'s answer over it; what `ask` runs after the TARG gate (the eval harness runs it too)."""
+        generator = self.reader_for(query, generator)
         knows = bool(generator.knows)
         side = self._side_route(query, system, query_vector, knows or self.generator_knows, generator)
         if isinstance(side, Answered):
