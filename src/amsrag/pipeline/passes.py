@@ -115,7 +115,8 @@ class RetrievalPass:
         index on first use, and what its features read from the index."""
         if self._learned is None:
             ranker = LearnedRanker.load(self.config.fusion.learned or None)
-            ranker.check_index(index_profile(self.index), self.index.location)
+            if self.index.config.embedding.model == "all-MiniLM-L6-v2-int8":  # else only its CA-RRF base is used
+                ranker.check_index(index_profile(self.index), self.index.location)
             self._learned = (ranker, IndexSignals(self.index))
         return self._learned
 
@@ -147,7 +148,8 @@ class RetrievalPass:
             second_hop = expand(self.index, query, fused, self.config.router.second_hop, plan.depth)
             fused = second_hop.fused
             timings[prefix + "second_hop"] = round(second_hop.ms, 3)
-        if spec.fusion == "learned" and len(fused):
+        # The shipped reranker reads MiniLM features: on an index with another encoder its CA-RRF base stands.
+        if spec.fusion == "learned" and len(fused) and self.index.config.embedding.model == "all-MiniLM-L6-v2-int8":
             t = time.perf_counter()
             fused = self.rerank(query, vector, complexity, runs, fused, second_hop, explain)
             timings[prefix + "rerank"] = ms_since(t)
