@@ -1,12 +1,16 @@
-"""The shipped complexity classifier on Chinese questions, before and after the Chinese feature cues.
+"""The shipped complexity classifier on Chinese questions: English cues, Chinese cues, neutral embedding.
 
     PYTHONPATH=src OMP_NUM_THREADS=1 python benchmarks/zh_classifier.py [--data ../shared/data] \
         [--baseline-features ../main/src/amsrag/classify/features.py] [--out docs/benchmarks/zh-classifier]
 
-- CMRC 2018 cal questions (802, each answered by one paragraph: one_hop): the class distribution with the
-  English-only features ("before", `english_features`, what every question got until now) and with
-  `question_features` ("after"); same embeddings, same shipped model, no retraining.
-- 12 hand-written Chinese multi-hop and comparison questions (`ZH_MULTI` below): the same two runs.
+- CMRC 2018 cal questions (802, each answered by one paragraph: one_hop): the class distribution in three
+  runs of the same shipped model (no retraining): "before" (English-only cues, `english_features`, and the
+  MiniLM embedding), "cues" (Chinese cues, `question_features`, MiniLM embedding) and "neutral" (Chinese
+  cues, the embedding set to the training mean: what `ComplexityClassifier.predict` does for a Chinese
+  question, since MiniLM maps most Han characters to [UNK]).
+- 12 hand-written Chinese multi-hop and comparison questions (`ZH_MULTI` below), the set the Chinese cues
+  were written against, and a held-out pair of sets written after them and never tuned on (`HELD_OUT_MULTI`,
+  `HELD_OUT_ONE`): the same three runs.
 - English features bit-identical: `question_features` against the baseline checkout's `features.py`
   on 500 English questions of HotpotQA (migres_hotpot_200) and 2WikiMultiHopQA (the first ones).
 """
@@ -37,6 +41,37 @@ ZH_MULTI = [  # bridge (a second passage needed) and comparison questions, writt
     "光荣公司的创始人的妻子叫什么名字？",
     "塞斯·罗根主演的第一部电影的导演是哪国人？",
 ]
+HELD_OUT_MULTI = [  # written after the cues and the neutral embedding were settled; never tuned on
+    "《西游记》作者的故乡在今天的哪个省？",
+    "发明电话的人出生在哪个国家？",
+    "李白和杜甫谁的年纪更大？",
+    "上海和北京哪个城市的人口更多？",
+    "执导《泰坦尼克号》的导演还拍过哪部科幻电影？",
+    "诺贝尔文学奖首位华人得主的母校在哪座城市？",
+    "阿里巴巴创始人毕业于哪所大学？",
+    "黄河和长江哪条河更长？",
+    "《三体》作者出生的城市属于哪个省？",
+    "第一个登上月球的人所在国家的首都是哪里？",
+    "沃兹尼亚克和乔布斯谁更年长？",
+    "清华大学第一任校长的出生地是哪里？",
+]
+HELD_OUT_ONE = [
+    "长江的长度是多少公里？",
+    "李白是哪个朝代的诗人？",
+    "《红楼梦》的作者是谁？",
+    "珠穆朗玛峰的海拔是多少米？",
+    "谁发明了电话？",
+    "熊猫主要吃什么？",
+    "中国的国土面积有多大？",
+    "故宫建于哪一年？",
+    "鲁迅的原名是什么？",
+    "黄河发源于哪里？",
+    "TARG 使用什么信号来决定是否需要检索？",
+    "把 M 误判为 S 的代价是把 S 误判为 M 的代价的多少倍？",
+]
+SETS = ("CMRC cal (one_hop)", "hand-written multi-hop / comparison", "held-out multi-hop / comparison",
+        "held-out one-hop")
+RUNS = ("before", "cues", "neutral")
 
 
 def _baseline(path: Path) -> Any:
@@ -57,14 +92,15 @@ def english_questions(data: Path, n: int) -> list[str]:
     return out
 
 
-def distribution(model: Any, vectors: np.ndarray, features: np.ndarray) -> dict[str, Any]:
+def distribution(model: Any, vectors: np.ndarray, features: np.ndarray, neutral: bool = False) -> dict[str, Any]:
     from amsrag.classify.model import comparisons
     from amsrag.types import COMPLEXITIES
 
-    label, probs = model.probabilities(vectors, features, comparison=comparisons(features))
+    blind = np.full(len(vectors), neutral)
+    label, probs = model.probabilities(vectors, features, comparison=comparisons(features), blind=blind)
     counts = Counter(COMPLEXITIES[int(i)] for i in label)
     hop = model.hop  # its logit = embedding part + feature part + intercept (standardised inputs)
-    x = hop.inputs(vectors, features)
+    x = hop.inputs(vectors, features, blind)
     dim = vectors.shape[1]
     return {"counts": {c: counts.get(c, 0) for c in COMPLEXITIES}, "mean_p_multi": float(probs[:, 2].mean()),
             "hop_logit_embedding_part": float((x[:, :dim] @ hop.coef[:dim]).mean()),
@@ -91,13 +127,15 @@ def main() -> None:
                                "hop_intercept": float(model.hop.intercept)}
     vectors = model.encoder.encode(english)
     results["English reference (2Wiki + HotpotQA, multi-hop)"] = distribution(model, vectors, features_batch(english))
-    sets = {"CMRC cal (one_hop)": [q.question for q in load_cmrc(args.data).split("cal")],
-            "hand-written multi-hop / comparison": ZH_MULTI}
+    sets = dict(zip(SETS, ([q.question for q in load_cmrc(args.data).split("cal")], ZH_MULTI, HELD_OUT_MULTI,
+                           HELD_OUT_ONE), strict=True))
     for name, questions in sets.items():
         vectors = model.encoder.encode(questions)
         before = np.stack([english_features(q) for q in questions])
         results[name] = {"before": distribution(model, vectors, before),
-                         "after": distribution(model, vectors, features_batch(questions))}
+                         "cues": distribution(model, vectors, features_batch(questions)),
+                         "neutral": distribution(model, vectors, features_batch(questions), neutral=True)}
+        results[name]["predict_labels"] = [p.label for p in model.predict_batch(questions, vectors)]
     write(results, args.out)
 
 
@@ -106,17 +144,19 @@ def write(results: dict[str, Any], out: Path) -> None:
     out.with_suffix(".json").write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     lines = ["# The shipped complexity classifier on Chinese questions", "", "```",
              "PYTHONPATH=src OMP_NUM_THREADS=1 python benchmarks/zh_classifier.py --data ../shared/data "
-             "--baseline-features ../main/src/amsrag/classify/features.py", "```", "",
-             "Same shipped model and embeddings; before = English cues only, after = Chinese cues on Chinese "
-             "questions. No retraining.", "",
+             "--baseline-features BASELINE/features.py", "```", "",
+             "Same shipped model (no retraining), three runs: before = English cues only and the MiniLM embedding; "
+             "cues = Chinese cues on Chinese questions, MiniLM embedding; neutral = Chinese cues and the embedding "
+             "set to the training mean (what `ComplexityClassifier.predict` does for a Chinese question: MiniLM "
+             "maps most Han characters to [UNK], so its vector says nothing the classifier learned to read). "
+             "The held-out sets were written after the cues and the neutral embedding were settled.", "",
              "Hop logit parts: the mean contribution of the embedding and of the structural features to the hop "
              "head's logit (standardised inputs times coefficients; the intercept is "
              f"{results['hop_intercept']:.2f}).", "",
-             "| questions | features | zero_hop | one_hop | multi_hop | mean p(multi_hop) | embedding part | "
+             "| questions | run | zero_hop | one_hop | multi_hop | mean p(multi_hop) | embedding part | "
              "feature part |",
              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    rows = [(name, when, results[name][when]) for name in ("CMRC cal (one_hop)", "hand-written multi-hop / comparison")
-            for when in ("before", "after")]
+    rows = [(name, run, results[name][run]) for name in SETS for run in RUNS]
     rows.append(("English reference (2Wiki + HotpotQA, multi-hop)", "English",
                  results["English reference (2Wiki + HotpotQA, multi-hop)"]))
     for name, when, d in rows:
@@ -124,10 +164,13 @@ def write(results: dict[str, Any], out: Path) -> None:
         lines.append(f"| {name} | {when} | {c['zero_hop']} | {c['one_hop']} | {c['multi_hop']} | "
                      f"{d['mean_p_multi']:.3f} | {d['hop_logit_embedding_part']:.2f} | "
                      f"{d['hop_logit_feature_part']:.2f} |")
-    lines += ["", "Hand-written questions, p(multi_hop) before -> after:", ""]
-    multi = results["hand-written multi-hop / comparison"]
-    for q, b, a in zip(ZH_MULTI, multi["before"]["p_multi"], multi["after"]["p_multi"], strict=True):
-        lines.append(f"- {q}: {b:.3f} -> {a:.3f}")
+    for name, questions in (("hand-written multi-hop / comparison", ZH_MULTI),
+                            ("held-out multi-hop / comparison", HELD_OUT_MULTI), ("held-out one-hop", HELD_OUT_ONE)):
+        lines += ["", f"{name}, p(multi_hop) before -> cues -> neutral (label by `predict`):", ""]
+        d = results[name]
+        for i, q in enumerate(questions):
+            lines.append(f"- {q}: {d['before']['p_multi'][i]:.3f} -> {d['cues']['p_multi'][i]:.3f} -> "
+                         f"{d['neutral']['p_multi'][i]:.3f} ({d['predict_labels'][i]})")
     lines += ["", f"English features bit-identical to the baseline on {results['english_questions']} questions: "
               f"{results['english_bit_identical']}"]
     out.with_suffix(".md").write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -115,3 +115,10 @@ def test_assess_and_correct_on_real_lists(step, slice_questions, slice_passages,
     c = amb.correct(q.question, qv, [slice_passages[i] for i in gold + unrelated], slice_vectors[gold + unrelated])
     assert c.assessment.action == "ambiguous" and c.escalate and c.kept == [0] and c.rewritten_query
     json.dumps(c.to_dict())
+
+
+def test_rewrite_query_keeps_a_chinese_question_whole():
+    q = "在复杂度类别 S、M、G、V 中，G 对应哪一类问题？"
+    assert rewrite_query(q) == q
+    assert rewrite_query("TARG  使用什么信号\n来决定是否需要检索？") == "TARG 使用什么信号 来决定是否需要检索？"
+    assert rewrite_query(q, llm=lambda prompt: "复杂度类别 G 含义") == "复杂度类别 G 含义"

@@ -101,3 +101,22 @@ def test_chinese_length_and_years() -> None:
     # 11 Han characters at 1.6 per word, and the number "2013" as a word
     assert row["log_words"] == pytest.approx(np.log1p(11 / 1.6 + 1), rel=1e-6)
     assert f("Google Earth是哪家公司开发的？")["names"] >= 1  # Latin-script name inside Chinese
+
+
+def test_a_chinese_question_is_classified_with_a_neutral_embedding() -> None:
+    """MiniLM cannot read Chinese: the classifier ignores the vector it gets and the features decide."""
+    from amsrag.classify.model import ComplexityClassifier
+
+    clf = ComplexityClassifier.load()
+    rng = np.random.default_rng(0)
+    q = "冯素弗的哥哥建立的国家的都城在哪里？"
+    a, b = (v / np.linalg.norm(v) for v in rng.normal(size=(2, 384)).astype(np.float32))
+    pa, pb = clf.predict(q, query_vector=a), clf.predict(q, query_vector=b)
+    assert pa.probs == pb.probs and not pa.embedding
+    assert pa.label == "multi_hop"  # its bridge cues (的…的…) decide; with the [UNK]-ridden vector it was one_hop
+    assert clf.predict("长江的长度是多少公里？", query_vector=a).label == "one_hop"
+    assert pa.to_dict()["embedding"] is False
+    english = "Who is the mother of the director of film Polish-Russian War (Film)?"
+    ea, eb = clf.predict(english, query_vector=a), clf.predict(english, query_vector=b)
+    assert ea.embedding and "embedding" not in ea.to_dict()
+    assert ea.probs != eb.probs  # an English question still reads its embedding

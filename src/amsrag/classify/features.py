@@ -157,13 +157,18 @@ def english_is_comparison(question: str) -> bool:
     return bool(_TWO_SIDES.search(question)) and _wh_type(_WORD.findall(question)) == "yesno"
 
 
+def is_chinese_question(question: str) -> bool:
+    """Whether `question` (its first `MAX_QUESTION_CHARS` characters) is Chinese (`is_mostly_han`)."""
+    question = bounded(question)
+    return not question.isascii() and is_mostly_han(question)
+
+
 def question_features(question: str) -> np.ndarray:
     """The feature row of `question` (of its first `MAX_QUESTION_CHARS` characters); a Chinese question
-    (`is_mostly_han`) gets the same slots from Chinese cues (`chinese_features`)."""
-    question = bounded(question)
-    if not question.isascii() and is_mostly_han(question):
-        return chinese_features(question)
-    return english_features(question)
+    (`is_chinese_question`) gets the same slots from Chinese cues (`chinese_features`)."""
+    if is_chinese_question(question):
+        return chinese_features(bounded(question))
+    return english_features(bounded(question))
 
 
 def english_features(question: str) -> np.ndarray:

@@ -11,7 +11,10 @@
   p(zero_hop) = z, p(one_hop) = (1 - z)(1 - p_h), p(multi_hop) = (1 - z) p_h;
   label = argmax, alpha = max probability;
 - query library (optional, per index): p_h is blended with the close labelled neighbours' vote
-  (`amsrag.classify.library`); the prediction says whether the library changed the label.
+  (`amsrag.classify.library`); the prediction says whether the library changed the label;
+- a question the English encoder cannot read (Chinese: MiniLM maps most Han characters to [UNK]) is
+  classified with a neutral embedding: its standardised embedding inputs are set to 0, the training mean,
+  so the structural features (Chinese cues included) decide; the query library is not consulted for it.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from amsrag.classify.features import (
     bounded,
     features_batch,
     is_blank,
+    is_chinese_question,
 )
 from amsrag.classify.library import LibrarySettings, LibraryVote, QueryLibrary, blend
 from amsrag.config import ClassifierConfig
@@ -61,10 +65,13 @@ class ComplexityPrediction:
     alpha: float  # calibrated probability of `label` (the max)
     library: LibraryVote | None = None  # the close labelled neighbours' vote, when there were any
     decided_by: str = "classifier"  # "library" when the vote changed the classifier's label
+    embedding: bool = True  # False: the encoder cannot read the question; its embedding was neutral
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"label": self.label, "probs": dict(self.probs), "alpha": self.alpha,
                                "decided_by": self.decided_by}
+        if not self.embedding:
+            out["embedding"] = False
         if self.library is not None:
             out["library"] = self.library.to_dict()
         return out
@@ -82,11 +89,15 @@ class Head:
     calibrator: Calibrator = field(default_factory=IdentityCalibrator)
     use_embedding: bool = True
 
-    def inputs(self, embeddings: np.ndarray, features: np.ndarray) -> np.ndarray:
-        return (head_inputs(embeddings, features, self.use_embedding, self.use_features) - self.mean) / self.scale
+    def inputs(self, embeddings: np.ndarray, features: np.ndarray, blind: np.ndarray | None = None) -> np.ndarray:
+        """Standardised inputs; rows where `blind` is set get a neutral embedding (the training mean)."""
+        x = (head_inputs(embeddings, features, self.use_embedding, self.use_features) - self.mean) / self.scale
+        if blind is not None and self.use_embedding:
+            x[np.asarray(blind, dtype=bool), : embeddings.shape[1]] = 0.0
+        return x
 
-    def logits(self, embeddings: np.ndarray, features: np.ndarray) -> np.ndarray:
-        return self.inputs(embeddings, features) @ self.coef + self.intercept
+    def logits(self, embeddings: np.ndarray, features: np.ndarray, blind: np.ndarray | None = None) -> np.ndarray:
+        return self.inputs(embeddings, features, blind) @ self.coef + self.intercept
 
     def with_calibrator(self, calibrator: Calibrator) -> Head:
         return Head(self.coef, self.intercept, self.mean, self.scale, self.use_features, calibrator, self.use_embedding)
@@ -182,16 +193,18 @@ class ComplexityClassifier:
             self._encoder = MiniLMEncoder()
         return self._encoder
 
-    def raw_logits(self, embeddings: np.ndarray, features: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-        zk = None if self.knowledge is None else self.knowledge.logits(embeddings, features)
-        return self.hop.logits(embeddings, features), zk
+    def raw_logits(self, embeddings: np.ndarray, features: np.ndarray,
+                   blind: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+        """(hop logits, knowledge logits or None); `blind` rows get a neutral embedding (`Head.inputs`)."""
+        zk = None if self.knowledge is None else self.knowledge.logits(embeddings, features, blind)
+        return self.hop.logits(embeddings, features, blind), zk
 
     def probabilities(
         self, embeddings: np.ndarray, features: np.ndarray, calibrated: bool = True,
-        comparison: np.ndarray | None = None,
+        comparison: np.ndarray | None = None, blind: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """(label index (n,), probs (n, 3)) for precomputed embeddings and features."""
-        zh, zk = self.raw_logits(embeddings, features)
+        zh, zk = self.raw_logits(embeddings, features, blind)
         label, gate = decide(zh, zk, self.zero_logit, comparison)
         p_multi, p_zero = self.head_probabilities(zh, zk, calibrated)
         return label, combine(p_multi, p_zero, gate)
@@ -227,19 +240,22 @@ class ComplexityClassifier:
             return []
         vectors = self._vectors(qs, query_vectors)
         features = features_batch(qs)
-        zh, zk = self.raw_logits(vectors, features)
+        blind = np.array([is_chinese_question(q) for q in qs], dtype=bool)
+        zh, zk = self.raw_logits(vectors, features, blind)
         label, gate = decide(zh, zk, self.zero_logit, comparisons(features))
         p_multi, p_zero = self.head_probabilities(zh, zk)
         out = []
         for i in range(len(qs)):
-            vote = library.vote(vectors[i], self.library_settings) if library is not None and len(library) else None
+            vote = (library.vote(vectors[i], self.library_settings)
+                    if library is not None and len(library) and not blind[i] else None)
             p_h = blend(float(p_multi[i]), vote) if vote is not None else float(p_multi[i])
             probs = combine(np.array([p_h]), p_zero[i:i + 1], gate[i:i + 1])[0]
             own = COMPLEXITIES[int(label[i])]
             c: Complexity = own if gate[i] else ("multi_hop" if p_h >= 0.5 else "one_hop")
             p: dict[str, float] = {name: float(probs[j]) for j, name in enumerate(COMPLEXITIES)}
             out.append(ComplexityPrediction(label=c, probs=p, alpha=p[c], library=vote,
-                                            decided_by="library" if c != own else "classifier"))
+                                            decided_by="library" if c != own else "classifier",
+                                            embedding=not blind[i]))
         return out
 
     def predict(self, question: str, query_vector: np.ndarray | None = None,

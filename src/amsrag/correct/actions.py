@@ -23,6 +23,7 @@ from amsrag.config import CorrectiveConfig
 from amsrag.correct.evaluator import RetrievalEvaluator, passage_field
 from amsrag.correct.text import content_terms, query_entities, tokenizer
 from amsrag.ingest.chunking import TokenCounter
+from amsrag.retrieve.entities_zh import has_han
 
 Action = Literal["correct", "ambiguous", "incorrect"]
 _WORD = re.compile(r"[\w'’\-]+")
@@ -158,7 +159,8 @@ def rewrite_query(query: str, passages: Sequence[Any] = (), max_terms: int = 12,
                   llm: Callable[[str], str] | None = None) -> str:
     """A keyword query for a wider or external search: the question's key entities first, then its content
     words (no question words), at most `max_terms` items. With `llm`, the model rewrites the question
-    (one line, no quotes); an empty or failed LLM answer falls back to the keyword rewrite."""
+    (one line, no quotes); an empty or failed LLM answer falls back to the keyword rewrite. A question with
+    Chinese in it is kept whole (whitespace collapsed)."""
     if llm is not None:
         try:
             prompt = ("Rewrite the question as a short web search query with its key entities and terms. "
@@ -168,6 +170,10 @@ def rewrite_query(query: str, passages: Sequence[Any] = (), max_terms: int = 12,
                 return out
         except Exception:  # an LLM failure must not cost the corrective step; keywords still work
             pass
+    if has_han(query):
+        # BM25 segments Chinese and drops its stop words itself; a keyword list of whole Han runs would lose
+        # the question's single Latin letters and numbers ("G 对应哪一类问题" → "对应哪一类问题").
+        return " ".join(query.split())
     entities = query_entities(query, [passage_field(p, "title") for p in passages])
     items: list[str] = []
     covered: set[str] = set()

@@ -409,9 +409,9 @@ class Engine:
         label, alpha = retrieval_class(pred.label, pred.probs, pred.alpha, knows)
         if label != pred.label:  # what retrieval is configured by (the trace keeps both)
             return ComplexityTrace(pred.label, dict(pred.probs), pred.alpha, label, alpha, pred.library,
-                                   pred.decided_by)
+                                   pred.decided_by, pred.embedding)
         return ComplexityTrace(pred.label, dict(pred.probs), pred.alpha, library=pred.library,
-                               decided_by=pred.decided_by)
+                               decided_by=pred.decided_by, embedding=pred.embedding)
 
     def _plan(self, spec: SystemSpec, complexity: ComplexityTrace | None, knows: bool) -> RoutePlan:
         cfg = self.config.router

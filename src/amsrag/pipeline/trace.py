@@ -39,6 +39,7 @@ class ComplexityTrace:
     route_alpha: float | None = None
     library: LibraryVote | None = None  # the query library's vote (close labelled neighbours), if any
     decided_by: str = "classifier"  # "library" when the vote changed the classifier's label
+    embedding: bool = True  # False: the routing encoder cannot read the question (Chinese); features decided
 
     @property
     def routed(self) -> tuple[str, float]:
@@ -50,6 +51,8 @@ class ComplexityTrace:
         out: dict[str, Any] = {"label": self.label, "probs": dict(self.probs), "alpha": self.alpha}
         out["route_label"], out["route_alpha"] = self.routed
         out["decided_by"] = self.decided_by
+        if not self.embedding:
+            out["embedding"] = False
         if self.library is not None:
             out["library"] = self.library.to_dict()
         return out
