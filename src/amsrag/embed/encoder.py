@@ -19,6 +19,7 @@ import numpy as np
 from amsrag.config import EmbeddingConfig
 from amsrag.embed.batching import run_batches
 
+MINILM_MODEL = "all-MiniLM-L6-v2-int8"  # its `EmbeddingConfig.model` name, the default
 DIMENSION = 384
 
 
