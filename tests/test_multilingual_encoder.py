@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import shutil
 import threading
+from typing import get_args
 
 import numpy as np
 import pytest
 
 from amsrag.config import AmsragConfig, EmbeddingConfig
-from amsrag.embed import MiniLMEncoder, encoder_for, model_id_for
+from amsrag.embed import MINILM_MODEL, MiniLMEncoder, encoder_for, model_id_for
 from amsrag.embed.multilingual import MODEL_NAME, E5SmallEncoder, EncoderUnavailableError, package_version
 from amsrag.errors import AmsragError, IndexMismatchError, InputError
 from amsrag.types import Passage
@@ -156,6 +157,13 @@ def test_model_ids_and_factory(e5) -> None:
     assert EmbeddingConfig().model == "all-MiniLM-L6-v2-int8"  # the default stays MiniLM
     with pytest.raises(ValueError, match=r"needs embedding\.model"):
         E5SmallEncoder(EmbeddingConfig())
+
+
+def test_model_names_are_the_config_choices() -> None:
+    # `EmbeddingConfig.model` spells the names out (pydantic needs a Literal): the constants must stay among them.
+    choices = get_args(EmbeddingConfig.model_fields["model"].annotation)
+    assert MINILM_MODEL in choices and MODEL_NAME in choices
+    assert EmbeddingConfig().model == MINILM_MODEL
 
 
 def test_missing_package_is_a_clear_error(monkeypatch) -> None:

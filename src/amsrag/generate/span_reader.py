@@ -11,7 +11,6 @@ abstains ("insufficient evidence"). The artifact is `reader.onnx` with its card 
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import threading
@@ -25,11 +24,11 @@ from typing import Any
 
 import numpy as np
 
-from amsrag.artifacts import file_sha256
 from amsrag.config import GeneratorConfig
 from amsrag.errors import AmsragError
 from amsrag.generate.base import ABSTAIN, EvidencePassage, Generation, check_passages
 from amsrag.generate.metrics import normalize_answer
+from amsrag.generate.onnx_artifact import OnnxArtifact
 
 MODEL_FILE = "reader.onnx"
 CARD_FILE = "reader.json"
@@ -51,6 +50,9 @@ InferFn = Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.nd
 
 class ReaderArtifactError(AmsragError):
     """The reader's model or card is missing or unreadable (the message names the file)."""
+
+
+ARTIFACT = OnnxArtifact("reader", CARD_FILE, MODEL_FILE, "amsrag reader train --out DIR", ReaderArtifactError)
 
 
 def default_directory() -> Path:
@@ -203,39 +205,13 @@ class SpanReader:
 
     @classmethod
     def load(cls, directory: Path | str | None = None, threads: int = 1) -> SpanReader:
-        d = Path(directory) if directory is not None else default_directory()
-        card_path, model_path = d / CARD_FILE, d / MODEL_FILE
-        try:
-            card = json.loads(card_path.read_text(encoding="utf-8"))
-            if not isinstance(card, dict):
-                raise ValueError("not a JSON object")
-        except FileNotFoundError as e:
-            raise ReaderArtifactError(f"{card_path}: reader card not found (train one: "
-                                      "amsrag reader train --out DIR)") from e
-        except (OSError, ValueError) as e:
-            raise ReaderArtifactError(f"{card_path}: reader card unreadable ({e})") from e
-        if not model_path.is_file():
-            raise ReaderArtifactError(f"{model_path}: reader model not found")
-        want = str((card.get("artifact") or {}).get("sha256", ""))
-        if want:
-            got = file_sha256(model_path)
-            if got != want:
-                raise ReaderArtifactError(f"{model_path}: sha256 {got[:12]}… does not match its card {card_path} "
-                                          f"({want[:12]}…): a different or damaged model")
-        import onnxruntime as ort
         from tokenizers import Tokenizer
 
         from amsrag.embed.encoder import tokenizer_path
 
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = max(1, threads)
-        opts.inter_op_num_threads = 1
-        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        opts.add_session_config_entry("session.inter_op.allow_spinning", "0")
-        try:
-            session = ort.InferenceSession(str(model_path), opts, providers=["CPUExecutionProvider"])
-        except Exception as e:  # onnxruntime raises its own types for a corrupt file
-            raise ReaderArtifactError(f"{model_path}: reader model unreadable ({type(e).__name__}: {e})") from e
+        d = Path(directory) if directory is not None else default_directory()
+        card = ARTIFACT.read_card(d)
+        session = ARTIFACT.session(d, threads)
         tok_file = tokenizer_path()
         try:
             tokenizer = Tokenizer.from_file(str(tok_file))

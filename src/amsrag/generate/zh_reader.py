@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from amsrag.artifacts import file_sha256
 from amsrag.errors import AmsragError
 from amsrag.generate.base import ABSTAIN, EvidencePassage, Generation, check_passages
+from amsrag.generate.onnx_artifact import OnnxArtifact
 from amsrag.generate.zh_metrics import normalize_zh
 
 MODEL_FILE = "reader_zh.onnx"
@@ -48,6 +48,10 @@ InferFn = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
 
 class ZhReaderArtifactError(AmsragError):
     """The Chinese reader's model, tokenizer or card is missing or unreadable (the message names the file)."""
+
+
+ARTIFACT = OnnxArtifact("Chinese reader", CARD_FILE, MODEL_FILE,
+                        "python -m amsrag.learn.reader_zh.run --data DIR --out DIR", ZhReaderArtifactError)
 
 
 def default_directory() -> Path:
@@ -223,36 +227,9 @@ class ZhReader:
     @classmethod
     def load(cls, directory: Path | str | None = None, threads: int = 1) -> ZhReader:
         d = Path(directory) if directory is not None else default_directory()
-        card_path, model_path = d / CARD_FILE, d / MODEL_FILE
-        try:
-            card = json.loads(card_path.read_text(encoding="utf-8"))
-            if not isinstance(card, dict):
-                raise ValueError("not a JSON object")
-        except FileNotFoundError as e:
-            raise ZhReaderArtifactError(f"{card_path}: Chinese reader card not found (train one: python -m "
-                                        "amsrag.learn.reader_zh.run --data DIR --out DIR)") from e
-        except (OSError, ValueError) as e:
-            raise ZhReaderArtifactError(f"{card_path}: Chinese reader card unreadable ({e})") from e
-        if not model_path.is_file():
-            raise ZhReaderArtifactError(f"{model_path}: Chinese reader model not found")
-        want = str((card.get("artifact") or {}).get("sha256", ""))
-        if want:
-            got = file_sha256(model_path)
-            if got != want:
-                raise ZhReaderArtifactError(f"{model_path}: sha256 {got[:12]}… does not match its card "
-                                            f"({want[:12]}…): a different or damaged model")
+        card = ARTIFACT.read_card(d)
         tokenizer = ZhTokenizer.from_files(d / TOKENIZER_FILE, d / NORMALIZER_FILE)
-        import onnxruntime as ort
-
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = max(1, threads)
-        opts.inter_op_num_threads = 1
-        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        opts.add_session_config_entry("session.inter_op.allow_spinning", "0")
-        try:
-            session = ort.InferenceSession(str(model_path), opts, providers=["CPUExecutionProvider"])
-        except Exception as e:  # onnxruntime raises its own types for a corrupt file
-            raise ZhReaderArtifactError(f"{model_path}: model unreadable ({type(e).__name__}: {e})") from e
+        session = ARTIFACT.session(d, threads)
 
         def infer(ids: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             s, e = session.run(None, {"input_ids": ids, "attention_mask": mask})

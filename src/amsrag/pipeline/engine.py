@@ -19,7 +19,7 @@ from amsrag.classify import ComplexityClassifier
 from amsrag.classify.features import EMPTY_QUESTION, is_blank
 from amsrag.config import AmsragConfig
 from amsrag.correct import Strip
-from amsrag.embed.encoder import Encoder, MiniLMEncoder
+from amsrag.embed.encoder import MINILM_MODEL, Encoder, MiniLMEncoder
 from amsrag.errors import InputError
 from amsrag.generate import (
     CalibratedReader,
@@ -71,7 +71,7 @@ def check_question(question: object, limit: int) -> str:
     return stripped
 
 
-ROUTING_MODEL = "all-MiniLM-L6-v2-int8"  # what the classifier, task head and query library read
+ROUTING_MODEL = MINILM_MODEL  # what the classifier, task head and query library read
 
 
 @dataclass(frozen=True, slots=True)

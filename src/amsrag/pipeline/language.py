@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from amsrag.config import AmsragConfig
+from amsrag.embed.encoder import MINILM_MODEL
 from amsrag.ingest.language import UNDETERMINED, detect_language
 
-ENGLISH_ONLY_ENCODERS = frozenset({"all-MiniLM-L6-v2-int8"})
+ENGLISH_ONLY_ENCODERS = frozenset({MINILM_MODEL})
 MULTILINGUAL_ENCODER = "multilingual-e5-small-q4"  # what a warning suggests
 LANGUAGE_NAMES = {"zh": "Chinese", "ja": "Japanese", "ko": "Korean", "en": "English"}
 

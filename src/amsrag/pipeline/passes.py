@@ -11,6 +11,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from amsrag.config import AmsragConfig, FusionConfig
+from amsrag.embed.encoder import MINILM_MODEL
 from amsrag.fuse import CARRF, RRF, FusedItem, FusedList, MMRGate, MMRResult, adaptive_k, mmr, mmr_applies, redundancy
 from amsrag.fuse.experts import ExpertFuser, ExpertMemory, load_memory
 from amsrag.fuse.features import HOP_LIST, QueryContext
@@ -115,7 +116,7 @@ class RetrievalPass:
         index on first use, and what its features read from the index."""
         if self._learned is None:
             ranker = LearnedRanker.load(self.config.fusion.learned or None)
-            if self.index.config.embedding.model == "all-MiniLM-L6-v2-int8":  # else only its CA-RRF base is used
+            if self.index.config.embedding.model == MINILM_MODEL:  # else only its CA-RRF base is used
                 ranker.check_index(index_profile(self.index), self.index.location)
             self._learned = (ranker, IndexSignals(self.index))
         return self._learned
@@ -149,7 +150,7 @@ class RetrievalPass:
             fused = second_hop.fused
             timings[prefix + "second_hop"] = round(second_hop.ms, 3)
         # The shipped reranker reads MiniLM features: on an index with another encoder its CA-RRF base stands.
-        if spec.fusion == "learned" and len(fused) and self.index.config.embedding.model == "all-MiniLM-L6-v2-int8":
+        if spec.fusion == "learned" and len(fused) and self.index.config.embedding.model == MINILM_MODEL:
             t = time.perf_counter()
             fused = self.rerank(query, vector, complexity, runs, fused, second_hop, explain)
             timings[prefix + "rerank"] = ms_since(t)
