@@ -203,3 +203,16 @@ def test_index_of_one_model_refuses_the_other(tmp_path) -> None:
     (tmp_path / "as-minilm" / "config.toml").write_text(AmsragConfig().to_toml(), encoding="utf-8")
     with pytest.raises(IndexMismatchError, match="multilingual-e5-small-q4"):
         EmbeddedIndex.open(tmp_path / "as-minilm")
+
+
+def test_the_routing_encoder_is_minilm_on_any_index() -> None:
+    """The query library and the classifier read MiniLM vectors: on an e5 index, questions stored in the
+    library (`route learn`, POST /v1/route/library) are embedded by MiniLM, not by the index's encoder."""
+    from amsrag.config import EmbeddingConfig
+    from amsrag.embed import MiniLMEncoder
+    from amsrag.embed.factory import routing_encoder_for
+
+    own = object()
+    e5 = routing_encoder_for(EmbeddingConfig(model="multilingual-e5-small-q4"), own)  # type: ignore[arg-type]
+    assert isinstance(e5, MiniLMEncoder)
+    assert routing_encoder_for(EmbeddingConfig(), own) is own  # type: ignore[arg-type]

@@ -147,8 +147,9 @@ def route_learn(
     as_json: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
-    """Add labelled queries to the index's query library (embedded with the index's encoder); a question
+    """Add labelled queries to the index's query library (embedded as the classifier reads them); a question
     stored with another label is relabelled: the latest confirmation wins."""
+    from amsrag.embed.factory import routing_encoder_for
     from amsrag.learn.label import read_hop_labels
     from amsrag.progress import progress_for
     from amsrag.store.open import open_index
@@ -159,7 +160,7 @@ def route_learn(
         raise InputError("--source must be a non-empty name")
     with open_index(index) as idx:
         with progress_for(err, quiet) as progress, progress.task("library: embed", len(questions)) as adv:
-            vectors = idx.encoder.encode(questions, adv)
+            vectors = routing_encoder_for(idx.config.embedding, idx.encoder).encode(questions, adv)
         library = idx.query_library().copy()
         report = library.add(questions, hops, vectors, name)
         if report.added or report.relabelled:

@@ -19,7 +19,8 @@ from amsrag.classify import ComplexityClassifier
 from amsrag.classify.features import EMPTY_QUESTION, is_blank
 from amsrag.config import AmsragConfig
 from amsrag.correct import Strip
-from amsrag.embed.encoder import MINILM_MODEL, Encoder, MiniLMEncoder
+from amsrag.embed.encoder import Encoder, MiniLMEncoder
+from amsrag.embed.factory import ROUTING_MODEL
 from amsrag.errors import InputError
 from amsrag.generate import (
     CalibratedReader,
@@ -69,9 +70,6 @@ def check_question(question: object, limit: int) -> str:
     if is_blank(stripped):
         raise QuestionError("invalid_request", EMPTY_QUESTION)
     return stripped
-
-
-ROUTING_MODEL = MINILM_MODEL  # what the classifier, task head and query library read
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,7 +257,7 @@ class Engine:
         """The encoder the classifier, the task head and the query library were trained on (MiniLM): the
         index's own when it is MiniLM, else a MiniLM of the engine's (an e5 vector means nothing to them)."""
         if self.index.config.embedding.model == ROUTING_MODEL:
-            return self.index.encoder
+            return self.index.encoder  # live: a refreshed index may hold a new encoder
         if self._routing_encoder is None:
             self._routing_encoder = MiniLMEncoder()
         return self._routing_encoder

@@ -246,8 +246,8 @@ class Service:
     def learn_queries(self, questions: list[str], hops: list[str], source: str) -> dict[str, Any]:
         """Runs on the writer thread: embeds under the shared lock, then adds and saves under the exclusive one."""
         index = self.engine.index
-        with self.lock.read():
-            vectors = index.encoder.encode(questions)
+        with self.lock.read():  # in the routing models' space (MiniLM), whatever the index's encoder
+            vectors = self.engine.routing_encoder.encode(questions)
         with self.lock.write():
             library = index.query_library().copy()
             report = library.add(questions, hops, vectors, source)
