@@ -34,6 +34,12 @@ class TestEmbeddedConformance(PassageIndexConformance):
     def reopen(self, index):
         return EmbeddedIndex.open(index.path)
 
+    def drop_graph_params(self, index, keys):
+        manifest = json.loads((index.path / "manifest.json").read_text())
+        for key in keys:
+            manifest["components"]["graph"]["params"].pop(key, None)
+        (index.path / "manifest.json").write_text(json.dumps(manifest))
+
 
 class TestPostgresConformance(PassageIndexConformance):
     backend = "postgres"
@@ -55,6 +61,13 @@ class TestPostgresConformance(PassageIndexConformance):
         from amsrag.store.postgres.store import PostgresIndex
 
         return PostgresIndex.open(index.dsn)
+
+    def drop_graph_params(self, index, keys):
+        import psycopg
+
+        with psycopg.connect(index.dsn, autocommit=True) as conn:
+            conn.execute("UPDATE amsrag.meta SET value = jsonb_set(value, '{graph}', (value->'graph') - %s::text[]) "
+                         "WHERE key = 'params'", (list(keys),))
 
 
 def test_postgres_index_satisfies_the_protocol(pg_built_index) -> None:

@@ -738,3 +738,26 @@ def test_tables_and_themes_on_postgres(pg, slice_passages, slice_vectors) -> Non
         assert a.citations and all("#row=" in c for c in a.citations)
     finally:
         other.close()
+
+
+def test_export_leaves_chinese_ner_of_other_settings_behind(tmp_path, pg_url) -> None:
+    """An embedded graph built with other Chinese entity settings than its config now names: the copy in
+    PostgreSQL records the config's, so the NER of its Chinese passages runs again there."""
+    import numpy as np
+
+    from amsrag.store.open import export_index
+    from amsrag.store.postgres.store import PostgresIndex
+
+    path = tmp_path / "idx"
+    texts = {"zh": "长宁区是上海市的一个市辖区。鲁迅曾住在江苏路街道附近。", "en": "Ada Lovelace wrote notes."}
+    vectors = np.eye(2, 384, dtype=np.float32)
+    with EmbeddedIndex.create(path, AmsragConfig.model_validate({"graph": {"ner_zh": False}})) as idx:
+        idx.add([Passage(id=k, text=v) for k, v in texts.items()], vectors=vectors)
+    AmsragConfig.model_validate({}).save(path / "config.toml")  # ner_zh back on, as a user's edit would
+    with EmbeddedIndex.open(path) as source:
+        assert source.check().repairable == ["graph"]
+        export_index(source, pg_url)
+    with PostgresIndex.open(pg_url) as pg:
+        graph = pg.retriever("graph").graph
+        assert "江苏路街道" in {graph.entity_key_of(e) for e in graph.query_entities("江苏路街道在哪个区？")}
+        assert pg.check().ok

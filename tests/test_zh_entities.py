@@ -216,3 +216,87 @@ def test_update_finds_a_new_chinese_title_in_old_passages(fake_nlp: FakeNlp) -> 
     config = GraphConfig()
     updated = EntityGraph.build(old, config).update(new, [], lambda: [*old, *new], source=TokenSource([*old, *new]))
     assert updated.entities_of(0) == EntityGraph.build([*old, *new], config).entities_of(0)
+
+
+# ---- what the manifest records ---------------------------------------------------------------------------------------
+def test_graph_params_record_the_chinese_settings() -> None:
+    from amsrag.retrieve.entities import CJK_MATCHING_VERSION
+    from amsrag.retrieve.entities_zh import ZH_NER_VERSION
+
+    on = EntityGraph.expected_params(GraphConfig())
+    assert on["ner_zh"] is True and on["zh_ner"] == ZH_NER_VERSION and on["jieba_version"]
+    assert on["cjk_matching"] == CJK_MATCHING_VERSION
+    off = EntityGraph.expected_params(GraphConfig(ner_zh=False))
+    assert off["ner_zh"] is False and "zh_ner" not in off and "jieba_version" not in off
+    assert EntityGraph.build([], GraphConfig(ner_zh=False)).with_config(GraphConfig()).config.ner_zh is False
+
+
+def test_chinese_settings_never_refuse_an_index() -> None:
+    from amsrag.retrieve.graph import ZH_PARAMS
+    from amsrag.store.writes import param_differences, refusing_differences, zh_graph_problem
+
+    expected = EntityGraph.expected_params(GraphConfig())
+    legacy = {k: v for k, v in expected.items() if k not in ZH_PARAMS}  # as amsrag recorded before
+    assert param_differences(legacy, expected) and not refusing_differences("graph", legacy, expected)
+    assert refusing_differences("graph", {**legacy, "min_mention_chars": 4}, expected)  # the others still do
+    assert refusing_differences("bm25", {"ner_zh": False}, {"ner_zh": True})
+    assert zh_graph_problem(legacy, expected, lambda: 0) is None  # no Chinese text: nothing to rebuild
+    assert zh_graph_problem(expected, expected, lambda: 3) is None
+    problem = zh_graph_problem(legacy, expected, lambda: 3)
+    assert problem is not None and "before amsrag recorded" in problem and "--component graph" in problem
+    other = zh_graph_problem({**expected, "ner_zh": False}, expected, lambda: 3)
+    assert other is not None and "ner_zh: index has False" in other
+
+
+def test_update_config_still_refuses_a_new_ner_zh(tmp_path) -> None:
+    from amsrag.config import AmsragConfig
+    from amsrag.errors import InputError
+    from amsrag.store import EmbeddedIndex
+
+    with EmbeddedIndex.create(tmp_path / "idx") as idx, pytest.raises(InputError, match="ner_zh"):
+        idx.update_config(AmsragConfig.model_validate({"graph": {"ner_zh": False}}))
+
+
+# ---- the corrective evaluator's passage labels -------------------------------------------------------------------
+def _english_labels(texts: list[str]) -> list[frozenset[str]]:
+    """`passage_labels` as it was before Chinese texts had their own route: spaCy plus the patterns."""
+    from amsrag.correct import text as t
+
+    out = []
+    for text, doc in zip(texts, entities.ner_pipeline().pipe(texts), strict=True):
+        labels = {e.label_ for e in doc.ents}
+        if t._YEAR.search(text) or t._MONTH.search(text):
+            labels.add("DATE")
+        if t._NUMBER.search(text):
+            labels.add("CARDINAL")
+        out.append(frozenset(labels))
+    return out
+
+
+def test_passage_labels_of_chinese_text() -> None:
+    from amsrag.correct.text import passage_labels
+
+    zh, mixed = "鲁迅1881年生于浙江绍兴，著有《呐喊》。", "由KML文件，在Google Earth作完整呈现，1990年"
+    got = passage_labels([zh, mixed])
+    assert got[0] == {"PERSON", "GPE", "WORK_OF_ART", "DATE", "CARDINAL"}
+    assert {"PRODUCT", "DATE"} <= got[1] and _english_labels([mixed])[0] <= got[1]  # mixed: both
+    assert _english_labels([zh])[0] != got[0]  # what spaCy's English model made of it
+
+
+def test_ner_version_names_the_chinese_extractor() -> None:
+    from amsrag.correct.text import ner_version
+    from amsrag.retrieve.entities_zh import ZH_NER_VERSION, zh_ner_info
+
+    assert ZH_NER_VERSION in ner_version() and f"jieba=={zh_ner_info()['jieba_version']}" in ner_version()
+
+
+@pytest.mark.slow
+def test_passage_labels_of_english_unchanged_on_hotpotqa(shared_data) -> None:
+    import json
+
+    from amsrag.correct.text import passage_labels
+
+    corpus = json.loads((shared_data / "hotpotqa" / "hipporag_hotpotqa_train_100_corpus.json").read_text("utf-8"))
+    texts = ["".join(sentences) for sentences in corpus.values()][:400]
+    assert sum(not t.isascii() for t in texts) > 50  # accents, and a few Han characters in English text
+    assert passage_labels(texts) == _english_labels(texts)

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from amsrag.config import BM25Config
 from amsrag.retrieve.bm25 import BM25Tokenizer
-from amsrag.retrieve.entities import entity_key, ner_pipeline, title_surfaces
+from amsrag.retrieve.entities import entity_key, ner_pipeline, ner_routes, title_surfaces
+from amsrag.retrieve.entities_zh import zh_entities, zh_ner_info
 
 # Expected answer type -> spaCy labels that satisfy it.
 ANSWER_TYPES: dict[str, frozenset[str]] = {
@@ -35,6 +36,9 @@ _WORK_NOUNS = ("film", "movie", "song", "album", "book", "novel", "show", "serie
 _YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})s?\b")
 _NUMBER = re.compile(r"\b\d[\d,.]*\b")
 _MONTH = re.compile(r"\b(January|February|March|April|May|June|July|August|September|October|November|December)\b")
+# `\b` does not separate a digit from a Han character (both are \w), so Chinese text has patterns of its own
+_ZH_DATE = re.compile(r"\d{1,4}\s*年|\d{1,2}\s*月|\d{1,2}\s*日|[一二三四五六七八九十]{1,3}月")
+_ZH_NUMBER = re.compile(r"\d")
 _QUOTED = re.compile(r"[\"“]([^\"”]{2,80})[\"”]")
 _WORD = re.compile(r"[\w][\w'’.\-&]*")
 _CONNECTORS = frozenset({"of", "the", "and", "de", "von", "van", "da", "del", "la", "le", "du", "&", "for", "in"})
@@ -162,24 +166,34 @@ def entity_coverage(key: str, text_lower: str, text_terms: set[str]) -> float:
 
 
 def passage_labels(texts: Sequence[str], batch_size: int = 64) -> list[frozenset[str]]:
-    """spaCy NER labels present in each text, plus DATE / CARDINAL from year, month and number patterns."""
-    out: list[frozenset[str]] = []
-    for text, doc in zip(texts, ner_pipeline().pipe(list(texts), batch_size=batch_size), strict=True):
-        labels = {e.label_ for e in doc.ents}
-        if _YEAR.search(text) or _MONTH.search(text):
-            labels.add("DATE")
-        if _NUMBER.search(text):
-            labels.add("CARDINAL")
-        out.append(frozenset(labels))
-    return out
+    """NER labels present in each text, plus DATE / CARDINAL from year, month and number patterns. Texts are
+    routed as the graph's passages are (`ner_routes`): a Chinese one gets the labels of `entities_zh` (spaCy's
+    names) and the Chinese date and number patterns, a mixed one both, any other spaCy's English NER."""
+    english, zh = ner_routes(texts, chinese=True)
+    labels: list[set[str]] = [set() for _ in texts]
+    docs = ner_pipeline().pipe([texts[i] for i in english], batch_size=batch_size)
+    for i, doc in zip(english, docs, strict=True):
+        labels[i].update(e.label_ for e in doc.ents)
+        if _YEAR.search(texts[i]) or _MONTH.search(texts[i]):
+            labels[i].add("DATE")
+        if _NUMBER.search(texts[i]):
+            labels[i].add("CARDINAL")
+    for i in zh:
+        labels[i].update(label for _, label in zh_entities(texts[i]))
+        if _ZH_DATE.search(texts[i]):
+            labels[i].add("DATE")
+        if _ZH_NUMBER.search(texts[i]):
+            labels[i].add("CARDINAL")
+    return [frozenset(found) for found in labels]
 
 
 def ner_version() -> str:
     """What `passage_labels` output depends on (cache key)."""
     from amsrag.retrieve.entities import spacy_info
 
-    info = spacy_info()
-    return f"labels-1|{info['spacy_model']}=={info['spacy_model_version']}|spacy=={info['spacy_version']}"
+    info, zh = spacy_info(), zh_ner_info()
+    return (f"labels-2|{info['spacy_model']}=={info['spacy_model_version']}|spacy=={info['spacy_version']}"
+            f"|{zh['zh_ner']}|jieba=={zh['jieba_version']}")
 
 
 def type_match(kind: str, labels: frozenset[str]) -> float:

@@ -128,6 +128,18 @@ _SPACELESS = ((0x3040, 0x30FF), (0x31F0, 0x31FF), (0x3400, 0x4DBF), (0x4E00, 0x9
               (0x20000, 0x3134F))
 
 
+# Bump when matching next to such characters changes (`SurfaceMatcher` boundaries, `_weighted_len`): a graph records
+# it, and one matched otherwise has other mentions in texts holding them.
+CJK_MATCHING_VERSION = "spaceless-boundaries-1"
+SPACELESS_CLASS = "[" + "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in _SPACELESS) + "]"  # a regex, also PostgreSQL's
+_SPACELESS_CHAR = re.compile(SPACELESS_CLASS)
+
+
+def has_spaceless(text: str) -> bool:
+    """Whether `text` holds a Han or kana character: the texts whose entities the Chinese settings can change."""
+    return not text.isascii() and _SPACELESS_CHAR.search(text) is not None
+
+
 def _is_spaceless(code: int) -> bool:
     """A letter of a script written without spaces between words: Han ideographs, hiragana, katakana."""
     return any(lo <= code <= hi for lo, hi in _SPACELESS)
@@ -294,6 +306,13 @@ def spacy_info() -> dict[str, str]:
 def _entity_surfaces(ents: Iterable[Span], labels: frozenset[str]) -> tuple[str, ...]:
     """Whitespace-collapsed, unique, sorted surface forms of the entities with a wanted label."""
     return tuple(sorted({" ".join(ent.text.split()) for ent in ents if ent.label_ in labels} - {""}))
+
+
+def query_ner_keys(query: str, labels: Iterable[str], min_chars: int, chinese: bool) -> list[str]:
+    """Entity keys of the named entities in a question, found as in a passage (`extract_ner`: a Chinese
+    question by `entities_zh`, a mixed one by both, any other by spaCy), that are worth looking up."""
+    (surfaces,) = extract_ner([query], labels, chinese=chinese)
+    return sorted({entity_key(s) for s in surfaces if is_matchable(s, min_chars)})
 
 
 def ner_routes(texts: Sequence[str], chinese: bool) -> tuple[list[int], list[int]]:

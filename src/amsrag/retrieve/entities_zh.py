@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from jieba.posseg import POSTokenizer
 
+ZH_NER_VERSION = "jieba-posseg-rules-1"  # bump when the rules below change what `zh_entities` finds
 HAN_SHARE = 0.3  # a text whose non-space characters are at least this share Han is Chinese
 LATIN_SHARE = 0.3  # ... and if also at least this share Latin letters, it is mixed (both NERs run)
 
@@ -105,7 +106,7 @@ def _tagger() -> POSTokenizer:
 
 def zh_ner_info() -> dict[str, str]:
     """What determines Chinese NER output, for an index manifest."""
-    return {"zh_ner": "jieba-posseg-rules-1", "jieba_version": metadata.version("jieba")}
+    return {"zh_ner": ZH_NER_VERSION, "jieba_version": metadata.version("jieba")}
 
 
 def _is_han_word(word: str) -> bool:

@@ -27,13 +27,13 @@ from amsrag.config import GraphConfig
 from amsrag.errors import IndexCorruptError, IndexMismatchError, InputError
 from amsrag.retrieve.base import GraphRanker, Retriever, RowLookup, check_k, check_query, to_hits
 from amsrag.retrieve.entities import (
+    CJK_MATCHING_VERSION,
     SurfaceMatcher,
-    entity_key,
     extract_ner,
-    is_matchable,
-    ner_pipeline,
+    query_ner_keys,
     spacy_info,
 )
+from amsrag.retrieve.entities_zh import zh_ner_info
 from amsrag.retrieve.graph_parts import GraphParts, NerCache, PassageSource
 from amsrag.retrieve.pagerank import (
     MENTION,
@@ -49,7 +49,11 @@ from amsrag.types import Hit, PassageRow, normalise_whitespace
 
 FORMAT_VERSION = 1
 # Config fields that shape the stored graph; the others act at query time only.
-STRUCTURAL_FIELDS = ("ner", "ner_labels", "min_mention_chars")
+STRUCTURAL_FIELDS = ("ner", "ner_labels", "min_mention_chars", "ner_zh")
+# The manifest keys of the Chinese entity settings. Graphs built before they were recorded lack them, and only
+# passages with Han or kana text depend on them, so a difference does not refuse an index: `index check` reports
+# it when the index holds such passages and `index repair --component graph` rebuilds (`store.writes.zh_graph_problem`).
+ZH_PARAMS = ("ner_zh", "zh_ner", "jieba_version", "cjk_matching")
 _FILES = {"meta": "graph.json", "edges": "graph_edges.npz", "ner": "graph_ner.npz"}
 
 Progress = Callable[[int], None] | None
@@ -76,7 +80,7 @@ def _run_ner(rows: Sequence[PassageRow], config: GraphConfig, progress: Progress
     if config.ner:
         found = extract_ner(
             [r.text for r in rows], config.ner_labels, batch_size=config.ner_batch_size, progress=progress,
-            n_process=config.ner_processes,
+            n_process=config.ner_processes, chinese=config.ner_zh,
         )
     else:
         found = [()] * len(rows)
@@ -147,10 +151,17 @@ class EntityGraph:
 
     # ---- construction -------------------------------------------------------------------
     @classmethod
-    def build(cls, rows: Iterable[PassageRow], config: GraphConfig, progress: Progress = None) -> EntityGraph:
-        """A graph over `rows`; NER (when enabled) runs on every passage, `progress` gets its steps."""
+    def build(cls, rows: Iterable[PassageRow], config: GraphConfig, progress: Progress = None,
+              reuse: NerCache | None = None) -> EntityGraph:
+        """A graph over `rows`; NER (when enabled) runs on every passage but those `reuse` holds a result
+        for (with their text's checksum), `progress` gets a step per passage."""
         ordered = _sorted_rows(rows)
-        return cls._from_scratch(ordered, _run_ner(ordered, config, progress), config)
+        reuse = reuse or {}
+        kept = {r.row: reuse[r.row] for r in ordered if r.row in reuse and reuse[r.row][0] == text_checksum(r.text)}
+        ner = {**kept, **_run_ner([r for r in ordered if r.row not in kept], config, progress)}
+        if kept and progress is not None:
+            progress(len(kept))
+        return cls._from_scratch(ordered, {r.row: ner[r.row] for r in ordered}, config)
 
     def update(
         self,
@@ -345,7 +356,9 @@ class EntityGraph:
         format version, the structural settings and the NER model. A change in any of them needs a
         rebuild; the other settings act at query time only (see `with_config`)."""
         structural = config.model_dump(mode="json", include=set(STRUCTURAL_FIELDS))
-        return {"format_version": FORMAT_VERSION, **structural, **spacy_info()}
+        chinese = zh_ner_info() if config.ner and config.ner_zh else {}
+        return {"format_version": FORMAT_VERSION, **structural, **spacy_info(), **chinese,
+                "cjk_matching": CJK_MATCHING_VERSION}
 
     def params(self) -> dict[str, Any]:
         """What the index manifest records about this graph (equal to `expected_params` of its config)."""
@@ -436,12 +449,11 @@ class EntityGraph:
         if self.config.query_ner and self.config.ner and self._keys:
             if self._key_index is None:
                 self._key_index = {k: i for i, k in enumerate(self._keys)}
-            labels = set(self.config.ner_labels)
-            for ent in ner_pipeline()(query).ents:
-                if ent.label_ in labels and is_matchable(ent.text, self.config.min_mention_chars):
-                    e = self._key_index.get(entity_key(ent.text))
-                    if e is not None:
-                        found.add(e)
+            cfg = self.config
+            for key in query_ner_keys(query, cfg.ner_labels, cfg.min_mention_chars, cfg.ner_zh):
+                e = self._key_index.get(key)
+                if e is not None:
+                    found.add(e)
         return sorted(found)
 
     def rank(self, query: str, seed_rows: Sequence[tuple[int, float]], k: int) -> list[tuple[int, float, str]]:

@@ -9,9 +9,11 @@ from typing import TYPE_CHECKING
 from amsrag.config import AmsragConfig
 from amsrag.errors import AmsragError, InputError
 from amsrag.progress import NullProgress, Progress
+from amsrag.retrieve.entities_zh import is_mostly_han
+from amsrag.retrieve.graph import ZH_PARAMS
 from amsrag.store.base import PassageIndex
 from amsrag.store.embedded import EmbeddedIndex
-from amsrag.store.writes import IngestReport
+from amsrag.store.writes import IngestReport, expected_params
 
 if TYPE_CHECKING:
     from amsrag.store.postgres.store import PostgresIndex
@@ -86,8 +88,12 @@ def export_index(source: EmbeddedIndex, url: str, progress: Progress | None = No
             vectors.append(source.vectors_for_rows(chunk))
             adv(len(chunk))
     graph = source.entity_graph
-    ner = {pid: graph.ner[r][1] for r, (pid, _) in zip(rows, source.describe_rows(rows), strict=True)
-           if r in graph.ner}
+    recorded = source.manifest["components"]["graph"]["params"]
+    expected = expected_params(source.config)["graph"]
+    # the target records this installation's Chinese entity settings: NER from other ones does not come along
+    zh_stale = any(recorded.get(k) != expected.get(k) for k in ZH_PARAMS)
+    ner = {p.id: graph.ner[r][1] for r, p in zip(rows, passages, strict=True)
+           if r in graph.ner and not (zh_stale and is_mostly_han(p.text))}
     import numpy as np
 
     target = _postgres().create(url, source.config)

@@ -4,7 +4,7 @@ derived index must have been built with."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -13,7 +13,7 @@ from amsrag.embed.encoder import DIMENSION, model_id_for
 from amsrag.errors import InputError
 from amsrag.ingest.language import detect_language
 from amsrag.retrieve.bm25 import BM25Index
-from amsrag.retrieve.graph import EntityGraph
+from amsrag.retrieve.graph import ZH_PARAMS, EntityGraph
 from amsrag.types import Passage, is_blank
 
 
@@ -64,6 +64,33 @@ def param_differences(stored: dict[str, Any], expected: dict[str, Any]) -> list[
     keys = sorted(set(stored) | set(expected))
     return [f"{k}: index has {stored.get(k)!r}, this installation uses {expected.get(k)!r}"
             for k in keys if stored.get(k) != expected.get(k)]
+
+
+def refusing_differences(name: str, stored: dict[str, Any], expected: dict[str, Any]) -> list[str]:
+    """The `param_differences` that make a derived index unusable: all but the graph's Chinese entity
+    settings (`zh_graph_problem`)."""
+    if name != "graph":
+        return param_differences(stored, expected)
+    return param_differences({k: v for k, v in stored.items() if k not in ZH_PARAMS},
+                             {k: v for k, v in expected.items() if k not in ZH_PARAMS})
+
+
+def zh_graph_problem(stored: dict[str, Any], expected: dict[str, Any],
+                     spaceless_passages: Callable[[], int]) -> str | None:
+    """What `index check` says of a graph recorded with other Chinese entity settings (`ZH_PARAMS`) than this
+    installation uses, when some passages hold Han or kana text (`spaceless_passages()` counts them; the others'
+    entities are the same either way); None when there is nothing to say."""
+    diffs = param_differences({k: stored[k] for k in ZH_PARAMS if k in stored},
+                              {k: expected[k] for k in ZH_PARAMS if k in expected})
+    if not diffs:
+        return None
+    n = spaceless_passages()
+    if not n:
+        return None
+    what = ("was built before amsrag recorded its Chinese entity settings" if not any(k in stored for k in ZH_PARAMS)
+            else f"was built with other Chinese entity settings ({'; '.join(diffs)})")
+    return (f"graph: {what}; the entities of its {n} passage(s) with Chinese or Japanese text may "
+            f"differ from this installation's: rebuild it with `amsrag index repair --component graph`")
 
 
 def stored_metadata(p: Passage) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """The store conformance suite: the same inputs give the same results on every `PassageIndex` backend.
 
 Subclass `PassageIndexConformance` in a backend's test module (its name starting with `Test`) and
-implement `create_index` (a new empty index of the backend), `tamper_model_id` and `reopen`. The
+implement `create_index` (a new empty index of the backend), `tamper_model_id`, `reopen` and
+`drop_graph_params`. The
 tests also use these fixtures, which the test suite's conftest provides: `slice_passages` (a list of
 Passage), `slice_vectors` (their embeddings, aligned), `slice_questions` (QAExample over them) and
 `built_index` (an embedded index of `slice_passages`, the reference the results are compared with).
@@ -92,6 +93,10 @@ class PassageIndexConformance(ABC):
     @abstractmethod
     def reopen(self, index: Any) -> PassageIndex:
         """Open the closed `index` again from where it is stored."""
+
+    @abstractmethod
+    def drop_graph_params(self, index: Any, keys: Sequence[str]) -> None:
+        """Remove `keys` from the graph parameters recorded for the closed `index` (as an older amsrag left them)."""
 
     @pytest.fixture
     def make_index(self, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[IndexFactory]:
@@ -310,6 +315,73 @@ class PassageIndexConformance(ABC):
         hits = idx.retriever("bm25").search("什么信号决定是否检索？", 3)
         assert [h.id for h in hits][:1] == ["zh-targ"]
         assert [h.id for h in idx.retriever("bm25").search("倒数排名融合", 3)][:1] == ["zh-rrf"]
+
+    def _add_chinese(self, idx: PassageIndex, passages: dict[tuple[str, str], str]) -> None:
+        """Add (id, title) -> text passages with random unit vectors (no encoder needed)."""
+        rng = np.random.default_rng(5)
+        vectors = rng.normal(size=(len(passages), 384)).astype(np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        idx.add([Passage(id=i, title=t, text=x) for (i, t), x in passages.items()], vectors=vectors)
+
+    @staticmethod
+    def _query_keys(idx: PassageIndex, query: str) -> set[str]:
+        graph: Any = getattr(idx.retriever("graph"), "graph")  # noqa: B009  (PassageIndex types it as Retriever)
+        return {graph.entity_key_of(e) for e in graph.query_entities(query)}
+
+    ZH_PASSAGES: ClassVar[dict[tuple[str, str], str]] = {
+        ("zh-game", "战国无双3"): "《战国无双3》是由光荣和ω-force合作开发的动作游戏，于2010年发售。",
+        ("zh-street", "长宁区"): "长宁区是上海市的一个市辖区。鲁迅曾住在江苏路街道附近。",
+        ("en", "Ada Lovelace"): "Ada Lovelace wrote the first published algorithm for Charles Babbage's engine.",
+    }
+
+    @pytest.mark.parametrize("ner_zh", [True, False])
+    def test_chinese_ner_follows_the_setting(self, make_index: IndexFactory, ner_zh: bool) -> None:
+        """graph.ner_zh decides whether Chinese passages and questions get the Chinese NER (else spaCy's)."""
+        config = AmsragConfig.model_validate({"graph": {"ner_zh": ner_zh}})
+        idx = make_index(config)
+        self._add_chinese(idx, self.ZH_PASSAGES)
+        # "江苏路街道" is no title: only the Chinese NER of the passage makes it an entity, found in the question
+        assert ("江苏路街道" in self._query_keys(idx, "江苏路街道在哪个区？")) is ner_zh
+        assert "战国无双3" in self._query_keys(idx, "《战国无双3》是谁开发的？")  # a title inside Chinese text
+        # a full-width digit: the surface form is not in the question, its key is (the question's NER finds it)
+        assert "战国无双3" not in self._query_keys(idx, "《战国无双３》是谁开发的？")
+        idx.update_config(config.model_copy(update={"graph": config.graph.model_copy(update={"query_ner": True})}))
+        assert ("战国无双3" in self._query_keys(idx, "《战国无双３》是谁开发的？")) is ner_zh
+        assert "ada lovelace" in self._query_keys(idx, "Who was Ada Lovelace?")
+
+    @pytest.mark.parametrize("chinese", [True, False])
+    def test_graph_from_before_the_chinese_settings(self, make_index: IndexFactory, chinese: bool) -> None:
+        """A graph recorded without its Chinese entity settings opens and answers as before; `check` reports it
+        (only when the index holds Chinese text) and `repair --component graph` brings it up to date."""
+        from amsrag.retrieve.graph import ZH_PARAMS
+
+        passages = self.ZH_PASSAGES if chinese else {("en", "Ada Lovelace"): self.ZH_PASSAGES[("en", "Ada Lovelace")],
+                                                     ("en2", "Charles Babbage"): "Charles Babbage designed engines."}
+        idx = make_index()
+        self._add_chinese(idx, passages)
+        question = "江苏路街道在哪里？Ada Lovelace" if chinese else "Who was Ada Lovelace?"
+        before = [h.id for h in idx.retriever("graph").search(question, 3)]
+        assert idx.check().ok
+        idx.close()
+        self.drop_graph_params(idx, ZH_PARAMS)
+        old = self.reopen(idx)
+        try:
+            assert [h.id for h in old.retriever("graph").search(question, 3)] == before
+            report = old.check()
+            if not chinese:
+                assert report.ok, report.problems  # English-only: nothing to rebuild
+                return
+            assert report.repairable == ["graph"] and "--component graph" in report.problems[0], report.problems
+            assert old.repair(["graph"]).rebuilt == ["graph"]
+            assert old.check().ok
+            assert [h.id for h in old.retriever("graph").search(question, 3)] == before
+        finally:
+            old.close()
+        again = self.reopen(idx)
+        try:
+            assert again.check().ok  # the rebuilt graph's settings are recorded
+        finally:
+            again.close()
 
 
 if TYPE_CHECKING:

@@ -54,7 +54,10 @@ from amsrag.progress import NullProgress, Progress
 from amsrag.retrieve.base import Retriever
 from amsrag.retrieve.bm25 import BM25Index, BM25Retriever
 from amsrag.retrieve.dense import DenseRetriever, VectorIndex
+from amsrag.retrieve.entities import has_spaceless
+from amsrag.retrieve.entities_zh import is_mostly_han
 from amsrag.retrieve.graph import EntityGraph, GraphRetriever
+from amsrag.retrieve.graph_parts import NerCache
 from amsrag.store.documents import Document, DocumentInfo, PutReport, check_documents, plan_put
 from amsrag.store.embedded.manifest import MANIFEST, fsync_dir, read_manifest, write_atomic, write_json_atomic
 from amsrag.store.embedded.sqlite import PassageTable
@@ -67,8 +70,10 @@ from amsrag.store.writes import (
     ids_to_delete,
     param_differences,
     plan_insert,
+    refusing_differences,
     validate_passages,
     with_legacy_tokenizer,
+    zh_graph_problem,
 )
 from amsrag.structured.catalog import TableDeleteReport, TableWriteReport
 from amsrag.structured.store import TableStore
@@ -622,6 +627,9 @@ class EmbeddedIndex:
             for name in COMPONENTS:
                 self._check_component(name, on_disk["components"].get(name, {}), rows, report)
                 adv(1)
+        zh = self._zh_graph_problem(on_disk)
+        if zh is not None:
+            report.problem(zh, "graph")
         report.checked.append("stored vectors")
         with_vector, staged = self.table.embedding_counts()
         if with_vector != len(rows):
@@ -629,6 +637,25 @@ class EmbeddedIndex:
                            "vectors")
         report.checked.append(f"{len(rows)} passages, {staged} staged vector(s)")
         return report
+
+    def _zh_graph_problem(self, manifest: dict[str, Any]) -> str | None:
+        rows = self.table.iter_rows
+        return zh_graph_problem(manifest["components"].get("graph", {}).get("params", {}),
+                                expected_params(self.config)["graph"],
+                                lambda: sum(has_spaceless(r.title) or has_spaceless(r.text) for r in rows()))
+
+    def _reusable_ner(self, found: CheckReport, stored: list[PassageRow]) -> NerCache:
+        """The NER results a graph rebuild keeps: none when the graph may be damaged, but when its only problem
+        is its Chinese entity settings, those of the passages spaCy reads either way (not mostly Han)."""
+        zh = self._zh_graph_problem(self.manifest)
+        if zh is None or [p for p in found.problems if p.startswith("graph:")] != [zh] or \
+                {"all", "manifest"} & set(found.repairable):
+            return {}
+        directory = self._component_dir("graph")
+        if directory is None:
+            return {}
+        ner = EntityGraph.load(directory).ner
+        return {r.row: ner[r.row] for r in stored if r.row in ner and not is_mostly_han(r.text)}
 
     def _check_component(self, name: str, comp: dict[str, Any], rows: np.ndarray, report: CheckReport) -> None:
         report.checked.append(name)
@@ -718,11 +745,14 @@ class EmbeddedIndex:
                                 [r.row for r in stored], mat, [])
                             adv(len(stored))
                         else:
-                            comps[name] = EntityGraph.build(stored, self.config.graph, adv)
+                            comps[name] = EntityGraph.build(stored, self.config.graph, adv,
+                                                            reuse=self._reusable_ner(found, stored))
                 self._remove_orphans()
                 written = {name: self._write_component(name, gen, comp, reuse=name not in todo)
                            for name, comp in comps.items()}
-                staged = {"generation": gen, "written": written, "embedded": report.reembedded, **comps}
+                expected = expected_params(self.config)
+                staged = {"generation": gen, "written": written, "embedded": report.reembedded, **comps,
+                          "params": {name: expected[name] for name in todo if name in COMPONENTS}}
             self._publish(staged, [], [], reload=True)
             report.rebuilt = sorted(todo)
         report.seconds = time.perf_counter() - t0
@@ -844,7 +874,8 @@ class EmbeddedIndex:
         manifest["updated"] = datetime.now(UTC).isoformat(timespec="seconds")
         manifest["components"] = {
             name: {**self.manifest["components"][name], "dir": written[name][0], "files": written[name][1],
-                   "n": len(staged["bm25"].rows)}
+                   "n": len(staged["bm25"].rows),
+                   **({"params": staged["params"][name]} if name in staged.get("params", {}) else {})}
             for name in COMPONENTS
         }
         write_json_atomic(self.path / MANIFEST, manifest)
@@ -1000,7 +1031,7 @@ def _read_library(path: Path, fh: Any) -> QueryLibrary:
 def _check_params(path: Path, manifest: dict[str, Any], expected: dict[str, dict[str, Any]]) -> None:
     for name, params in expected.items():
         stored = manifest.get("components", {}).get(name, {}).get("params", {})
-        diffs = param_differences(stored, params)
+        diffs = refusing_differences(name, stored, params)
         if diffs:
             raise IndexMismatchError(
                 f"index at {path} was built with different {name} settings than this installation provides "

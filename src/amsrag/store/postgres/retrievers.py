@@ -23,7 +23,7 @@ from amsrag.errors import IndexCorruptError, InputError
 from amsrag.retrieve.base import check_k, check_query
 from amsrag.retrieve.bm25 import BM25Index, BM25Tokenizer
 from amsrag.retrieve.dense import check_query_vector
-from amsrag.retrieve.entities import SurfaceMatcher, entity_key, is_matchable, ner_pipeline
+from amsrag.retrieve.entities import SurfaceMatcher, has_spaceless, query_ner_keys
 from amsrag.retrieve.graph import STRUCTURAL_FIELDS
 from amsrag.retrieve.pagerank import (
     MENTION,
@@ -281,8 +281,11 @@ def candidate_surfaces(text: str, max_len: int) -> list[str]:
     forms the full matcher would find, without holding all of them in memory."""
     n = len(text)
     word = [ch.isalnum() for ch in text]
-    starts = [s for s in range(n) if s == 0 or not (word[s] and word[s - 1])]
-    ends = [e for e in range(1, n + 1) if e == n or not (word[e - 1] and word[e])]
+    # as in `SurfaceMatcher`: next to a Han or kana character every position is a word boundary
+    joined = [0 < i < n and word[i - 1] and word[i] and not (has_spaceless(text[i - 1]) or has_spaceless(text[i]))
+              for i in range(n + 1)]
+    starts = [s for s in range(n) if not joined[s]]
+    ends = [e for e in range(1, n + 1) if not joined[e]]
     out = set()
     j0 = 0
     for s in starts:
@@ -318,9 +321,7 @@ class PgEntityGraph:
         cfg = self.config
         if not (cfg.query_ner and cfg.ner):
             return []
-        labels = set(cfg.ner_labels)
-        return sorted({entity_key(ent.text) for ent in ner_pipeline()(query).ents
-                       if ent.label_ in labels and is_matchable(ent.text, cfg.min_mention_chars)})
+        return query_ner_keys(query, cfg.ner_labels, cfg.min_mention_chars, cfg.ner_zh)
 
     def query_entities(self, query: str) -> list[int]:
         """Entity ids the query mentions (surface forms, plus NER when `query_ner`), as `rank` seeds from."""

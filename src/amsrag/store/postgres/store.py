@@ -40,6 +40,8 @@ from amsrag.errors import AmsragError, IndexBusyError, IndexMismatchError, Index
 from amsrag.progress import NullProgress, Progress
 from amsrag.retrieve.base import Retriever
 from amsrag.retrieve.bm25 import BM25Index, BM25Tokenizer, passage_text_for_bm25
+from amsrag.retrieve.entities import SPACELESS_CLASS
+from amsrag.retrieve.entities_zh import is_mostly_han
 from amsrag.retrieve.graph import EntityGraph, GraphRetriever, NerCache, text_checksum
 from amsrag.store.documents import Document, DocumentInfo, PutReport, check_documents, plan_put
 from amsrag.store.health import CheckReport, RepairReport
@@ -54,9 +56,11 @@ from amsrag.store.writes import (
     ids_to_delete,
     param_differences,
     plan_insert,
+    refusing_differences,
     stored_metadata,
     validate_passages,
     with_legacy_tokenizer,
+    zh_graph_problem,
 )
 from amsrag.structured.catalog import TableDeleteReport, TableWriteReport
 from amsrag.structured.table import Table
@@ -261,7 +265,7 @@ class PostgresIndex:
         config = with_legacy_tokenizer(AmsragConfig.from_toml(meta["config"], source=f"{redact(dsn)} meta.config"),
                                        meta["params"].get("bm25", {}))
         for name, params in expected_params(config).items():
-            diffs = param_differences(meta["params"].get(name, {}), params)
+            diffs = refusing_differences(name, meta["params"].get(name, {}), params)
             if diffs:
                 raise IndexMismatchError(
                     f"index in {redact(dsn)} was built with different {name} settings than this installation "
@@ -931,6 +935,9 @@ class PostgresIndex:
             self._check_dense(conn, report)
             adv(1)
             self._check_graph(conn, report)
+            zh = self._zh_graph_problem(conn)
+            if zh is not None:
+                report.problem(zh, "graph")
             adv(1)
         staged = _scalar(conn.execute("SELECT count(*) FROM staged_vectors s WHERE NOT EXISTS "
                                       "(SELECT 1 FROM passages p WHERE p.content_hash = s.content_hash)"))
@@ -1049,6 +1056,21 @@ class PostgresIndex:
         if lost:
             report.problem(f"graph: {lost} query surface(s) name an entity that does not exist", "graph")
 
+    def _zh_graph_problem(self, conn: psycopg.Connection) -> str | None:
+        return zh_graph_problem(
+            (self.meta(conn, "params") or {}).get("graph", {}), expected_params(self.config)["graph"],
+            lambda: int(_scalar(conn.execute("SELECT count(*) FROM passages WHERE title ~ %(c)s OR text ~ %(c)s",
+                                             {"c": SPACELESS_CLASS}))))
+
+    def _forget_zh_ner(self, conn: psycopg.Connection) -> None:
+        """Before the graph is rewritten for other Chinese entity settings: drop the stored NER of the passages
+        those settings decide (mostly Han), so that it runs again; spaCy's results for the others stay."""
+        if self._zh_graph_problem(conn) is None:
+            return
+        han = conn.execute("SELECT prow, text FROM passages WHERE text ~ %s", (SPACELESS_CLASS,)).fetchall()
+        stale = [int(r) for r, text in han if is_mostly_han(text)]
+        conn.execute("DELETE FROM graph_ner WHERE prow = ANY(%s)", (stale,))
+
     def repair(self, components: Sequence[str] | None = None, progress: Progress | None = None) -> RepairReport:
         """Rebuild what `check` finds damaged (or the given `components`) from the passages, in one write
         transaction: BM25 tokenised again (terms, postings, lengths, statistics); the HNSW index built
@@ -1074,7 +1096,12 @@ class PostgresIndex:
                 if "dense" in todo:
                     report.reembedded = self._rebuild_dense(conn, progress)
                 if "graph" in todo:
+                    self._forget_zh_ner(conn)
                     self._rewrite_graph(conn, [], [], {}, progress)
+                for name, params in expected_params(self.config).items():
+                    if name in todo:  # what the rebuilt component was built with (a graph's Chinese settings)
+                        conn.execute("UPDATE meta SET value = jsonb_set(value, %s, %s) WHERE key = 'params'",
+                                     ([name], Jsonb(params)))
                 self._bump(conn, 0, 0)
         report.rebuilt = sorted(todo)
         if todo:
