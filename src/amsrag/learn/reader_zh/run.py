@@ -50,11 +50,11 @@ def stage_train(data: Path, out: Path, minutes: float, seed: int, lr: float, bat
     import numpy as np
     import torch
 
+    from amsrag.embed.e5_weights import load_e5
     from amsrag.generate.zh_reader import make_windows, pad_windows
     from amsrag.ingest.cmrc import DEV_FILE, TRAIN_FILE, load_cmrc
     from amsrag.learn.reader_zh import train, vocab
     from amsrag.learn.reader_zh.data import train_windows
-    from amsrag.learn.reader_zh.e5_weights import load_e5
 
     torch.set_num_threads(2)
     cmrc = load_cmrc(data)

@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
+from amsrag.embed.e5_weights import E5Checkpoint
 from amsrag.generate.zh_reader import MODEL_FILE, PAD
 from amsrag.learn.reader_zh.data import TrainWindow
-from amsrag.learn.reader_zh.e5_weights import E5Checkpoint
 
 
 def build_model(ck: E5Checkpoint, kept: np.ndarray) -> Any:

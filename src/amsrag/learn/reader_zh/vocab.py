@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from amsrag.embed.e5_weights import E5Checkpoint
 from amsrag.generate.zh_reader import META, NORMALIZER_FILE, TOKENIZER_FILE, ZhTokenizer
-from amsrag.learn.reader_zh.e5_weights import E5Checkpoint
 
 
 def unigram_tokenizer(pieces: list[tuple[str, float]], unk: int) -> Any:

