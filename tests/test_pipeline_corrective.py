@@ -80,6 +80,11 @@ def test_incorrect_evidence_escalates_to_the_wider_strategy_with_a_rewritten_que
     assert trace["retriever_calls"] == len(trace["retrievers"]) > len(engine.router.route(
         trace["complexity"].get("route_label", trace["complexity"]["label"]),
         trace["complexity"].get("route_alpha", trace["complexity"]["alpha"])).retrievers)
+    # each run names its pass: the first pass's retrievers (the ones fused), then the escalation's
+    first = [r["name"] for r in trace["retrievers"] if r["pass"] == 0]
+    assert first == list(trace["timings_ms"]["retrieve"]) == list(trace["fusion"]["weights"])
+    assert [r["name"] for r in trace["retrievers"] if r["pass"] == 1] == list(trace["timings_ms"]["escalated_retrieve"])
+    assert {r["pass"] for r in trace["retrievers"]} == {0, 1}
     assert result.passages  # the escalated pass replaced the discarded evidence
 
 

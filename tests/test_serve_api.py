@@ -136,6 +136,16 @@ def test_api_keys(live) -> None:
     assert "ask-form" in bare.get("/").text
 
 
+def test_favicon_needs_no_key(live) -> None:
+    client, _ = live
+    bare = httpx.Client(base_url=str(client.base_url), timeout=30)
+    r = bare.get("/favicon.ico")
+    assert r.status_code == 200
+    assert r.headers["content-type"].startswith("image/svg+xml")
+    assert r.text.startswith("<svg") and "</svg>" in r.text
+    assert 'rel="icon" href="/favicon.ico"' in bare.get("/").text
+
+
 def test_cors_off_by_default(live) -> None:
     client, _ = live
     r = client.options("/v1/ask", headers={"Origin": "https://evil.example", "Access-Control-Request-Method": "POST"})

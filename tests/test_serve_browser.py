@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import warnings
@@ -10,6 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from amsrag.pipeline.trace import ComplexityTrace
+from amsrag.route.router import retrieval_class
 from test_serve_api import KEY, copy_index, start_server
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -29,6 +32,41 @@ def _require_browser() -> None:
     pytest.skip(reason)
 
 
+def _ask(server, question: str) -> dict:
+    return httpx.post(f"{server.url}/v1/ask", json={"question": question, "explain": True},
+                      headers={"X-API-Key": KEY}, timeout=60).json()
+
+
+def _boxes(page, selector: str) -> list[dict]:
+    """The bounding boxes of the visible elements matching `selector`."""
+    return page.eval_on_selector_all(selector, """nodes => nodes.filter(
+        (n) => n.offsetParent !== null && getComputedStyle(n).visibility !== "hidden").map((n) => {
+        const r = n.getBoundingClientRect();
+        return {text: n.textContent, left: r.left, right: r.right, top: r.top, bottom: r.bottom};
+    })""")
+
+
+def _assert_gauge_labels_apart(page, where: str) -> None:
+    """The visible tick labels lie inside the scale and no two overlap; both thresholds always show."""
+    ticks = _boxes(page, "#alpha-ticks .tick")
+    scale = _boxes(page, "#alpha-ticks")[0]
+    assert sum(t["text"].startswith("θ") for t in ticks) == 2, (where, ticks)
+    for t in ticks:
+        assert scale["left"] - 0.5 <= t["left"] and t["right"] <= scale["right"] + 0.5, (where, t, scale)
+    ticks.sort(key=lambda t: t["left"])
+    for a, b in itertools.pairwise(ticks):
+        assert a["right"] <= b["left"], (where, a, b)
+    label, row = _boxes(page, "#alpha-label")[0], _boxes(page, ".gauge-wrap")[0]
+    assert row["left"] - 0.5 <= label["left"] and label["right"] <= row["right"] + 0.5, (where, label, row)
+
+
+def _gauge(page) -> tuple[float, float | None]:
+    """(the needle's alpha, the classifier's secondary mark's alpha or None)."""
+    needle = float(page.get_attribute("#alpha-needle", "data-alpha"))
+    mark = page.locator("#classifier-needle")
+    return needle, float(mark.get_attribute("data-alpha")) if mark.count() else None
+
+
 def test_static_files_have_no_cdn() -> None:
     for f in STATIC.iterdir():
         text = f.read_text(encoding="utf-8")
@@ -44,8 +82,7 @@ def test_ask_in_the_browser_shows_answer_and_route(built_index, tmp_path, slice_
     server, service = start_server(copy_index(built_index, tmp_path / "index"))
     try:
         for q in slice_questions:  # a question the extractive generator answers (so citations show)
-            expected = httpx.post(f"{server.url}/v1/ask", json={"question": q.question, "explain": True},
-                                  headers={"X-API-Key": KEY}, timeout=60).json()
+            expected = _ask(server, q.question)
             if expected["citations"]:
                 question = q.question
                 break
@@ -56,8 +93,7 @@ def test_ask_in_the_browser_shows_answer_and_route(built_index, tmp_path, slice_
         added = httpx.post(f"{server.url}/v1/route/library", headers={"X-API-Key": KEY}, timeout=60,
                            json={"queries": [{"question": question, "hop": label}], "source": "browser-test"})
         assert added.status_code == 200, added.text
-        expected = httpx.post(f"{server.url}/v1/ask", json={"question": question, "explain": True},
-                              headers={"X-API-Key": KEY}, timeout=60).json()
+        expected = _ask(server, question)
         assert expected["trace"]["complexity"]["library"]["neighbours"][0]["question"] == question
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS, headless=True,
@@ -88,16 +124,22 @@ def test_ask_in_the_browser_shows_answer_and_route(built_index, tmp_path, slice_
                 assert page.locator("#class-bars .bar-row").count() == 3
                 chosen = page.locator("#class-bars .bar-row.chosen")
                 assert chosen.get_attribute("data-class") == trace["complexity"]["label"]
+                # the gauge draws what routing acted on: route_alpha / route_label
+                cx = trace["complexity"]
                 assert page.locator("#alpha-needle").count() == 1
-                assert f"{trace['complexity']['alpha']:.3f}" in page.inner_text("#alpha-gauge")
+                assert _gauge(page)[0] == pytest.approx(cx["route_alpha"])
+                assert page.inner_text("#alpha-label") == f"α = {cx['route_alpha']:.3f} · {cx['route_label']}"
+                assert (page.locator("#classifier-needle").count() == 1) == (cx["alpha"] != cx["route_alpha"])
                 cfg = service.engine.config.router
                 assert f"θl {cfg.theta_low}" in page.inner_text("#alpha-gauge")
+                _assert_gauge_labels_apart(page, f"{cfg.theta_low}/{cfg.theta_high}")
                 assert page.inner_text("#strategy-value") == f"Strategy {trace['strategy']}"
                 assert page.inner_text("#strategy-reason") == trace["reason"]
                 vote = page.inner_text("#library-vote")
                 assert "query library: 1 close labelled queries" in vote
                 assert f"{trace['complexity']['library']['p_multi']:.3f}" in vote
-                names = [r["name"] for r in trace["retrievers"]]
+                names = [r["name"] for r in trace["retrievers"] if r["pass"] == 0]  # the fused (first) pass
+                assert list(trace["fusion"]["weights"]) == names
                 for name in names:
                     assert page.locator(f"#retrievers [data-retriever='{name}'] tbody tr").count() >= 1
                     weight = trace["fusion"]["weights"][name]
@@ -112,15 +154,83 @@ def test_ask_in_the_browser_shows_answer_and_route(built_index, tmp_path, slice_
                 assert page.locator("#waterfall [data-stage='embed']").count() == 1
                 assert page.inner_text("#escalation-list")
                 assert page.locator("#warnings li").count() == 0  # an English question on an English index
+                assert page.locator("#embedding-note").count() == (cx.get("embedding") is False)
                 page.screenshot(path=str(tmp_path / "ui.png"), full_page=True)
 
-                # a Chinese question on this English-only index: the language warning shows under the answer
-                zh = httpx.post(f"{server.url}/v1/ask", json={"question": "TARG 使用什么信号来决定是否需要检索？"},
-                                headers={"X-API-Key": KEY}, timeout=60).json()
-                page.fill("#question", "TARG 使用什么信号来决定是否需要检索？")
+                # the favicon: served, with its type, and linked from the page
+                icon = page.request.get(server.url + "/favicon.ico")
+                assert icon.status == 200 and icon.headers["content-type"].startswith("image/svg+xml")
+                assert page.get_attribute("link[rel=icon]", "href") == "/favicon.ico"
+
+                # a classifier's zero_hop for a generator that cannot answer closed-book: routing acts on
+                # one_hop/multi_hop renormalised (retrieval_class), so the two alphas differ; the needle
+                # follows routing, the classifier's alpha is the secondary mark
+                probs = {"zero_hop": 0.94, "one_hop": 0.05, "multi_hop": 0.01}
+                label, alpha = retrieval_class("zero_hop", probs, 0.94, generator_knows=False)
+                differing = ComplexityTrace("zero_hop", probs, 0.94, label, alpha).to_dict()
+                assert differing["route_alpha"] != differing["alpha"]
+                router = {"theta_low": cfg.theta_low, "theta_high": cfg.theta_high}
+                page.evaluate("([cx, router]) => { renderAlpha(cx, router); layoutGauge(); }", [differing, router])
+                assert _gauge(page) == (pytest.approx(differing["route_alpha"]), pytest.approx(0.94))
+                assert f"{differing['route_alpha']:.3f} · {label}" in page.inner_text("#alpha-label")
+                zone = "A" if alpha >= cfg.theta_high else "B" if alpha >= cfg.theta_low else "C"
+                assert page.inner_text("#alpha-zone").endswith(f"Strategy {zone}")
+                assert "classifier: zero_hop, α = 0.940" in page.inner_text("#classifier-alpha")
+                # the threshold labels near either end of the scale: apart from each other and the ends
+                for lo, hi in [(0.95, 0.99), (0.98, 0.999), (0.01, 0.05), (0.001, 0.02), (0.5, 0.51), (0.1, 0.9)]:
+                    for a in (0.0, 0.5, 1.0):
+                        page.evaluate("([cx, router]) => { renderAlpha(cx, router); layoutGauge(); }",
+                                      [{**differing, "route_alpha": a}, {"theta_low": lo, "theta_high": hi}])
+                        _assert_gauge_labels_apart(page, f"{lo}/{hi} alpha {a}")
+                page.set_viewport_size({"width": 420, "height": 900})  # a narrow card, laid out again
+                page.evaluate("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
+                _assert_gauge_labels_apart(page, "0.1/0.9 alpha 1.0, narrow")
+                page.set_viewport_size({"width": 1280, "height": 720})
+
+                # a Chinese question on this English-only index: the language warning shows under the answer,
+                # and the classifier's note that it decided by structure (it cannot read the question)
+                zh_question = "TARG 使用什么信号来决定是否需要检索？"
+                zh = _ask(server, zh_question)
+                page.fill("#question", zh_question)
                 page.click("#ask-button")
                 page.wait_for_selector("#warnings li", timeout=60_000)
                 assert page.inner_text("#warnings li") == zh["trace"]["language"]["warnings"][0]
+                assert zh["trace"]["complexity"]["embedding"] is False
+                assert "decided by the question's structure" in page.inner_text("#embedding-note")
+                assert _gauge(page)[0] == pytest.approx(zh["trace"]["complexity"]["route_alpha"])
+
+                # an escalated question: each escalation readable and wrapped inside its card, each
+                # retriever column labelled with its pass (one retriever runs in both passes)
+                for q in [zh_question] + [q.question for q in slice_questions]:
+                    escalated = zh if q == zh_question else _ask(server, q)
+                    runs = [r["name"] for r in escalated["trace"]["retrievers"]]
+                    if escalated["trace"]["escalations"] and len(set(runs)) < len(runs):
+                        break
+                else:
+                    pytest.fail("no question escalated into a second pass of a retriever it had run")
+                if q != zh_question:
+                    page.fill("#question", q)
+                    page.click("#ask-button")
+                    page.wait_for_selector("#warnings li", state="detached", timeout=60_000)
+                steps = escalated["trace"]["escalations"]
+                items = page.locator("#escalation-list li")
+                assert items.count() == len(steps)
+                for i, step in enumerate(steps):
+                    text = items.nth(i).inner_text()
+                    assert not text.lstrip().startswith("{") and '"from"' not in text, text
+                    assert f"Strategy {step['from']} → {step['to']}" in text and f"path {step['path']}" in text
+                    assert step["query"] in text and step["reason"] in text
+                fits = page.eval_on_selector_all("#escalations, #escalations li, #escalations li *",
+                                                 "nodes => nodes.map((n) => [n.scrollWidth, n.clientWidth])")
+                assert all(sw <= cw for sw, cw in fits), fits
+                card = _boxes(page, "#escalations")[0]
+                for box in _boxes(page, "#escalations li"):
+                    assert card["left"] <= box["left"] and box["right"] <= card["right"] + 0.5, (box, card)
+                headings = page.locator("#retrievers .retriever h4").all_inner_texts()
+                assert len(headings) == len(runs) and len(set(headings)) == len(headings), headings
+                for run, heading in zip(escalated["trace"]["retrievers"], headings, strict=True):
+                    where = "first pass" if run["pass"] == 0 else f"escalation {run['pass']} "
+                    assert heading.startswith(f"{run['name']} · {where}"), heading
                 assert not console_errors, console_errors
             finally:
                 browser.close()

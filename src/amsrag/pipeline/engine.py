@@ -138,6 +138,7 @@ class _FirstPass:
         every: tuple[Pass, ...] = (first, *(outcome.passes if outcome is not None else ()))
         trace = Trace(system=self.spec.name, complexity=self.complexity, strategy=self.plan.strategy,
                       reason=self.plan.reason, runs=tuple(run for p in every for run in p.runs.values()),
+                      run_passes=tuple(i for i, p in enumerate(every) for _ in p.runs),
                       searches=sum(p.searches for p in every), fusion=first.fused, second_hop=first.second_hop,
                       adaptive_k=first.adaptive, mmr=first.mmr, corrective=checked,
                       escalations=outcome.escalations if outcome is not None else (),

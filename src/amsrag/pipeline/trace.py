@@ -150,9 +150,11 @@ class TargTrace:
         return {"confidence": self.confidence, "threshold": self.threshold, "fired": self.fired, "ms": self.ms}
 
 
-def _runs(runs: tuple[RetrieverRun, ...]) -> list[dict[str, Any]]:
-    return [{"name": r.name, "ms": round(r.ms, 3), "error": r.error,
-             "hits": [{"id": h.id, "rank": h.rank, "score": h.score} for h in r.hits[:TRACE_HITS]]} for r in runs]
+def _runs(runs: tuple[RetrieverRun, ...], passes: tuple[int, ...]) -> list[dict[str, Any]]:
+    """Each run with its pass: 0 the first pass, i the wider pass that `escalations[i - 1]` ran."""
+    return [{"name": r.name, "pass": passes[i] if i < len(passes) else 0, "ms": round(r.ms, 3), "error": r.error,
+             "hits": [{"id": h.id, "rank": h.rank, "score": h.score} for h in r.hits[:TRACE_HITS]]}
+            for i, r in enumerate(runs)]
 
 
 def _fusion(fused: FusedList | None) -> dict[str, Any]:
@@ -171,13 +173,15 @@ def _fused(fused: FusedList | None) -> list[dict[str, Any]]:
 @dataclass(frozen=True)
 class Trace(Mapping[str, Any]):
     """One query's trace. `fusion`/`fused`/`second_hop`/`adaptive_k`/`mmr` describe the first pass;
-    `runs` holds every retriever run, escalated passes included."""
+    `runs` holds every retriever run, escalated passes included, and `run_passes` the pass of each
+    (0: the first pass, i: the pass `escalations[i - 1]` ran; empty: all first-pass)."""
 
     system: str
     complexity: ComplexityTrace | None
     strategy: str
     reason: str
     runs: tuple[RetrieverRun, ...] = ()
+    run_passes: tuple[int, ...] = ()
     searches: int = 0
     fusion: FusedList | None = None
     second_hop: Expansion | None = None
@@ -207,7 +211,7 @@ class Trace(Mapping[str, Any]):
             "complexity": self.complexity.to_dict() if self.complexity is not None else None,
             "strategy": self.strategy,
             "reason": self.reason,
-            "retrievers": _runs(self.runs),
+            "retrievers": _runs(self.runs, self.run_passes),
             "retriever_calls": self.retriever_calls,
             "searches": self.searches,
             "fusion": _fusion(self.fusion),

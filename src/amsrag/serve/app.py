@@ -284,6 +284,11 @@ def create_app(service: Service, warm: bool = True) -> FastAPI:
     async def index_page() -> FileResponse:
         return FileResponse(str(STATIC / "index.html"), media_type="text/html")
 
+    @app.get("/favicon.ico", include_in_schema=False)
+    async def favicon() -> FileResponse:  # browsers ask for /favicon.ico; an SVG served with its own type
+        return FileResponse(str(STATIC / "favicon.svg"), media_type="image/svg+xml",
+                            headers={"Cache-Control": "public, max-age=86400"})
+
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
 
     if cfg.cors_origins:

@@ -21,6 +21,11 @@ function el(tag, attrs, ...children) {
   return node;
 }
 
+// replaceChildren without the null/undefined placeholders of optional parts (the DOM would print "null").
+function put(node, ...children) {
+  node.replaceChildren(...children.flat().filter((c) => c !== null && c !== undefined));
+}
+
 function fmt(x, digits = 3) {
   return typeof x === "number" && isFinite(x) ? x.toFixed(digits) : "–";
 }
@@ -116,30 +121,84 @@ function renderClasses(cx) {
   }));
 }
 
+// The gauge draws what routing and fusion acted on (route_alpha/route_label); the classifier's own
+// alpha shows as a secondary mark when the two differ (e.g. zero_hop for a generator that cannot answer
+// closed-book is retrieved as one_hop/multi_hop with the confidence renormalised over the two).
+function routed(cx) {
+  return {
+    label: cx.route_label !== undefined && cx.route_label !== null ? cx.route_label : cx.label,
+    alpha: typeof cx.route_alpha === "number" ? cx.route_alpha : cx.alpha,
+  };
+}
+
 function renderAlpha(cx, router) {
   const box = $("alpha-gauge");
   if (!cx || !router) { box.replaceChildren(el("p", { class: "muted" }, "no confidence for this system")); return; }
-  const lo = router.theta_low, hi = router.theta_high, a = cx.alpha;
+  const lo = router.theta_low, hi = router.theta_high;
+  const route = routed(cx), a = route.alpha;
+  const differs = route.label !== cx.label || Math.abs(route.alpha - cx.alpha) > 5e-4;
   const pct = (x) => (Math.max(0, Math.min(1, x)) * 100).toFixed(2) + "%";
-  box.replaceChildren(
+  const tick = (frac, text, kind) => el("span", { class: "tick " + kind, "data-frac": String(frac) }, text);
+  put(box,
     el("div", { class: "gauge-wrap" },
-      el("div", {}, el("span", { class: "needle-label", style: `margin-left:${pct(Math.max(0.07, Math.min(0.93, a)))}` },
-        "α = " + fmt(a))),
+      el("div", { class: "needle-row" }, el("span", { class: "needle-label", id: "alpha-label", "data-frac": String(a) },
+        "α = " + fmt(a) + " · " + route.label)),
       el("div", { class: "gauge" },
         el("div", { class: "zone C", style: `width:${pct(lo)}` }, "C"),
         el("div", { class: "zone B", style: `width:${pct(hi - lo)}` }, "B"),
         el("div", { class: "zone A", style: `width:${pct(1 - hi)}` }, "A")),
-      el("div", { class: "needle", id: "alpha-needle", style: `left:${pct(a)}` })),
-    el("div", { class: "ticks" }, lo > 0.08 ? el("span", { style: "left:0%" }, "0") : null,
-      el("span", { style: `left:${pct(lo)}` }, "θl " + lo), el("span", { style: `left:${pct(hi)}` }, "θh " + hi),
-      hi < 0.92 ? el("span", { style: "left:100%" }, "1") : null),
-    el("p", { class: "muted" }, a >= hi ? "α ≥ θh: confident → Strategy A" :
-      a >= lo ? "θl ≤ α < θh → Strategy B" : "α < θl: uncertain → the widest path, Strategy C"));
+      differs ? el("div", { class: "needle classifier", id: "classifier-needle", "data-alpha": String(cx.alpha),
+        style: `left:${pct(cx.alpha)}`, title: `classifier: α = ${fmt(cx.alpha)} (${cx.label})` }) : null,
+      el("div", { class: "needle", id: "alpha-needle", "data-alpha": String(a), style: `left:${pct(a)}`,
+        title: `routing: α = ${fmt(a)} (${route.label})` })),
+    el("div", { class: "ticks", id: "alpha-ticks" }, tick(0, "0", "end"), tick(lo, "θl " + lo, "theta"),
+      tick(hi, "θh " + hi, "theta"), tick(1, "1", "end")),
+    el("p", { class: "muted", id: "alpha-zone" }, a >= hi ? "α ≥ θh: confident → Strategy A" :
+      a >= lo ? "θl ≤ α < θh → Strategy B" : "α < θl: uncertain → the widest path, Strategy C"),
+    differs ? el("p", { class: "muted", id: "classifier-alpha" },
+      el("span", { class: "mark-key" }), `classifier: ${cx.label}, α = ${fmt(cx.alpha)}; routed as ${route.label}, ` +
+      `α = ${fmt(a)}` + (cx.label === "zero_hop" ? " (this generator does not answer closed-book)" : "")) : null,
+    cx.embedding === false ? el("p", { class: "note", id: "embedding-note" },
+      "The classifier could not read this question's language; it decided by the question's structure.") : null);
 }
+
+// Tick labels: each centred on its value but kept inside the scale; the two thresholds pushed apart when
+// they would touch, and an end label ("0"/"1") hidden when a threshold label covers it. Needs layout
+// (the panel visible), so it runs after rendering and when the card's size changes.
+function layoutGauge() {
+  const ticks = $("alpha-ticks");
+  if (!ticks || !ticks.offsetWidth) return;
+  const width = (node) => node.getBoundingClientRect().width;  // fractional: offsetWidth rounds
+  const W = width(ticks), GAP = 6;
+  const place = (node, left) => { node.style.left = left.toFixed(2) + "px"; return { left, right: left + width(node) }; };
+  const centred = (node) => {
+    const w = width(node), x = parseFloat(node.dataset.frac) * W;
+    return Math.max(0, Math.min(W - w, x - w / 2));
+  };
+  const [zero, low, high, one] = ticks.querySelectorAll(".tick");
+  let l = place(low, centred(low)), h = place(high, centred(high));
+  if (l.right + GAP > h.left) {  // spread the pair around its midpoint, inside the scale
+    const wl = width(low), total = wl + GAP + width(high);
+    const mid = (parseFloat(low.dataset.frac) + parseFloat(high.dataset.frac)) / 2 * W;
+    const start = Math.max(0, Math.min(W - total, mid - total / 2));
+    l = place(low, start);
+    h = place(high, start + wl + GAP);
+  }
+  const z = place(zero, 0), o = place(one, W - width(one));
+  zero.classList.toggle("covered", z.right + GAP > l.left);  // still laid out: measured again next time
+  one.classList.toggle("covered", h.right + GAP > o.left);
+  const label = $("alpha-label");
+  if (label) {
+    const row = width(label.parentElement), w = width(label);
+    label.style.left = Math.max(0, Math.min(row - w, parseFloat(label.dataset.frac) * row - w / 2)).toFixed(2) + "px";
+  }
+}
+
+new ResizeObserver(layoutGauge).observe($("alpha-gauge"));  // a window resize or the grid reflowing the card
 
 function renderStrategy(trace) {
   const cx = trace.complexity;
-  $("strategy").replaceChildren(
+  put($("strategy"),
     el("div", {}, el("span", { class: "pill strong", id: "strategy-value" }, "Strategy " + trace.strategy),
       el("span", { class: "pill" }, "system " + trace.system),
       cx ? el("span", { class: "pill" }, cx.label) : null,
@@ -148,8 +207,9 @@ function renderStrategy(trace) {
     cx && cx.library ? el("p", { class: "muted", id: "library-vote" },
       `query library: ${cx.library.n_close} close labelled queries vote p(multi_hop) ${fmt(cx.library.p_multi)} ` +
       `with weight ${fmt(cx.library.weight)}`) : null,
-    el("p", { class: "muted" }, `${trace.retriever_calls} retriever call(s): ` +
-      ((trace.retrievers || []).map((r) => r.name).join(", ") || "none")));
+    el("p", { class: "muted", id: "retriever-calls" }, `${trace.retriever_calls} retriever call(s): ` +
+      (passesOf(trace).map((p) => (p.index ? passLabel(trace, p.index) + ": " : "") + p.runs.map((r) => r.name).join(", "))
+        .join("; ") || "none")));
 }
 
 function renderEscalations(trace) {
@@ -159,20 +219,50 @@ function renderEscalations(trace) {
     el("p", {}, "corrective: ", el("strong", {}, corr.action || "–"),
       corr.score !== null && corr.score !== undefined ? " (score " + fmt(corr.score) + ")"
         : (corr.reason ? " (" + corr.reason + ")" : "")),
-    esc.length ? el("ol", { id: "escalation-list" }, ...esc.map((e) => el("li", {},
-      typeof e === "string" ? e : JSON.stringify(e)))) : el("p", { class: "muted", id: "escalation-list" }, "no escalations"));
+    esc.length ? el("ol", { id: "escalation-list" }, ...esc.map((e) => el("li", { class: "escalation" },
+      typeof e === "string" ? e : [
+        el("div", {}, el("span", { class: "pill strong" }, `Strategy ${e.from} → ${e.to}`),
+          e.path ? el("span", { class: "pill" }, "path " + e.path) : null),
+        e.query ? el("div", { class: "esc-query" }, el("span", { class: "muted" }, "query "), "“" + e.query + "”") : null,
+        e.reason ? el("div", { class: "muted" }, e.reason) : null])))
+      : el("p", { class: "muted", id: "escalation-list" }, "no escalations"));
 }
 
 function titleOf(id, titles) {
   return (titles && titles[id]) || id;
 }
 
+// Each run's pass (trace.retrievers[i].pass): 0 the first pass, i the wider pass escalations[i - 1] ran.
+function passOf(run) {
+  return typeof run.pass === "number" ? run.pass : 0;
+}
+
+function passesOf(trace) {
+  const passes = [];
+  for (const r of trace.retrievers || []) {
+    const i = passOf(r);
+    let p = passes.find((q) => q.index === i);
+    if (!p) passes.push(p = { index: i, runs: [] });
+    p.runs.push(r);
+  }
+  return passes;
+}
+
+function passLabel(trace, index) {
+  if (!index) return "first pass";
+  const e = (trace.escalations || [])[index - 1];
+  const by = e && typeof e.reason === "string" ? e.reason.split(":")[0] : "";
+  return `escalation ${index}` + (e ? ` (${e.from} → ${e.to}${by ? ", " + by : ""})` : "");
+}
+
 function renderRetrievers(trace, titles) {
   const box = $("retrievers");
   const runs = trace.retrievers || [];
   if (!runs.length) { box.replaceChildren(el("p", { class: "muted" }, "no retrieval on this route")); return; }
-  box.replaceChildren(...runs.map((r) => el("div", { class: "retriever", "data-retriever": r.name },
+  const several = passesOf(trace).length > 1;
+  box.replaceChildren(...runs.map((r) => el("div", { class: "retriever", "data-retriever": r.name, "data-pass": passOf(r) },
     el("h4", {}, el("span", { class: "swatch " + retrieverClass(r.name) }), r.name,
+      several ? el("span", { class: "pass-label" }, " · " + passLabel(trace, passOf(r))) : null,
       el("span", { class: "muted" }, ` · ${r.hits.length} hits · ${fmt(r.ms, 1)} ms`)),
     r.error ? el("p", { class: "err" }, r.error) : null,
     el("table", {}, el("thead", {}, el("tr", {}, el("th", { class: "num" }, "rank"), el("th", {}, "passage"),
@@ -190,7 +280,7 @@ function fusedFromTrace(trace) {
   const f = trace.fusion || {};
   const weights = f.weights || {}, ks = f.k || {};
   const acc = new Map();
-  for (const r of trace.retrievers || []) {
+  for (const r of (trace.retrievers || []).filter((run) => passOf(run) === 0)) {
     const w = weights[r.name], k = ks[r.name];
     for (const h of r.hits) {
       const e = acc.get(h.id) || { id: h.id, score: 0, ranks: {}, contrib: {} };
@@ -207,7 +297,7 @@ function fusedFromTrace(trace) {
 function renderFusion(trace, titles, finalIds) {
   const f = trace.fusion || {};
   const box = $("fusion");
-  const retrieverNames = (trace.retrievers || []).map((r) => r.name);
+  const retrieverNames = (trace.retrievers || []).filter((r) => passOf(r) === 0).map((r) => r.name);  // fusion: first pass
   if (!retrieverNames.length) { box.replaceChildren(el("p", { class: "muted" }, "nothing to fuse")); return; }
   const picks = new Set(((trace.mmr || {}).picks || []).map((p) => p.id));
   const items = fusedFromTrace(trace).slice(0, 12);
@@ -232,7 +322,8 @@ function renderFusion(trace, titles, finalIds) {
       el("td", { class: "num" }, fmt(it.score, 5))))));
   box.replaceChildren(legend, table, el("p", { class: "muted" },
     (Array.isArray(trace.fused) ? "The engine's fused list (hop1/hop2 columns: the second hop's fusion)"
-      : "Recomputed from each retriever's top hits in the trace") + "; bold rows were returned, green rows are MMR picks."));
+      : "Recomputed from each retriever's top hits in the trace") + "; bold rows were returned, green rows are MMR picks." +
+    (passesOf(trace).length > 1 ? " The first pass's fusion: an escalation's passes are merged behind it." : "")));
 }
 
 function renderMmr(trace, titles) {
@@ -295,6 +386,7 @@ function renderRoute(result) {
   renderWaterfall(trace);
   $("raw-trace").textContent = JSON.stringify(trace, null, 2);
   $("route-panel").classList.remove("hidden");
+  layoutGauge();
 }
 
 async function ask(ev) {
