@@ -376,6 +376,9 @@ class RouterConfig(_Section):
     call_cost: float = Field(0.2, ge=0, description="cost of each activated retriever, added to the path's cost")
     decision: Literal["thresholds", "bayes"] = Field(
         "thresholds", description="route by (theta_high, theta_low), or by the Bayes decision under the cost matrix")
+    blind_strategy: Literal["B", "A"] = Field(
+        "B", description="a question the classifier cannot read (its language: Chinese on the English encoder) that "
+        "it routes to Strategy A goes to B instead (A: no override)")
     expand_strategies: list[Strategy] = Field(
         default_factory=lambda: list(STRATEGIES),
         description="strategies whose multi_hop route runs the second hop (Strategy C only in the paper; every "

@@ -138,7 +138,9 @@ def answer_rows(engine: Any, questions: Sequence[CmrcQuestion], systems: Sequenc
     """`amsrag ask` on each question (the engine picks its reader for Chinese), scored in characters."""
     from amsrag.generate.zh_metrics import char_em, char_f1
 
-    out = []
+    out: list[AnswerRow] = []
+    if not questions:
+        return out
     for system in systems:
         em = f1 = answered = cites = 0.0
         ms: list[float] = []
@@ -158,23 +160,41 @@ def answer_rows(engine: Any, questions: Sequence[CmrcQuestion], systems: Sequenc
 
 def run_cmrc(data_dir: Path, cache: Path, seed: int = 13, limit: int | None = None,
              answer_limit: int | None = None, embedding_model: str = CHINESE_ENCODER,
-             log: Callable[[str], None] = print) -> dict[str, Any]:
-    """The whole benchmark: BM25 by tokenizer, the engine's retrievers and `full`, answers by `full`."""
+             log: Callable[[str], None] = print, split: str = "test") -> dict[str, Any]:
+    """The whole benchmark: BM25 by tokenizer, the engine's retrievers and `full`, answers by `full`, on the
+    `split` questions (test; cal for choosing settings)."""
     from amsrag.evaluate.corpus_index import open_or_build_index
     from amsrag.pipeline import Engine
+    from amsrag.store.open import open_index
 
     t0 = time.perf_counter()
     cmrc = load(data_dir)
-    questions = sample(cmrc.split("test"), limit, seed)
+    if split not in ("test", "cal"):
+        raise ValueError(f"split must be test or cal, got {split!r}")
+    questions = sample(cmrc.split(split), limit, seed)
     log(f"cmrc: {len(cmrc.paragraphs)} paragraphs, {len(questions)} test questions")
     bm25 = bm25_rows(cmrc, questions)
     config = chinese_config(embedding_model)
-    index = open_or_build_index(cmrc_passages(cmrc), cache / f"cmrc-index-{embedding_model}", cache, config)
+    index_dir = cache / f"cmrc-index-{embedding_model}"
+    index = open_or_build_index(cmrc_passages(cmrc), index_dir, cache, config)
     with Engine(index) as engine:
         retrieval = engine_rows(engine, questions, log=log)
         answers = answer_rows(engine, sample(questions, answer_limit, seed), log=log)
+    # The router without its override for questions the classifier cannot read (`router.blind_strategy`).
+    second = open_index(index_dir)
+    allowed = second.config.router.model_copy(update={"blind_strategy": "A"})
+    with Engine(second, config=second.config.model_copy(update={"router": allowed})) as base:
+        vectors = [base.index.encoder.encode_query(q.question) for q in questions]
+        ranked, ms = [], []
+        for q, v in zip(questions, vectors, strict=True):
+            t = time.perf_counter()
+            ranked.append([p.id for p in base.retrieve(q.question, system="full", query_vector=v).passages])
+            ms.append((time.perf_counter() - t) * 1000)
+    retrieval.append(_row("full, Strategy A allowed when blind", ranked, [q.paragraph_id for q in questions], ms))
+    log(f"  cmrc {retrieval[-1].system}: nDCG@5 {retrieval[-1].ndcg:.3f}")
+    descriptions = {"test": "test (dev articles at odd positions)", "cal": "cal (dev articles at even positions)"}
     return {"data": [f"cmrc2018/{name}" for name in ("cmrc2018_train.json", "cmrc2018_dev_even.json")],
-            "split": "test (dev articles at odd positions)", "paragraphs": len(cmrc.paragraphs),
+            "split": descriptions[split], "paragraphs": len(cmrc.paragraphs),
             "questions": len(questions), "embedding_model": embedding_model, "bm25_cjk": config.bm25.cjk,
             "bm25_by_tokenizer": [r.to_dict() for r in bm25], "retrieval": [r.to_dict() for r in retrieval],
             "answers": [r.to_dict() for r in answers], "seconds": round(time.perf_counter() - t0, 1)}

@@ -429,7 +429,13 @@ class Engine:
             plan = self.router.route(label, forced, knows)
             return RoutePlan(plan.strategy, plan.retrievers, label, alpha, plan.depth, plan.k, plan.multi_hop,
                              f"label {label} (confidence ignored)")
-        return self.router.route(label, alpha, knows)
+        plan = self.router.route(label, alpha, knows)
+        if plan.strategy == "A" and not complexity.embedding and cfg.blind_strategy == "B":
+            # The classifier could not read the question's language and decided by its structure alone: its
+            # confidence is not calibrated for that, so no single-retriever shortcut.
+            return self.router.plan("B", label, alpha, knows, f"{plan.reason}, but the classifier read only the "
+                                    "question's structure (not its language): two complementary retrievers")
+        return plan
 
     # ------------------------------------------------------------------ answering
     def ask(self, query: str, system: str = "full", generator: Generator | None = None) -> AnswerResult:
