@@ -99,3 +99,20 @@ def test_cli_retrieve_json(built_index, slice_questions) -> None:
     assert set(out) == {"query", "passages", "trace"} and len(out["passages"]) == 3
     assert set(out["passages"][0]) == {"id", "title", "text", "score"}
     assert set(out["trace"]) >= TRACE_KEYS
+
+
+def test_a_question_the_classifier_cannot_read_gets_no_strategy_a(engine, built_index) -> None:
+    """A Chinese question on the English routing encoder is classified by its structure alone
+    (complexity.embedding false); a confident one_hop then runs two retrievers, not one, unless
+    `router.blind_strategy = "A"`."""
+    q = "长江的长度是多少公里？"
+    trace = engine.retrieve(q, system="full").trace
+    assert trace["complexity"]["embedding"] is False
+    assert trace["complexity"]["route_alpha"] >= engine.config.router.theta_high  # the thresholds say A ...
+    assert trace["strategy"] == "B" and len(trace["retrievers"]) == 2  # ... the override says B
+    assert "structure" in trace["reason"]
+    cfg = built_index.config
+    allowed = cfg.model_copy(update={"router": cfg.router.model_copy(update={"blind_strategy": "A"})})
+    assert Engine(built_index, config=allowed).retrieve(q, system="full").trace["strategy"] == "A"
+    english = engine.retrieve("what is the capital of france", system="full").trace
+    assert "embedding" not in english["complexity"]
