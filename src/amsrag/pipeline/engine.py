@@ -8,7 +8,9 @@ query embedding is computed and shared by the classifier, the dense retriever an
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -56,6 +58,8 @@ class QuestionError(InputError):
         super().__init__(message)
         self.code = code
 
+
+ROUTING_VECTORS_KEPT = 64  # routing encodings kept per engine (`Engine.routing_vector`)
 
 def check_question(question: object, limit: int) -> str:
     """The question, stripped, or a `QuestionError` with the one message the CLI, the engine and the service
@@ -220,6 +224,8 @@ class Engine:
         self.generator_knows = generator_knows
         self._classifier = classifier
         self._routing_encoder: Encoder | None = None
+        self._routing_vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._routing_lock = threading.Lock()
         self._zh_reader: Generator | None = None
         self._executor = RetrieverExecutor()
         self.passes = RetrievalPass(index, self.config, self._executor)
@@ -264,10 +270,20 @@ class Engine:
         return self._routing_encoder
 
     def routing_vector(self, query: str, query_vector: np.ndarray) -> np.ndarray:
-        """`query_vector` (the index's encoding) as the routing models read it."""
+        """`query_vector` (the index's encoding) as the routing models read it. On an index of another encoder
+        the routing encoding of the last few questions is kept: the classifier and the task head both read it."""
         if self.index.config.embedding.model == ROUTING_MODEL:
             return query_vector
-        return self.routing_encoder.encode_query(query)
+        with self._routing_lock:
+            kept = self._routing_vectors.get(query)
+        if kept is not None:
+            return kept
+        vector = self.routing_encoder.encode_query(query)
+        with self._routing_lock:
+            self._routing_vectors[query] = vector
+            while len(self._routing_vectors) > ROUTING_VECTORS_KEPT:
+                self._routing_vectors.popitem(last=False)
+        return vector
 
     def reader_for(self, query: str, generator: Generator) -> Generator:
         """The Chinese reader in place of the English span reader for a Chinese question (other generators,
