@@ -10,7 +10,11 @@ from amsrag.config import AmsragConfig, QueryLogConfig
 from amsrag.errors import InputError
 from amsrag.querylog.base import QueryLog
 from amsrag.querylog.sqlite import FILE, SqliteQueryLog
-from amsrag.store.open import is_postgres_url
+
+
+def is_postgres_url(spec: str | Path) -> bool:
+    # amsrag.store.open's test, without importing the stores (a process that only logs stays light)
+    return isinstance(spec, str) and spec.startswith(("postgresql://", "postgres://"))
 
 
 def _postgres_log(url: str, retention_days: float) -> QueryLog:

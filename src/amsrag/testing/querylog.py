@@ -174,7 +174,8 @@ class QueryLogConformance(ABC):
                 "from amsrag.querylog import open_query_log\n"
                 "from amsrag.testing.querylog import sample_entry\n"
                 "log = open_query_log(sys.argv[1], QueryLogConfig(), create=True)\n"
-                f"for i in range({n}): log.append(sample_entry(datetime.now(UTC), query=f'other {{i}}', source='cli'))\n"
+                f"for i in range({n}):\n"
+                "    log.append(sample_entry(datetime.now(UTC), query=f'other {i}', source='cli'))\n"
                 "log.close()\n")
         proc = subprocess.Popen([sys.executable, "-c", code, self.spec(log)], stderr=subprocess.PIPE, text=True)
         for i in range(n):
