@@ -118,7 +118,7 @@ class QueryLogConformance(ABC):
             log.append(sample_entry(T0 + timedelta(seconds=(i * 7919) % 97), query=str(i)))
         got = list(log.iter())
         assert len(got) == n and len({e.id for e in got}) == n
-        assert [(e.ts, e.id) for e in got] == sorted((e.ts, e.id) for e in got)  # type: ignore[type-var]
+        assert [(e.ts, e.id) for e in got] == sorted((e.ts, e.id) for e in got)
         assert list(log.iter(since=T0 + timedelta(seconds=50))) == [e for e in got
                                                                    if e.ts >= T0 + timedelta(seconds=50)]
 
