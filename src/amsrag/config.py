@@ -568,6 +568,19 @@ class ExternalConfig(_Section):
     neutralise_instructions: bool = True
 
 
+class QueryLogConfig(_Section):
+    """The query log (opt-in): one row per answered question in `querylog.sqlite` in the index directory,
+    or the `amsrag.query_log` table of a PostgreSQL index. API keys, headers and client addresses are never
+    stored; known secrets are redacted from the text that is."""
+
+    enabled: bool = Field(False, description="log every answered question (`amsrag serve`, and `amsrag ask`)")
+    retention_days: float = Field(
+        30.0, ge=0, description="entries older than this are deleted (at most once an hour on append, and by "
+        "`amsrag querylog prune`); 0 keeps every entry")
+    store_answers: bool = Field(True, description="store the answer text (else only its citations and flags)")
+    max_query_chars: int = Field(2000, ge=1, description="longer questions are stored cut to this many characters")
+
+
 class AmsragConfig(_Section):
     embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
     bm25: BM25Config = Field(default_factory=BM25Config)
@@ -584,6 +597,7 @@ class AmsragConfig(_Section):
     serve: ServeConfig = Field(default_factory=ServeConfig)
     corrective: CorrectiveConfig = Field(default_factory=CorrectiveConfig)
     external: ExternalConfig = Field(default_factory=ExternalConfig)
+    query_log: QueryLogConfig = Field(default_factory=QueryLogConfig)
 
     def to_toml(self) -> str:
         return tomli_w.dumps(self.model_dump(mode="json", exclude_none=True))  # TOML has no null: unset = default

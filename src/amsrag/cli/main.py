@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -30,10 +30,16 @@ from amsrag.cli.eval import eval_command
 from amsrag.cli.evaluator import evaluator_app
 from amsrag.cli.fusion import fusion_app
 from amsrag.cli.index import index_app
+from amsrag.cli.querylog import querylog_app
 from amsrag.cli.reader import reader_app
 from amsrag.cli.route import route_app
 from amsrag.cli.tables import tables_app, taxonomy_app, themes_app
+from amsrag.config import GeneratorConfig
 from amsrag.errors import AmsragError, InputError
+
+if TYPE_CHECKING:
+    from amsrag.pipeline import Engine
+    from amsrag.pipeline.engine import AnswerResult
 
 
 class AmsragGroup(TyperGroup):
@@ -61,6 +67,7 @@ app.add_typer(fusion_app, name="fusion")
 app.add_typer(tables_app, name="tables")
 app.add_typer(taxonomy_app, name="taxonomy")
 app.add_typer(themes_app, name="themes")
+app.add_typer(querylog_app, name="querylog")
 app.command("eval")(eval_command)
 
 
@@ -136,6 +143,8 @@ def ask(
         "--model", help="llamacpp: GGUF file; openai: the model name sent to the server")] = None,
     base_url: Annotated[str | None, typer.Option("--base-url", help="openai: the server's API root, e.g. "
                                                  "http://127.0.0.1:8080/v1")] = None,
+    log: Annotated[bool | None, typer.Option(
+        "--log/--no-log", help="record the answer in the index's query log (default: [query_log] enabled)")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Answer with citations from the retrieved passages, and show the route taken."""
@@ -144,10 +153,12 @@ def ask(
 
     with Engine.open(index) as engine:
         engine.check_question(query)  # before a generator is loaded
-        gen = make_generator(generator_config(engine.config.generator, generator, model, base_url),
-                             encoder=engine.index.encoder)
+        gen_config = generator_config(engine.config.generator, generator, model, base_url)
+        gen = make_generator(gen_config, encoder=engine.index.encoder)
         result = engine.ask(query, system=system, generator=gen)
         answer_passages = [p for p in (engine.index.get(c) for c in result.citations) if p is not None]
+        if log if log is not None else engine.config.query_log.enabled:
+            log_answer(engine, result, gen_config)
     if as_json:
         emit(result.to_dict())
         return
@@ -181,6 +192,24 @@ def ask(
                       highlight=False)
 
 
+def log_answer(engine: Engine, result: AnswerResult, gen_config: GeneratorConfig) -> None:
+    """Append `result` to the index's query log; a failure is a warning on stderr, never the command's."""
+    from amsrag.querylog import Redactor, entry_from_answer, query_log_for_index, secrets_of
+
+    cfg = engine.config.query_log
+    try:
+        redactor = Redactor(secrets_of(engine.config.model_copy(update={"generator": gen_config})))
+        entry = entry_from_answer(result, cfg, "cli", redactor)
+        qlog = query_log_for_index(engine.index, cfg)
+        try:
+            qlog.append(entry)
+        finally:
+            qlog.close()
+    except Exception as exc:
+        err.print(f"[yellow]warning:[/] the answer was not logged: {escape(type(exc).__name__)}: "
+                  f"{escape(str(exc))}", highlight=False, soft_wrap=True)
+
+
 @app.command("demo")
 def demo(
     index: Annotated[Path | None, typer.Option("--index", help="where to build the demo index")] = None,
@@ -209,11 +238,13 @@ def serve(
     port: Annotated[int | None, typer.Option("--port", help="TCP port (default 8000)")] = None,
     config_file: Annotated[Path | None, typer.Option("--config", help="TOML whose [serve] section to use")] = None,
     access_log: Annotated[bool, typer.Option("--access-log", help="log every request")] = False,
+    query_log: Annotated[bool | None, typer.Option(
+        "--query-log/--no-query-log", help="log answered questions (default: [query_log] enabled)")] = None,
 ) -> None:
     """HTTP API, OpenAI-compatible endpoint and web UI over an index (API keys: $AMSRAG_API_KEYS)."""
     from amsrag.serve import run
 
-    run(index, host=host, port=port, config_file=config_file, access_log=access_log)
+    run(index, host=host, port=port, config_file=config_file, access_log=access_log, query_log=query_log)
 
 
 def main() -> None:

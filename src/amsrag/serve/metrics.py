@@ -33,6 +33,8 @@ class Metrics:
                              registry=r)
         self.passages = Gauge("amsrag_index_passages", "passages in the served index", registry=r)
         self.jobs = Counter("amsrag_jobs_total", "ingest jobs by final status", ["status"], registry=r)
+        self.query_log_failures = Counter("amsrag_query_log_failures_total",
+                                          "answers the query log could not record", registry=r)
 
     def admission(self, lane: str):
         running, queued = self.active.labels(lane), self.waiting.labels(lane)

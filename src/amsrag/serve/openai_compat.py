@@ -103,7 +103,7 @@ def add_openai_routes(app: FastAPI, service: Service, admission: Admission, auth
     async def chat(body: ChatBody):
         system = system_for_model(body.model)
         question = check_question(last_user_text(body.messages), limit)  # QuestionError: 422, the engine's message
-        result = await admission.call(service.ask, question, system)
+        result = await admission.call(service.ask, question, system, False, "openai")
         text = message_text(result)
         cid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
         extra = {"citations": citations_field(result),

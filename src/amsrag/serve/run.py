@@ -48,7 +48,9 @@ def log_to_stderr() -> None:
 
 
 def run(index_dir: str | Path, host: str | None = None, port: int | None = None, config_file: Path | None = None,
-        access_log: bool = False) -> None:
+        access_log: bool = False, query_log: bool | None = None) -> None:
+    """`config_file`: a TOML whose [serve] and [query_log] sections replace the index's; `query_log`: turn the
+    query log on or off whatever the configuration says."""
     import uvicorn
 
     from amsrag.pipeline import Engine
@@ -57,13 +59,16 @@ def run(index_dir: str | Path, host: str | None = None, port: int | None = None,
 
     engine = Engine.open(index_dir)
     try:
-        base = AmsragConfig.load(config_file).serve if config_file else engine.config.serve
-        cfg = serve_config(base, host, port)
-        service = Service(engine, cfg)
+        settings = AmsragConfig.load(config_file) if config_file else engine.config
+        cfg = serve_config(settings.serve, host, port)
+        log_config = settings.query_log
+        if query_log is not None:
+            log_config = log_config.model_copy(update={"enabled": query_log})
+        log_to_stderr()
+        service = Service(engine, cfg, log_config=log_config)
     except BaseException:
         engine.close()
         raise
-    log_to_stderr()
     app = create_app(service)
     try:
         uvicorn.run(app, host=cfg.host, port=cfg.port, access_log=access_log, log_level="info",

@@ -12,7 +12,7 @@ from typing import Any
 
 from amsrag import __version__
 from amsrag.classify.library import HOP_LABELS
-from amsrag.config import ServeConfig
+from amsrag.config import QueryLogConfig, ServeConfig
 from amsrag.errors import InputError
 from amsrag.ingest.datasets import normalise_question
 from amsrag.ingest.readers import passage_from_record
@@ -20,6 +20,8 @@ from amsrag.pipeline import Engine
 from amsrag.pipeline.engine import QuestionError, check_question
 from amsrag.pipeline.systems import SYSTEMS
 from amsrag.progress import Progress
+from amsrag.querylog import QueryLog, Redactor, entry_from_answer, query_log_for_index, secrets_of
+from amsrag.querylog.writer import BackgroundAppender
 from amsrag.serve.jobs import Job, Writer
 from amsrag.serve.limits import ReadWriteLock
 from amsrag.serve.metrics import Metrics
@@ -37,7 +39,10 @@ def _default_ask(engine: Engine) -> Callable[[str, str], Any]:
 
 class Service:
     def __init__(self, engine: Engine, config: ServeConfig, metrics: Metrics | None = None,
-                 ask: Callable[[str, str], Any] | None = None) -> None:
+                 ask: Callable[[str, str], Any] | None = None, query_log: QueryLog | None = None,
+                 log_config: QueryLogConfig | None = None) -> None:
+        """`log_config`: the [query_log] section (default: the index's); `query_log`: a log to write to
+        whatever the section says (default: the index's own when the section enables it)."""
         self.engine = engine
         self.engine.max_question_chars = config.max_question_chars  # one limit: the engine refuses what we do
         self.config = config
@@ -47,6 +52,22 @@ class Service:
         self._ask = ask or _default_ask(engine)
         self.metrics.passages.set(len(engine.index))
         self.started = time.time()
+        self.log_config = log_config or engine.config.query_log
+        self._redactor = Redactor(secrets_of(engine.config, config))
+        self.query_log = self._open_query_log(query_log)
+
+    def _open_query_log(self, query_log: QueryLog | None) -> BackgroundAppender | None:
+        if query_log is None and self.log_config.enabled:
+            try:
+                query_log = query_log_for_index(self.engine.index, self.log_config)
+            except Exception as exc:  # the service runs without its log rather than not at all
+                log.warning("the query log cannot be opened, answers are not logged: %s: %s", type(exc).__name__, exc)
+                self.metrics.query_log_failures.inc()
+                return None
+        if query_log is None:
+            return None
+        log.info("logging answered questions to %s", query_log.location)
+        return BackgroundAppender(query_log, on_failure=self.metrics.query_log_failures.inc)
 
     @classmethod
     def open(cls, index_dir: str | Path, config: ServeConfig) -> Service:
@@ -54,6 +75,8 @@ class Service:
 
     def close(self) -> None:
         self.writer.close()
+        if self.query_log is not None:
+            self.query_log.close()
         self.engine.close()
 
     # ------------------------------------------------------------------ warm-up
@@ -92,7 +115,8 @@ class Service:
         self.metrics.observe_trace(out["trace"])
         return out
 
-    def ask(self, query: str, system: str, explain: bool = False) -> dict[str, Any]:
+    def ask(self, query: str, system: str, explain: bool = False, source: str = "api") -> dict[str, Any]:
+        """`source`: who asked, for the query log (api: /v1/ask, openai: the chat completions route)."""
         with self.lock.read():
             out = self._ask(query, system).to_dict()
             # the cited passages themselves, so clients can show them without another request
@@ -102,7 +126,17 @@ class Service:
         self.metrics.observe_trace(out["trace"])
         if out.get("abstained"):
             self.metrics.abstentions.inc()
+        if self.query_log is not None:
+            self._log_answer(out, source)
         return out
+
+    def _log_answer(self, out: dict[str, Any], source: str) -> None:
+        assert self.query_log is not None
+        try:
+            self.query_log.submit(entry_from_answer(out, self.log_config, source, self._redactor))
+        except Exception as exc:  # logging never fails the answer
+            log.warning("query log: the entry of an answer could not be built: %s: %s", type(exc).__name__, exc)
+            self.metrics.query_log_failures.inc()
 
     def _titles(self, trace: dict[str, Any]) -> dict[str, str]:
         """Titles of every passage the trace names (retriever hits, MMR picks), for display."""
