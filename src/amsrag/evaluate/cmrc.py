@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -160,7 +160,7 @@ def answer_rows(engine: Any, questions: Sequence[CmrcQuestion], systems: Sequenc
 
 def run_cmrc(data_dir: Path, cache: Path, seed: int = 13, limit: int | None = None,
              answer_limit: int | None = None, embedding_model: str = CHINESE_ENCODER,
-             log: Callable[[str], None] = print, split: str = "test") -> dict[str, Any]:
+             log: Callable[[str], None] = print, split: Literal["test", "cal"] = "test") -> dict[str, Any]:
     """The whole benchmark: BM25 by tokenizer, the engine's retrievers and `full`, answers by `full`, on the
     `split` questions (test; cal for choosing settings)."""
     from amsrag.evaluate.corpus_index import open_or_build_index
