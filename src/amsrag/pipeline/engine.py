@@ -116,7 +116,7 @@ class AnswerResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"query": self.query, "answer": self.answer, "citations": self.citations,
-                "abstained": self.abstained, "flagged": self.flagged, "trace": self.trace.to_dict()}
+                "abstained": self.abstained, "trace": self.trace.to_dict()}  # flagged: trace["audit"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -523,7 +523,11 @@ class Engine:
         complexity = result.trace.complexity
         multi_hop = complexity.routed[0] == "multi_hop" if complexity is not None else len(passages) >= 2
         readable = detect_language(f"{result.query} {g.answer}").code != "zh"
-        verdict = self.auditor(generator).audit(result.query, g.answer, passages, multi_hop, against, readable)
+        try:
+            auditor = self.auditor(generator)
+        except InputError as exc:  # a missing or corrupt audit artifact must not cost the answer
+            return AuditTrace(reason=f"audit unavailable: {exc}", ms=ms_since(t))
+        verdict = auditor.audit(result.query, g.answer, passages, multi_hop, against, readable)
         reason = "" if readable else "Chinese: the text-only model (the span reader reads English)"
         return AuditTrace(verdict, reason, ms_since(t))
 
