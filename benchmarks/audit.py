@@ -97,7 +97,11 @@ def write_report(res: dict[str, Any]) -> None:
              f"Command: `{res['command']}` (artifact: `{res['train_command']}`). Date: {res['date']}.", "",
              f"Rows: supported = the gold answer cited to the gold passage(s) (multi-hop: also to the one gold "
              f"passage holding it); unsupported = the gold answer cited to non-gold retrieved passages, and the "
-             f"reader's best wrong span (yes/no: the other answer) cited to the gold passage(s). Held out by "
+             f"reader's best wrong span (yes/no: the other answer) and a named entity of the gold passage(s) that is "
+             f"not the answer (`entity`, of the expected type when there is one) cited to the gold passage(s). "
+             f"`support` is calibrated to this mix (a third of the rows supported). The flag threshold is the "
+             f"highest at which at most {res['train_config']['false_flags']:.0%} of the calibration split's "
+             f"supported answers are flagged. Held out by "
              f"question; questions the span reader trained on are left out of every split "
              f"({res['data']['dropped_reader_training']} of {res['data']['questions_loaded']}). "
              f"Training rows sha256 matches the card: {res['artifact_matches_data']}.", "",

@@ -10,7 +10,10 @@ gets). Per question:
 - unsupported: the gold answer cited to as many non-gold retrieved passages (`distractors`), and a wrong
   answer cited to the gold passages (`wrong`, and `wrong-one` beside `gold-one`). The wrong answer is the
   reader's own best span of the gold passages that does not match a gold alias (F1 < 0.3), the mistakes the
-  audit meets at run time; a yes / no question's wrong answer is the other one.
+  audit meets at run time; a yes / no question's wrong answer is the other one. Those are the reader's
+  favourites, so a wrong answer it does not favour would be missing: `entity` adds one, a named entity or
+  number of the gold passages (of the expected answer type when there is one) that matches no gold alias,
+  picked by a seeded hash, as an LLM might name the wrong thing the passage mentions.
 Splits are by question: a seeded hash of the normalised question (`split_of`), so no question is in two.
 """
 
@@ -31,7 +34,7 @@ from amsrag.generate.span_reader import SpanReader
 from amsrag.learn.evaluator.data import DataConfig, PoolQuestion, load_pools, pools_sha256, split_of
 from amsrag.types import Passage
 
-KINDS = ("gold", "gold-one", "distractors", "wrong", "wrong-one")
+KINDS = ("gold", "gold-one", "distractors", "wrong", "wrong-one", "entity")
 POSITIVE_KINDS = frozenset({"gold", "gold-one"})
 
 
@@ -131,6 +134,36 @@ def question_rows(q: PoolQuestion, reader: SpanReader, config: AuditDataConfig) 
     return out
 
 
+def entity_answer(q: PoolQuestion, seed: int, wrong_f1: float) -> str | None:
+    """A named entity or number of the gold passages that is not the answer (seeded; expected type first)."""
+    from amsrag.correct.text import ANSWER_TYPES, answer_type
+    from amsrag.learn.common import seeded_rank
+    from amsrag.retrieve.entities import ner_pipeline
+
+    texts = [p.text for p in q.paragraphs if p.gold]
+    found: dict[str, str] = {}
+    for doc in ner_pipeline().pipe(texts):
+        for e in doc.ents:
+            text = " ".join(e.text.split()).strip(" ,.;:")
+            if text and not exact_match(text, q.answers) and f1_score(text, q.answers) < wrong_f1:
+                found.setdefault(text, e.label_)
+    if not found:
+        return None
+    wanted = ANSWER_TYPES.get(answer_type(q.question), frozenset())
+    typed = [t for t, label in found.items() if label in wanted] or list(found)
+    return min(typed, key=lambda t: seeded_rank(seed, q.key + "\x1f" + t))
+
+
+def entity_rows(q: PoolQuestion, reader: SpanReader, config: AuditDataConfig) -> list[tuple[str, int, Any]]:
+    """The `entity` row of one question (none when its gold passages name nothing else)."""
+    wrong = entity_answer(q, config.seed, config.wrong_f1)
+    if wrong is None or normalize_answer(answer_of(q)) in ("yes", "no"):
+        return []
+    cited = cited_passages(q, [i for i, p in enumerate(q.paragraphs) if p.gold])
+    r = reader.answer_support(q.question, cited, [wrong])
+    return [("entity", 0, audit_features(q.question, wrong, cited, q.multi_hop, r.answers[0], r.top_prob))]
+
+
 def _sha(pools: list[PoolQuestion], config: AuditDataConfig, reader_card: dict[str, Any]) -> str:
     h = hashlib.sha256()
     h.update(json.dumps(asdict(config), sort_keys=True).encode())
@@ -165,6 +198,19 @@ def build_rows(data_dir: Path, config: AuditDataConfig, reader: SpanReader, cach
     pools, stats = load_pools_for(data_dir, config)
     sha = _sha(pools, config, reader.card)
     cache = Path(cache_dir) / f"audit-rows-{sha[:20]}.npz" if cache_dir is not None else None
+    base = _rows(pools, question_rows, reader, config, sha, stats, cache, progress)
+    extra_cache = cache.with_name(cache.name.replace("audit-rows-", "audit-entity-rows-")) if cache else None
+    extra = _rows(pools, entity_rows, reader, config, sha, stats, extra_cache, progress)
+    return Rows(np.concatenate([base.x, extra.x]), np.concatenate([base.y, extra.y]),
+                np.concatenate([base.question, extra.question]), np.concatenate([base.split, extra.split]),
+                np.concatenate([base.dataset, extra.dataset]), np.concatenate([base.kind, extra.kind]),
+                np.concatenate([base.source, extra.source]), base.questions,
+                hashlib.sha256(f"{sha}|entity-1".encode()).hexdigest(), stats)
+
+
+def _rows(pools: list[PoolQuestion], make: Callable[[PoolQuestion, SpanReader, AuditDataConfig], list[Any]],
+          reader: SpanReader, config: AuditDataConfig, sha: str, stats: dict[str, Any], cache: Path | None,
+          progress: Callable[[int, int], None] | None) -> Rows:
     questions = [q.question for q in pools]
     if cache is not None and cache.is_file():
         with np.load(cache, allow_pickle=False) as z:
@@ -172,7 +218,7 @@ def build_rows(data_dir: Path, config: AuditDataConfig, reader: SpanReader, cach
                         sha, stats)
     xs, ys, qi, splits, dsets, kinds, sources = [], [], [], [], [], [], []
     for n, q in enumerate(pools):
-        for kind, label, feats in question_rows(q, reader, config):
+        for kind, label, feats in make(q, reader, config):
             xs.append(feats.values)
             ys.append(label)
             qi.append(n)

@@ -40,7 +40,7 @@ class AuditTrainConfig:
     max_leaf_nodes: int = 15
     min_samples_leaf: int = 20
     c: float = 1.0
-    flag_precision: float = 0.8  # the flag threshold: flagged answers are unsupported this often on the cal split
+    false_flags: float = 0.2  # the flag threshold: at most this share of the cal split's supported answers flagged
     monotone: bool = False  # constrain the trees to support non-decreasing in `MONOTONE`
 
     def data_config(self) -> AuditDataConfig:
@@ -74,12 +74,15 @@ def fit_model(x: np.ndarray, y: np.ndarray, config: AuditTrainConfig) -> Any:
     return RelevanceModel(lr.coef_[0].astype(np.float64), float(lr.intercept_[0]), mean, scale)
 
 
-def flag_threshold(p: np.ndarray, y: np.ndarray, precision: float, min_flagged: int = 20) -> float:
-    """The highest threshold t (grid 0.01) at which answers with support < t are unsupported with at least
-    `precision` (at least `min_flagged` of them): flag as much as the precision allows."""
+def flag_threshold(p: np.ndarray, y: np.ndarray, false_flags: float) -> float:
+    """The highest threshold t (grid 0.01) at which at most `false_flags` of the supported answers have
+    support < t: flag as much as that allows. A rate over the supported answers alone, so the threshold
+    does not depend on the share of unsupported rows the training mix happens to hold."""
+    pos = p[y == 1]
+    if not len(pos):
+        return 0.0
     for t in np.round(np.arange(0.99, 0.0, -0.01), 2):
-        m = p < t
-        if m.sum() >= min_flagged and (1 - y[m]).mean() >= precision:
+        if (pos < t).mean() <= false_flags:
             return float(t)
     return 0.0
 
@@ -89,7 +92,7 @@ def fit_head(x_tr: np.ndarray, y_tr: np.ndarray, x_cal: np.ndarray, y_cal: np.nd
     model = fit_model(x_tr, y_tr, config)
     calibrator = ScoreCalibrator.fit(config.calibration, model.logits(x_cal), y_cal)
     p_cal = np.clip(calibrator(model.logits(x_cal)), 0, 1)
-    return SupportHead(model, calibrator, flag_threshold(p_cal, y_cal, config.flag_precision))
+    return SupportHead(model, calibrator, flag_threshold(p_cal, y_cal, config.false_flags))
 
 
 def flag_rates(p: np.ndarray, y: np.ndarray, threshold: float) -> dict[str, Any]:
