@@ -211,3 +211,20 @@ def test_training_rows_of_real_questions(reader, shared_data: Path) -> None:
     kinds = {k: label for k, label, _ in rows}
     assert kinds["gold"] == 1 and kinds["distractors"] == 0
     assert all(f.values.shape == (len(FEATURE_NAMES),) for _, _, f in rows)
+
+
+def test_cli_audit_check(tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from amsrag.cli.main import app
+
+    passages = tmp_path / "cited.jsonl"
+    passages.write_text(json.dumps({"id": "tower", "title": TOWER.title, "text": TOWER.text}) + "\n",
+                        encoding="utf-8")
+    runner = CliRunner()
+    ok = runner.invoke(app, ["audit", "check", QUESTION, "--answer", "1889", "--passages", str(passages), "--json"])
+    assert ok.exit_code == 0, ok.output
+    body = json.loads(ok.stdout)
+    assert body["verdict"] == "supported" and body["cited"] == ["tower"] and not body["flagged"]
+    bad = runner.invoke(app, ["audit", "check", QUESTION, "--answer", " ", "--passages", str(passages)])
+    assert bad.exit_code == 2 and "--answer" in bad.output

@@ -94,6 +94,7 @@ def check_cmd(
     from amsrag.config import ServeConfig
     from amsrag.ingest.readers import iter_jsonl
     from amsrag.pipeline.engine import check_question
+    from amsrag.types import Passage
 
     query = check_question(query, ServeConfig().max_question_chars)
     if not answer.strip():
@@ -104,7 +105,7 @@ def check_cmd(
     for n, rec in iter_jsonl(input_file):
         if not isinstance(rec, dict) or not isinstance(rec.get("text"), str) or not rec["text"].strip():
             raise InputError(f"{input_file}:{n}: expected an object with a non-empty string `text`")
-        passages.append({"id": str(rec.get("id", n)), "title": str(rec.get("title", "")), "text": rec["text"]})
+        passages.append(Passage(str(rec.get("id", n)), rec["text"], str(rec.get("title", ""))))
     if not passages:
         raise InputError(f"{input_file}: no passages")
     verdict = SupportAuditor(SupportModel.load(model)).audit(query, answer, passages, multi_hop)
