@@ -581,6 +581,20 @@ class QueryLogConfig(_Section):
     max_query_chars: int = Field(2000, ge=1, description="longer questions are stored cut to this many characters")
 
 
+class AuditConfig(_Section):
+    """The citation-support audit after generation (`amsrag.audit`, docs/benchmarks/audit.md): every answer
+    of `ask` gets a calibrated P(the cited passages support it) in trace["audit"], and is flagged below the
+    threshold."""
+
+    enabled: bool = True
+    artifact: str = Field("", description="audit artifact directory; empty = the one shipped in amsrag")
+    threshold: float | None = Field(
+        None, ge=0, le=1, description="flag an answer whose support is below this; unset = the artifact's, chosen "
+        "on its calibration split (`amsrag audit train`)")
+    reader: bool = Field(True, description="read the answer's span probability with the span reader (~20 ms); "
+                         "false: the text-only model")
+
+
 class AmsragConfig(_Section):
     embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
     bm25: BM25Config = Field(default_factory=BM25Config)
@@ -598,6 +612,7 @@ class AmsragConfig(_Section):
     corrective: CorrectiveConfig = Field(default_factory=CorrectiveConfig)
     external: ExternalConfig = Field(default_factory=ExternalConfig)
     query_log: QueryLogConfig = Field(default_factory=QueryLogConfig)
+    audit: AuditConfig = Field(default_factory=AuditConfig)
 
     def to_toml(self) -> str:
         return tomli_w.dumps(self.model_dump(mode="json", exclude_none=True))  # TOML has no null: unset = default

@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 from typer.core import TyperGroup
 
+from amsrag.cli.audit import audit_app
 from amsrag.cli.classifier import classifier_app
 from amsrag.cli.common import (
     IndexOpt,
@@ -61,6 +62,7 @@ app = typer.Typer(cls=AmsragGroup, add_completion=False, no_args_is_help=True, p
 app.add_typer(index_app, name="index")
 app.add_typer(classifier_app, name="classifier")
 app.add_typer(evaluator_app, name="evaluator")
+app.add_typer(audit_app, name="audit")
 app.add_typer(route_app, name="route")
 app.add_typer(reader_app, name="reader")
 app.add_typer(fusion_app, name="fusion")

@@ -11,6 +11,7 @@ abstains ("insufficient evidence"). The artifact is `reader.onnx` with its card 
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 import threading
@@ -160,6 +161,37 @@ class ReaderResult:
     features: dict[str, float] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class SpanSupport:
+    """The reader's support of one answer string in given passages (`SpanReader.answer_support`)."""
+
+    answer: str
+    prob: float  # best span probability of an occurrence of the answer (its window's softmax, no-answer included)
+    score: float  # that span's start+end logit minus the window's no-answer score
+    found: bool  # the answer occurs as a readable span (or is yes / no)
+    passage_id: str | None  # where the best occurrence is
+
+
+@dataclass(frozen=True, slots=True)
+class SupportReading:
+    answers: tuple[SpanSupport, ...]  # aligned with the answers asked about
+    candidates: tuple[SpanSupport, ...]  # the reader's own best distinct spans, best first
+    top_prob: float  # the best span probability of any span in the passages
+    windows: int
+
+
+def _answer_pattern(answer: str) -> re.Pattern[str] | None:
+    """The answer text as it may occur in a passage: case-insensitive, any white space between its words,
+    whole words at its ends, a leading article optional."""
+    words = answer.split()
+    if words and words[0].lower() in ("a", "an", "the") and len(words) > 1:
+        words = words[1:]
+    if not words:
+        return None
+    body = r"\s+".join(re.escape(w) for w in words)
+    return re.compile(rf"(?<!\w)(?:(?:the|a|an)\s+)?{body}(?!\w)", re.I)
+
+
 def _sigmoid(x: float) -> float:
     return 1.0 / (1.0 + math.exp(-max(-40.0, min(40.0, x))))
 
@@ -229,6 +261,15 @@ class SpanReader:
         return cls(infer, tokenizer, card)
 
     # -- reading ---------------------------------------------------------------------------------------
+    @staticmethod
+    def _window_logsoftmax(s: np.ndarray, e: np.ndarray, w: Window) -> tuple[np.ndarray, np.ndarray]:
+        """Log-probabilities of each start / end position of one window: [no-answer, context tokens...]."""
+        c0, n = w.ctx_start, len(w.offsets)
+        ss, ee = s[c0:c0 + n].astype(np.float64), e[c0:c0 + n].astype(np.float64)
+        ls = np.concatenate([[s[0]], ss]) - max(float(s[0]), float(ss.max()))
+        le = np.concatenate([[e[0]], ee]) - max(float(e[0]), float(ee.max()))
+        return ls - math.log(float(np.exp(ls).sum())), le - math.log(float(np.exp(le).sum()))
+
     def _window_spans(self, s: np.ndarray, e: np.ndarray, w: Window, k: int = 3) -> list[tuple[float, float, int, int]]:
         """The k best (score - null, prob, char_start, char_end) spans of one window's context."""
         c0, n = w.ctx_start, len(w.offsets)
@@ -327,6 +368,86 @@ class SpanReader:
         pid = passages[max(cited, 0)].id if answer else None
         return ReaderResult(answer or ABSTAIN, kind, pid, conf, conf < self.threshold or not answer, tuple(alts),
                             (time.perf_counter() - t0) * 1000, feats)
+
+    def answer_support(self, question: str, passages: Sequence[EvidencePassage], answers: Sequence[str],
+                       candidates: int = 0) -> SupportReading:
+        """How strongly the reader reads each of `answers` in `passages`: the best probability (and score
+        minus no-answer) over every window and every occurrence of the answer text (case-insensitive, white
+        space collapsed, a leading article optional); "yes" / "no" by the answer-type head instead. With
+        `candidates`, also the reader's own `candidates` best distinct spans, scored the same way."""
+        question = self.bounded(question)
+        passages = check_passages(passages)
+        empty = [SpanSupport(a, 0.0, -30.0, False, None) for a in answers]
+        if not passages:
+            return SupportReading(tuple(empty), (), 0.0, 0)
+        contexts = [context_of(p.title, p.text) for p in passages]
+        q_ids = self.maker.question_ids(question)
+        encoded = self.maker.encode_contexts(contexts)
+        windows: list[Window] = []
+        for i, (ids, offs) in enumerate(encoded):
+            windows += self.maker.windows(q_ids, ids, offs, i)
+        joints = self._joint_groups(q_ids, [len(ids) for ids, _ in encoded])
+        joint_texts = [JOINT_SEP.join(contexts[i] for i in members) for members in joints]
+        for j, (j_ids, j_offs) in enumerate(self.maker.encode_contexts(joint_texts) if joints else []):
+            windows += self.maker.windows(q_ids, j_ids, j_offs, -1 - j, self.joint_tokens)
+        s, e, t = self._run(windows)
+        logs = [self._window_logsoftmax(s[k], e[k], w) for k, w in enumerate(windows)]
+        types = np.exp(t - t.max(axis=1, keepdims=True))
+        types /= types.sum(axis=1, keepdims=True)
+        top_prob = 0.0
+        cands: dict[str, SpanCandidate] = {}
+        if candidates:
+            for k, w in enumerate(windows):
+                ctx = contexts[w.passage] if w.passage >= 0 else joint_texts[-1 - w.passage]
+                for score, prob, a, b in self._window_spans(s[k], e[k], w):
+                    text = ctx[a:b].strip(" \t\n,;:")
+                    top_prob = max(top_prob, prob)
+                    key = normalize_answer(text)
+                    if not key or (w.passage < 0 and JOINT_SEP.strip() in text):
+                        continue
+                    if key not in cands or score > cands[key].score:
+                        cands[key] = SpanCandidate(text, 0, score, prob)
+        else:
+            for k, w in enumerate(windows):
+                spans = self._window_spans(s[k], e[k], w, 1)
+                top_prob = max([top_prob, *(p for _, p, _, _ in spans)])
+
+        def support(answer: str) -> SpanSupport:
+            norm = normalize_answer(answer)
+            if norm in ("yes", "no"):
+                col = 1 if norm == "yes" else 2
+                k = int(np.argmax(types[:, col]))
+                p = float(types[k, col])
+                w = windows[k]
+                pi = w.passage if w.passage >= 0 else joints[-1 - w.passage][0]
+                return SpanSupport(answer, p, math.log(max(p, 1e-9) / max(1 - p, 1e-9)), True, passages[pi].id)
+            best = SpanSupport(answer, 0.0, -30.0, False, None)
+            pattern = _answer_pattern(answer)
+            if pattern is None:
+                return best
+            for k, w in enumerate(windows):
+                ctx = contexts[w.passage] if w.passage >= 0 else joint_texts[-1 - w.passage]
+                starts = [o[0] for o in w.offsets]
+                ends = [o[1] for o in w.offsets]
+                if not starts:
+                    continue
+                null = float(s[k][0] + e[k][0])
+                ls, le = logs[k]
+                for m in pattern.finditer(ctx, starts[0], ends[-1]):
+                    i = bisect.bisect_right(ends, m.start())  # first token ending after the match starts
+                    j = bisect.bisect_left(starts, m.end()) - 1  # last token starting before it ends
+                    if i >= len(starts) or j < i or j - i >= self.max_answer_tokens:
+                        continue
+                    p = math.exp(float(ls[i + 1] + le[j + 1]))
+                    if p > best.prob or not best.found:
+                        score = float(s[k][w.ctx_start + i] + e[k][w.ctx_start + j]) - null
+                        pi = self._locate(w.passage, m.start(), m.end(), contexts, joints)[0]
+                        best = SpanSupport(answer, p, score, True, passages[pi].id)
+            return best
+
+        ranked = sorted(cands.values(), key=lambda c: -c.score)[:candidates]
+        return SupportReading(tuple(support(a) for a in answers), tuple(support(c.text) for c in ranked), top_prob,
+                              len(windows))
 
     def bounded(self, question: str) -> str:
         """The part of `question` the reader reads (its token budget, as characters)."""

@@ -13,7 +13,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -41,12 +41,23 @@ from amsrag.pipeline.language import question_language
 from amsrag.pipeline.passes import Pass, RetrievalPass, ScoredPassage, ms_since
 from amsrag.pipeline.routes import GlobalRoute, RouteAnswer, TableRoute, Taxonomy
 from amsrag.pipeline.systems import SystemSpec, system_spec
-from amsrag.pipeline.trace import ComplexityTrace, CorrectiveTrace, ReaderCheck, TargTrace, Timings, Trace
+from amsrag.pipeline.trace import (
+    AuditTrace,
+    ComplexityTrace,
+    CorrectiveTrace,
+    ReaderCheck,
+    TargTrace,
+    Timings,
+    Trace,
+)
 from amsrag.retrieve.external import ExternalSources
 from amsrag.route import RoutePlan, Router
 from amsrag.route.router import retrieval_class
 from amsrag.route.taxonomy import TaxonomyDecision
 from amsrag.store.base import PassageIndex
+
+if TYPE_CHECKING:
+    from amsrag.audit import SupportAuditor
 
 LIMIT_SETTING = "serve.max_question_chars"
 
@@ -97,9 +108,19 @@ class AnswerResult:
     abstained: bool
     trace: Trace
 
+    @property
+    def audit(self) -> AuditTrace | None:
+        """The citation-support audit (None only for answers that did not come from `Engine.ask`)."""
+        return self.trace.audit
+
+    @property
+    def flagged(self) -> bool:
+        """The audit found the cited text does not support the answer (support below its threshold)."""
+        return self.trace.audit is not None and self.trace.audit.flagged
+
     def to_dict(self) -> dict[str, Any]:
         return {"query": self.query, "answer": self.answer, "citations": self.citations,
-                "abstained": self.abstained, "trace": self.trace.to_dict()}
+                "abstained": self.abstained, "trace": self.trace.to_dict()}  # flagged: trace["audit"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,6 +248,7 @@ class Engine:
         self._routing_vectors: OrderedDict[str, np.ndarray] = OrderedDict()
         self._routing_lock = threading.Lock()
         self._zh_reader: Generator | None = None
+        self._auditor: SupportAuditor | None = None
         self._executor = RetrieverExecutor()
         self.passes = RetrievalPass(index, self.config, self._executor)
         self.corrective = CorrectiveLoop(index, self.config.corrective, self.config.external, self.router,
@@ -486,9 +508,50 @@ class Engine:
         timings = dict(result.trace.timings)
         timings["embed"] = embed_ms
         timings["generate"] = answered.generate_ms
+        audit = self._audit(answered, generator)
+        timings["audit"] = audit.ms
         timings["total"] = ms_since(t0)
         return AnswerResult(result.query, g.answer, list(g.citations), g.abstained,
-                            result.trace.answered(answered.trace_entry(), timings, targ))
+                            result.trace.answered(answered.trace_entry(), timings, targ, audit))
+
+    def auditor(self, generator: Generator | None = None) -> SupportAuditor:
+        """The citation-support auditor, built once; it reads with the engine's span reader when the
+        generator is the extractive one (one reader model per engine)."""
+        if self._auditor is None:
+            from amsrag.audit import SupportAuditor
+
+            reader = generator.reader if isinstance(generator, SpanReaderGenerator) else None
+            self._auditor = SupportAuditor.from_config(self.config.audit, reader)
+        return self._auditor
+
+    def _audit(self, answered: Answered, generator: Generator) -> AuditTrace:
+        """The audit of an answer against the passages it cites (all the evidence it read when it cites
+        none). No audit for an abstention, an answer of the table or global route, or one without evidence."""
+        g, result = answered.generation, answered.retrieval
+        if not self.config.audit.enabled:
+            return AuditTrace(reason="audit disabled ([audit] enabled = false)")
+        if g.abstained:
+            return AuditTrace(reason="abstained")
+        if result.trace.strategy in ("table", "global"):
+            return AuditTrace(reason=f"the {result.trace.strategy} route's answer is not audited")
+        t = time.perf_counter()
+        evidence = reading_evidence(result, self.config.generator.read_strips)
+        by_id = {p.id: p for p in evidence}
+        cited = [by_id[c] for c in g.citations if c in by_id]
+        against: Literal["citations", "evidence"] = "citations" if cited else "evidence"
+        passages = cited or evidence
+        if not passages or not g.answer.strip():
+            return AuditTrace(reason="no evidence: a closed-book answer")
+        complexity = result.trace.complexity
+        multi_hop = complexity.routed[0] == "multi_hop" if complexity is not None else len(passages) >= 2
+        readable = detect_language(f"{result.query} {g.answer}").code != "zh"
+        try:
+            auditor = self.auditor(generator)
+        except InputError as exc:  # a missing or corrupt audit artifact must not cost the answer
+            return AuditTrace(reason=f"audit unavailable: {exc}", ms=ms_since(t))
+        verdict = auditor.audit(result.query, g.answer, passages, multi_hop, against, readable)
+        reason = "" if readable else "Chinese: the text-only model (the span reader reads English)"
+        return AuditTrace(verdict, reason, ms_since(t))
 
     def answer(self, query: str, system: str, generator: Generator, query_vector: np.ndarray,
                k: int | None = None) -> Answered:
@@ -532,9 +595,10 @@ class Engine:
     def _closed_book_answer(self, query: str, system: str, g: Generation, targ: TargTrace,
                             t0: float) -> AnswerResult:
         """The TARG gate fired: the closed-book answer stands, no retrieval ran."""
+        audit = AuditTrace(reason="abstained" if g.abstained else "no evidence: a closed-book answer")
         trace = Trace(system=system, complexity=None, strategy="none",
                       reason=f"TARG: closed-book confidence {targ.confidence or 0.0:.3f} >= {targ.threshold}",
-                      generator=g.trace(), targ=targ,
+                      generator=g.trace(), targ=targ, audit=audit,
                       timings={"embed": 0.0, "retrieve": {}, "fusion": 0.0, "mmr": 0.0, "targ": targ.ms,
                                "total": ms_since(t0)})
         return AnswerResult(query, g.answer, [], g.abstained, trace)

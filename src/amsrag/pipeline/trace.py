@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from amsrag.fuse import FusedList, MMRResult
 
 if TYPE_CHECKING:
+    from amsrag.audit import SupportVerdict
     from amsrag.classify.library import LibraryVote
     from amsrag.correct.actions import Correction
     from amsrag.correct.sufficiency import Sufficiency
@@ -150,6 +151,30 @@ class TargTrace:
         return {"confidence": self.confidence, "threshold": self.threshold, "fired": self.fired, "ms": self.ms}
 
 
+@dataclass(frozen=True, slots=True)
+class AuditTrace:
+    """The citation-support audit of the answer (`amsrag.audit`): the verdict, or None when no audit ran
+    (an abstention, a closed-book answer, no evidence, the audit off), with the reason."""
+
+    verdict: SupportVerdict | None = None
+    reason: str = ""
+    ms: float = 0.0
+
+    @property
+    def support(self) -> float | None:
+        return self.verdict.support if self.verdict is not None else None
+
+    @property
+    def flagged(self) -> bool:
+        return self.verdict.flagged if self.verdict is not None else False
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.verdict is None:
+            return {"support": None, "flagged": False, "verdict": "not audited", "reason": self.reason,
+                    "ms": round(self.ms, 3)}
+        return {**self.verdict.to_dict(), "reason": self.reason, "ms": round(self.ms, 3)}
+
+
 def _runs(runs: tuple[RetrieverRun, ...], passes: tuple[int, ...]) -> list[dict[str, Any]]:
     """Each run with its pass: 0 the first pass, i the wider pass that `escalations[i - 1]` ran."""
     return [{"name": r.name, "pass": passes[i] if i < len(passes) else 0, "ms": round(r.ms, 3), "error": r.error,
@@ -196,14 +221,17 @@ class Trace(Mapping[str, Any]):
     structured: dict[str, Any] | None = None  # the table route: table, SQL, rows, confidence (or why it fell back)
     global_search: dict[str, Any] | None = None  # the global route: the themes selected and how
     language: LanguageTrace | None = None  # the question's language (set by `ask` and `retrieve`)
+    audit: AuditTrace | None = None  # the citation-support audit (set by `ask`)
 
     @property
     def retriever_calls(self) -> int:
         return len(self.runs)
 
-    def answered(self, generator: dict[str, Any], timings: Timings, targ: TargTrace | None = None) -> Trace:
-        """This trace with the generator's entry and the answer's timings."""
-        return replace(self, generator=generator, timings=timings, targ=targ if targ is not None else self.targ)
+    def answered(self, generator: dict[str, Any], timings: Timings, targ: TargTrace | None = None,
+                 audit: AuditTrace | None = None) -> Trace:
+        """This trace with the generator's entry, the answer's timings and its audit."""
+        return replace(self, generator=generator, timings=timings, targ=targ if targ is not None else self.targ,
+                       audit=audit if audit is not None else self.audit)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -233,6 +261,8 @@ class Trace(Mapping[str, Any]):
             out["global"] = self.global_search
         if self.language is not None:
             out["language"] = self.language.to_dict()
+        if self.audit is not None:
+            out["audit"] = self.audit.to_dict()
         out["timings_ms"] = dict(self.timings)
         return out
 

@@ -1,0 +1,1 @@
+"""Training of the citation-support audit (`amsrag audit train`)."""
