@@ -32,8 +32,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from amsrag.embed.e5_weights import E5Checkpoint, dequantize_blocks, load_e5
-from amsrag.embed.encoder import onnx_session, token_batches
+from amsrag.embed.batching import onnx_session, token_batches
+from amsrag.embed.e5_weights import E5Checkpoint, dequantize_blocks, load_e5, normalizer_map, unigram_tokenizer
 
 Precision = Literal["q4", "fp32"]
 WEIGHTS_FILE = "e5-small-q4.bin"
@@ -151,8 +151,6 @@ class E5OnnxEngine:
 
     def __init__(self, threads: int = 1, mem_arena: bool = False, precision: Precision = "q4",
                  path: Path | None = None) -> None:
-        from amsrag.learn.reader_zh.vocab import normalizer_map, unigram_tokenizer
-
         t0 = time.perf_counter()
         self.path = path or weights_path()
         self.precision = precision

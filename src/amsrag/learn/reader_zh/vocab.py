@@ -14,21 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from amsrag.embed.e5_weights import E5Checkpoint
+from amsrag.embed.e5_weights import E5Checkpoint, normalizer_map, unigram_tokenizer
 from amsrag.generate.zh_reader import META, NORMALIZER_FILE, TOKENIZER_FILE, ZhTokenizer
-
-
-def unigram_tokenizer(pieces: list[tuple[str, float]], unk: int) -> Any:
-    from tokenizers import Tokenizer, models, pre_tokenizers
-
-    tok = Tokenizer(models.Unigram(pieces, unk_id=unk, byte_fallback=False))
-    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement=META, prepend_scheme="always", split=False)
-    return tok
-
-
-def normalizer_map(ck: E5Checkpoint) -> dict[str, str]:
-    return {chr(cp): "".join(chr(x) for x in out) for cp, out in sorted(ck.norm_map.items())
-            if "".join(chr(x) for x in out) != chr(cp)}
 
 
 def trim(ck: E5Checkpoint, texts: Iterable[str]) -> tuple[ZhTokenizer, np.ndarray, dict[str, Any]]:
