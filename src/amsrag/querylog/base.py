@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from amsrag.querylog.entry import QueryLogEntry
 
@@ -44,3 +44,18 @@ class QueryLog(Protocol):
 def cutoff(retention_days: float, now: datetime) -> datetime | None:
     """The oldest time kept, or None when the retention keeps everything."""
     return None if retention_days <= 0 else now - timedelta(days=retention_days)
+
+
+def time_range(since: datetime | None, until: datetime | None, placeholder: str,
+               value: Callable[[datetime], Any]) -> tuple[str, list[Any]]:
+    """A WHERE clause on `ts` (since inclusive, until exclusive) with the backend's `placeholder` and its
+    parameters (`value` turns a time into what the backend stores); "" when neither bound is given."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    if since is not None:
+        clauses.append(f"ts >= {placeholder}")
+        params.append(value(since))
+    if until is not None:
+        clauses.append(f"ts < {placeholder}")
+        params.append(value(until))
+    return (" WHERE " + " AND ".join(clauses)) if clauses else "", params

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg.types.json import Jsonb
 
-from amsrag.querylog.base import PAGE, PRUNE_INTERVAL, cutoff
+from amsrag.querylog.base import PAGE, PRUNE_INTERVAL, cutoff, time_range
 from amsrag.querylog.entry import COLUMNS, JSON_COLUMNS, QueryLogEntry, utc
 from amsrag.store.postgres.schema import SCHEMA
 from amsrag.store.postgres.store import CONNECT_TIMEOUT_S, StoreUnavailableError, redact
@@ -81,18 +81,6 @@ def _entry(row: tuple[Any, ...]) -> QueryLogEntry:
 
 def _fetch(sql: str, args: list[Any], conn: psycopg.Connection) -> list[tuple[Any, ...]]:
     return conn.execute(sql, args).fetchall()
-
-
-def _range(since: datetime | None, until: datetime | None) -> tuple[str, list[Any]]:
-    clauses: list[str] = []
-    params: list[Any] = []
-    if since is not None:
-        clauses.append("ts >= %s")
-        params.append(utc(since))
-    if until is not None:
-        clauses.append("ts < %s")
-        params.append(utc(until))
-    return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
 
 
 class PostgresQueryLog:
@@ -202,7 +190,7 @@ class PostgresQueryLog:
 
     # ---- reads ---------------------------------------------------------------------
     def count(self, since: datetime | None = None, until: datetime | None = None) -> int:
-        where, params = _range(since, until)
+        where, params = time_range(since, until, "%s", utc)
 
         def count(conn: psycopg.Connection) -> int:
             row = conn.execute(f"SELECT count(*) FROM {TABLE}{where}", params).fetchone()
@@ -213,7 +201,7 @@ class PostgresQueryLog:
 
     def query(self, since: datetime | None = None, until: datetime | None = None, limit: int | None = None,
               newest_first: bool = False) -> list[QueryLogEntry]:
-        where, params = _range(since, until)
+        where, params = time_range(since, until, "%s", utc)
         order = "DESC" if newest_first else "ASC"
         sql = f"{_SELECT}{where} ORDER BY ts {order}, id {order}"
         if limit is not None:
@@ -223,7 +211,7 @@ class PostgresQueryLog:
         return [_entry(r) for r in rows]
 
     def iter(self, since: datetime | None = None, until: datetime | None = None) -> Iterator[QueryLogEntry]:
-        where, params = _range(since, until)
+        where, params = time_range(since, until, "%s", utc)
         key: tuple[datetime, int] | None = None
         while True:
             after = "" if key is None else (" AND " if where else " WHERE ") + "(ts, id) > (%s, %s)"

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from amsrag.querylog.base import PAGE, PRUNE_INTERVAL, cutoff
+from amsrag.querylog.base import PAGE, PRUNE_INTERVAL, cutoff, time_range
 from amsrag.querylog.entry import COLUMNS, JSON_COLUMNS, QueryLogEntry, iso, parse_time, utc
 
 FILE = "querylog.sqlite"
@@ -79,18 +79,6 @@ def _entry(row: sqlite3.Row) -> QueryLogEntry:
     values["abstained"], values["flagged"] = bool(values["abstained"]), bool(values["flagged"])
     values["ts"] = parse_time(values["ts"])
     return QueryLogEntry(**values)
-
-
-def _range(since: datetime | None, until: datetime | None) -> tuple[str, list[Any]]:
-    clauses: list[str] = []
-    params: list[Any] = []
-    if since is not None:
-        clauses.append("ts >= ?")
-        params.append(iso(since))
-    if until is not None:
-        clauses.append("ts < ?")
-        params.append(iso(until))
-    return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
 
 
 class SqliteQueryLog:
@@ -171,13 +159,13 @@ class SqliteQueryLog:
         return deleted
 
     def count(self, since: datetime | None = None, until: datetime | None = None) -> int:
-        where, params = _range(since, until)
+        where, params = time_range(since, until, "?", iso)
         with self._lock:
             return int(self._conn.execute(f"SELECT count(*) FROM query_log{where}", params).fetchone()[0])
 
     def query(self, since: datetime | None = None, until: datetime | None = None, limit: int | None = None,
               newest_first: bool = False) -> list[QueryLogEntry]:
-        where, params = _range(since, until)
+        where, params = time_range(since, until, "?", iso)
         order = "DESC" if newest_first else "ASC"
         sql = f"{_SELECT}{where} ORDER BY ts {order}, id {order}"
         if limit is not None:
@@ -188,7 +176,7 @@ class SqliteQueryLog:
         return [_entry(r) for r in rows]
 
     def iter(self, since: datetime | None = None, until: datetime | None = None) -> Iterator[QueryLogEntry]:
-        where, params = _range(since, until)
+        where, params = time_range(since, until, "?", iso)
         key: tuple[str, int] | None = None
         while True:
             after = "" if key is None else (" AND " if where else " WHERE ") + "(ts, id) > (?, ?)"
