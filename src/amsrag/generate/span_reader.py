@@ -294,15 +294,11 @@ class SpanReader:
             out.append((float(flat[idx]) - null, prob, w.offsets[i][0], w.offsets[j][1]))
         return out
 
-    def read(self, question: str, passages: Sequence[EvidencePassage],
-             retrieval_scores: Sequence[float] | None = None) -> ReaderResult:
-        t0 = time.perf_counter()
-        question = self.bounded(question)
-        passages = check_passages(passages)
-        if not passages:
-            return ReaderResult(ABSTAIN, "span", None, 0.0, True, ms=(time.perf_counter() - t0) * 1000)
+    def _windows(self, question: str, passages: Sequence[EvidencePassage]
+                 ) -> tuple[list[str], list[tuple[int, ...]], list[str], list[Window]]:
+        """(contexts, joint groups, joint contexts, windows): every passage's windows, then those of the joint
+        multi-passage contexts (window passage -1 - j for joint group j)."""
         contexts = [context_of(p.title, p.text) for p in passages]
-        heads = [len(p.title.strip()) + 2 if p.title.strip() else 0 for p in passages]  # where the text starts
         q_ids = self.maker.question_ids(question)
         encoded = self.maker.encode_contexts(contexts)
         windows: list[Window] = []
@@ -312,6 +308,17 @@ class SpanReader:
         joint_texts = [JOINT_SEP.join(contexts[i] for i in members) for members in joints]
         for j, (j_ids, j_offs) in enumerate(self.maker.encode_contexts(joint_texts) if joints else []):
             windows += self.maker.windows(q_ids, j_ids, j_offs, -1 - j, self.joint_tokens)
+        return contexts, joints, joint_texts, windows
+
+    def read(self, question: str, passages: Sequence[EvidencePassage],
+             retrieval_scores: Sequence[float] | None = None) -> ReaderResult:
+        t0 = time.perf_counter()
+        question = self.bounded(question)
+        passages = check_passages(passages)
+        if not passages:
+            return ReaderResult(ABSTAIN, "span", None, 0.0, True, ms=(time.perf_counter() - t0) * 1000)
+        heads = [len(p.title.strip()) + 2 if p.title.strip() else 0 for p in passages]  # where the text starts
+        contexts, joints, joint_texts, windows = self._windows(question, passages)
         s, e, t = self._run(windows)
         ret = [float(x) for x in retrieval_scores] if retrieval_scores is not None else [0.0] * len(passages)
         cands: list[SpanCandidate] = []
@@ -380,16 +387,7 @@ class SpanReader:
         empty = [SpanSupport(a, 0.0, -30.0, False, None) for a in answers]
         if not passages:
             return SupportReading(tuple(empty), (), 0.0, 0)
-        contexts = [context_of(p.title, p.text) for p in passages]
-        q_ids = self.maker.question_ids(question)
-        encoded = self.maker.encode_contexts(contexts)
-        windows: list[Window] = []
-        for i, (ids, offs) in enumerate(encoded):
-            windows += self.maker.windows(q_ids, ids, offs, i)
-        joints = self._joint_groups(q_ids, [len(ids) for ids, _ in encoded])
-        joint_texts = [JOINT_SEP.join(contexts[i] for i in members) for members in joints]
-        for j, (j_ids, j_offs) in enumerate(self.maker.encode_contexts(joint_texts) if joints else []):
-            windows += self.maker.windows(q_ids, j_ids, j_offs, -1 - j, self.joint_tokens)
+        contexts, joints, joint_texts, windows = self._windows(question, passages)
         s, e, t = self._run(windows)
         logs = [self._window_logsoftmax(s[k], e[k], w) for k, w in enumerate(windows)]
         types = np.exp(t - t.max(axis=1, keepdims=True))
