@@ -184,6 +184,9 @@ def test_ask_audits_an_llm_answer_and_skips_an_abstention(built_index, slice_que
     assert isinstance(audit["support"], float) and audit["against"] == "citations" and len(audit["cited"]) == 1
     nonsense = engine.ask(q.question, generator=ScriptedLLM("purple elephant quartet"))
     assert nonsense.flagged and nonsense.trace["audit"]["support"] < audit["support"]
+    signals = nonsense.trace["signals"]  # the proxy signals read the audit of the answer they ship with
+    assert signals["support"] == nonsense.trace["audit"]["support"] and signals["flagged"] is True
+    assert signals["route_alpha"] == nonsense.trace["complexity"]["route_alpha"]
     uncited = engine.ask(q.question, generator=ScriptedLLM(q.answers[0], cite=False))
     assert uncited.trace["audit"]["against"] == "evidence" and len(uncited.trace["audit"]["cited"]) >= 1
     abstained = engine.ask(q.question, generator=ScriptedLLM("x", abstain=True))

@@ -595,6 +595,23 @@ class AuditConfig(_Section):
                          "false: the text-only model")
 
 
+class MonitorConfig(_Section):
+    """The proxy signals of every answer (`amsrag.monitor`, trace["signals"], /metrics, `amsrag monitor`)."""
+
+    gray_zone_low: float = Field(0.45, ge=0, le=1, description="routing alpha at or above this (and at or below "
+                                 "gray_zone_high) is the gray zone, where the classifier is least sure")
+    gray_zone_high: float = Field(0.65, ge=0, le=1, description="upper end of the gray zone")
+    confident_answer: float = Field(0.70, ge=0, le=1, description="a generator confidence at or above this on an "
+                                    "answer the audit flags is an evidence-confidence disagreement")
+
+    @model_validator(mode="after")
+    def _band(self) -> MonitorConfig:
+        if self.gray_zone_low > self.gray_zone_high:
+            raise ValueError(f"monitor.gray_zone_low ({self.gray_zone_low}) is above gray_zone_high "
+                             f"({self.gray_zone_high})")
+        return self
+
+
 class AmsragConfig(_Section):
     embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
     bm25: BM25Config = Field(default_factory=BM25Config)
@@ -613,6 +630,7 @@ class AmsragConfig(_Section):
     external: ExternalConfig = Field(default_factory=ExternalConfig)
     query_log: QueryLogConfig = Field(default_factory=QueryLogConfig)
     audit: AuditConfig = Field(default_factory=AuditConfig)
+    monitor: MonitorConfig = Field(default_factory=MonitorConfig)
 
     def to_toml(self) -> str:
         return tomli_w.dumps(self.model_dump(mode="json", exclude_none=True))  # TOML has no null: unset = default

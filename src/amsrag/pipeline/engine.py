@@ -35,6 +35,7 @@ from amsrag.generate import (
 from amsrag.generate.span_reader import SpanReaderGenerator
 from amsrag.generate.targ import TargGate
 from amsrag.ingest.language import detect_language
+from amsrag.monitor import proxy_signals
 from amsrag.pipeline.corrective import CorrectiveLoop, CorrectiveOutcome
 from amsrag.pipeline.execute import RetrieverExecutor
 from amsrag.pipeline.language import question_language
@@ -511,8 +512,12 @@ class Engine:
         audit = self._audit(answered, generator)
         timings["audit"] = audit.ms
         timings["total"] = ms_since(t0)
-        return AnswerResult(result.query, g.answer, list(g.citations), g.abstained,
-                            result.trace.answered(answered.trace_entry(), timings, targ, audit))
+        trace = result.trace.answered(answered.trace_entry(), timings, targ, audit)
+        return AnswerResult(result.query, g.answer, list(g.citations), g.abstained, self._signed(trace))
+
+    def _signed(self, trace: Trace) -> Trace:
+        """`trace` with the answer's proxy signals (read from the trace itself, as the monitor reads a log row)."""
+        return replace(trace, signals=proxy_signals(trace, self.config.monitor))
 
     def auditor(self, generator: Generator | None = None) -> SupportAuditor:
         """The citation-support auditor, built once; it reads with the engine's span reader when the
@@ -601,4 +606,4 @@ class Engine:
                       generator=g.trace(), targ=targ, audit=audit,
                       timings={"embed": 0.0, "retrieve": {}, "fusion": 0.0, "mmr": 0.0, "targ": targ.ms,
                                "total": ms_since(t0)})
-        return AnswerResult(query, g.answer, [], g.abstained, trace)
+        return AnswerResult(query, g.answer, [], g.abstained, self._signed(trace))

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from amsrag.classify.library import LibraryVote
     from amsrag.correct.actions import Correction
     from amsrag.correct.sufficiency import Sufficiency
+    from amsrag.monitor import ProxySignals
     from amsrag.pipeline.execute import RetrieverRun
     from amsrag.pipeline.language import LanguageTrace
     from amsrag.pipeline.multihop import Expansion
@@ -222,6 +223,7 @@ class Trace(Mapping[str, Any]):
     global_search: dict[str, Any] | None = None  # the global route: the themes selected and how
     language: LanguageTrace | None = None  # the question's language (set by `ask` and `retrieve`)
     audit: AuditTrace | None = None  # the citation-support audit (set by `ask`)
+    signals: ProxySignals | None = None  # the five proxy signals of the answer (set by `ask`)
 
     @property
     def retriever_calls(self) -> int:
@@ -263,6 +265,8 @@ class Trace(Mapping[str, Any]):
             out["language"] = self.language.to_dict()
         if self.audit is not None:
             out["audit"] = self.audit.to_dict()
+        if self.signals is not None:
+            out["signals"] = self.signals.to_dict()
         out["timings_ms"] = dict(self.timings)
         return out
 

@@ -109,7 +109,7 @@ class QueryLogEntry:
     timings: dict[str, Any] = field(default_factory=dict)  # the trace's timings_ms: stage -> ms
     signals: dict[str, Any] = field(default_factory=dict)  # open: class probabilities, scores, errors...
     audit: dict[str, Any] | None = None  # the citation-support audit, when one ran
-    flagged: bool = False  # the audit flagged the answer
+    flagged: bool = False  # the audit flagged the answer, or its evidence and confidence disagree
     version: str = __version__
     id: int | None = None
 
@@ -200,6 +200,9 @@ def _signals(trace: Mapping[str, Any], query: str, stored_query: str) -> dict[st
     lang = trace.get("language") or {}
     if lang.get("mixed"):
         out["language_mixed"] = True
+    proxy = trace.get("signals")
+    if isinstance(proxy, Mapping):
+        out["proxy"] = dict(proxy)  # the five proxy signals (`amsrag.monitor.ProxySignals`)
     out["query_chars"] = len(query)
     if len(stored_query) < len(query):
         out["query_truncated"] = True
@@ -226,6 +229,9 @@ def entry_from_answer(answer: Any, config: QueryLogConfig | None = None, source:
     audit = dict(audit) if isinstance(audit, Mapping) else None
     lang = trace.get("language") or {}
     corrective = trace.get("corrective") or {}
+    proxy = trace.get("signals")
+    flagged = bool(proxy.get("flagged")) if isinstance(proxy, Mapping) else \
+        bool(audit.get("flagged")) if audit is not None else False
     text = redactor.text
     return QueryLogEntry(
         ts=utc(now) if now is not None else datetime.now(UTC),
@@ -251,5 +257,5 @@ def entry_from_answer(answer: Any, config: QueryLogConfig | None = None, source:
         timings=redactor.value(timings),
         signals=redactor.value(_signals(trace, query, stored_query)),
         audit=redactor.value(audit) if audit is not None else None,
-        flagged=bool(audit.get("flagged")) if audit is not None else False,
+        flagged=flagged,
     )

@@ -6,6 +6,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+SCORE_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.8, 0.9, 0.95, 1.0)
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 
@@ -33,6 +34,25 @@ class Metrics:
                              registry=r)
         self.passages = Gauge("amsrag_index_passages", "passages in the served index", registry=r)
         self.jobs = Counter("amsrag_jobs_total", "ingest jobs by final status", ["status"], registry=r)
+        # The five proxy signals of seed 003 §6.2 (trace["signals"]), labelled by the route the query took.
+        self.answers = Counter("amsrag_answers_total", "answers with proxy signals, by route", ["route"],
+                               registry=r)
+        self.alpha = Histogram("amsrag_route_alpha", "routing confidence (alpha) by route", ["route"],
+                               buckets=SCORE_BUCKETS, registry=r)
+        self.gray_zone = Counter("amsrag_gray_zone_total", "answers whose routing alpha is in the gray zone",
+                                 ["route"], registry=r)
+        self.support = Histogram("amsrag_citation_support", "citation-support score of audited answers, by route",
+                                 ["route"], buckets=SCORE_BUCKETS, registry=r)
+        self.disagreements = Counter("amsrag_evidence_confidence_disagreements_total",
+                                     "confident answers the audit finds unsupported, by route", ["route"],
+                                     registry=r)
+        self.sufficiency_failures = Counter("amsrag_sufficiency_failures_total",
+                                            "answers whose first-pass evidence failed the corrective check",
+                                            ["route"], registry=r)
+        self.escalated = Counter("amsrag_escalated_answers_total", "answers that escalated to a wider route "
+                                 "(escalation rate = this / amsrag_answers_total)", ["route"], registry=r)
+        self.flagged = Counter("amsrag_flagged_answers_total", "answers flagged by the audit or a disagreement",
+                               ["route"], registry=r)
         self.query_log_failures = Counter("amsrag_query_log_failures_total",
                                           "answers the query log could not record", registry=r)
 
@@ -64,6 +84,22 @@ class Metrics:
         escalations = trace.get("escalations") or []
         if escalations:
             self.escalations.inc(len(escalations))
+        signals = trace.get("signals")
+        if signals:
+            self.observe_signals(signals)
+
+    def observe_signals(self, signals: dict[str, Any]) -> None:
+        route = str(signals.get("route_label") or "none")
+        self.answers.labels(route).inc()
+        if isinstance(signals.get("route_alpha"), int | float):
+            self.alpha.labels(route).observe(signals["route_alpha"])
+        if isinstance(signals.get("support"), int | float):
+            self.support.labels(route).observe(signals["support"])
+        for flag, counter in (("gray_zone", self.gray_zone), ("disagreement", self.disagreements),
+                              ("sufficiency_failed", self.sufficiency_failures), ("escalated", self.escalated),
+                              ("flagged", self.flagged)):
+            if signals.get(flag):
+                counter.labels(route).inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -1,0 +1,94 @@
+"""The five proxy signals of seed 003 §6.2, per answer.
+
+A misroute cannot be observed (the true class is unknown), but it leaves traces: the evidence and the
+answer's certainty disagree. Each signal is read from the answer's trace (the JSON contract, so a stored
+query-log row gives the same signals as a live answer):
+
+1. evidence-confidence disagreement: the generator is confident, the audit finds the cited text does not
+   support the answer;
+2. gray-zone alpha: the routing confidence lies in the band where the classifier is least sure;
+3. sufficiency-check failure: the corrective step (or the reader's check) found the first pass's evidence
+   insufficient;
+4. escalation: the engine had to widen the route (the rate is the share of answers with one);
+5. citation support: the audit's calibrated P(the cited text supports the answer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from amsrag.config import MonitorConfig
+
+# Corrective outcomes that mean "the first pass's evidence was not enough".
+INSUFFICIENT_ACTIONS = frozenset({"incorrect", "ambiguous", "reader-escalated", "reader-kept"})
+
+
+@dataclass(frozen=True, slots=True)
+class ProxySignals:
+    """The five signals of one answer. `route_label`/`route_alpha`: the class and confidence routing acted
+    on. `suspect`: a cheap route (not multi-hop) whose answer shows a signal of a misroute: flagged, or the
+    evidence failed the sufficiency check; what the review queue and shadow probes look at first."""
+
+    route_label: str | None
+    route_alpha: float | None
+    gray_zone: bool
+    confidence: float | None  # the generator's confidence in its answer
+    support: float | None  # the audit's citation support (None: not audited)
+    disagreement: bool  # confident answer, unsupported by its citations
+    sufficiency_failed: bool
+    escalations: int
+    flagged: bool  # the audit flagged the answer, or evidence and confidence disagree
+    suspect: bool
+
+    @property
+    def escalated(self) -> bool:
+        return self.escalations > 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"route_label": self.route_label, "route_alpha": self.route_alpha, "gray_zone": self.gray_zone,
+                "confidence": self.confidence, "support": self.support, "disagreement": self.disagreement,
+                "sufficiency_failed": self.sufficiency_failed, "escalations": self.escalations,
+                "escalated": self.escalated, "flagged": self.flagged, "suspect": self.suspect}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ProxySignals:
+        return cls(data.get("route_label"), _num(data.get("route_alpha")), bool(data.get("gray_zone")),
+                   _num(data.get("confidence")), _num(data.get("support")), bool(data.get("disagreement")),
+                   bool(data.get("sufficiency_failed")), int(data.get("escalations") or 0),
+                   bool(data.get("flagged")), bool(data.get("suspect")))
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def in_gray_zone(alpha: float | None, config: MonitorConfig) -> bool:
+    return alpha is not None and config.gray_zone_low <= alpha <= config.gray_zone_high
+
+
+def proxy_signals(trace: Mapping[str, Any], config: MonitorConfig | None = None) -> ProxySignals:
+    """The signals of the answer whose trace (`Trace` or its `to_dict()`) is `trace`."""
+    if config is None:
+        from amsrag.config import MonitorConfig
+
+        config = MonitorConfig()
+    cx = trace.get("complexity") or {}
+    label = cx.get("route_label", cx.get("label"))
+    alpha = _num(cx.get("route_alpha", cx.get("alpha")))
+    confidence = _num((trace.get("generator") or {}).get("confidence"))
+    audit = trace.get("audit") or {}
+    support = _num(audit.get("support"))
+    audit_flagged = bool(audit.get("flagged"))
+    disagreement = (audit_flagged and confidence is not None and confidence >= config.confident_answer)
+    corrective = trace.get("corrective") or {}
+    sufficiency = corrective.get("sufficiency") or {}
+    failed = (corrective.get("action") in INSUFFICIENT_ACTIONS or bool(corrective.get("insufficient_evidence"))
+              or sufficiency.get("ok") is False)
+    escalations = len(trace.get("escalations") or [])
+    flagged = audit_flagged or disagreement
+    cheap = label is not None and label != "multi_hop"
+    return ProxySignals(label, alpha, in_gray_zone(alpha, config), confidence, support, disagreement, failed,
+                        escalations, flagged, cheap and (flagged or failed))
