@@ -147,3 +147,9 @@ def test_cli_ask_prints_the_answer_its_citation_and_the_readers_check(built_inde
     assert a.answer in proc.stdout
     for cid in a.citations:
         assert f"[{cid}] " in proc.stdout  # the cited passage, shown with its title and text
+    flat = " ".join(proc.stdout.split())  # rich wraps long lines
+    if a.abstained:
+        assert "audit: not audited (abstained)" in flat
+    else:
+        assert f"support {a.trace['audit']['support']:.2f}" in flat
+        assert ("flagged:" in flat) == a.trace["signals"]["flagged"]

@@ -120,6 +120,14 @@ def test_ask_in_the_browser_shows_answer_and_route(built_index, tmp_path, slice_
                 assert source_text.inner_text() == expected["sources"][0]["text"]
 
                 trace = expected["trace"]
+                # the audit's verdict and the signals that fired sit under the answer
+                audit, signals = trace["audit"], trace["signals"]
+                assert float(page.get_attribute("#audit", "data-support")) == pytest.approx(audit["support"])
+                verdict = page.inner_text("#audit-verdict")
+                assert ("flagged" in verdict) == signals["flagged"] and f"{audit['support']:.2f}" in verdict
+                shown = {c.get_attribute("data-signal") for c in page.locator("#audit .chip").all()}
+                assert shown == {k for k in ("gray_zone", "disagreement", "sufficiency_failed") if signals[k]} | \
+                    ({"escalated"} if signals["escalations"] else set())
                 assert page.locator("#route-panel").is_visible()
                 assert page.locator("#class-bars .bar-row").count() == 3
                 chosen = page.locator("#class-bars .bar-row.chosen")

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -178,6 +179,7 @@ def ask(
     out.print(Text.assemble((result.answer, "bold"), "  ",
                             (" ".join("[" + c + "]" for c in result.citations), "dim")),
               highlight=False, soft_wrap=True)
+    print_audit(result.trace)
     if result.abstained and g.get("candidate") and g["candidate"] != result.answer:
         out.print(Text(f"best candidate, below the confidence threshold {g.get('threshold')}: {g['candidate']}",
                        style="dim"), highlight=False, soft_wrap=True)
@@ -192,6 +194,28 @@ def ask(
         if p is not None:
             out.print(Text(f"[{cid}] {p.title}: {p.text[:160]}{'…' if len(p.text) > 160 else ''}", style="dim"),
                       highlight=False)
+
+
+def print_audit(trace: Mapping[str, Any]) -> None:
+    """The citation-support audit and the proxy signals that fired, under the answer."""
+    audit = trace.get("audit") or {}
+    signals = trace.get("signals") or {}
+    fired = [name for key, name in (("gray_zone", "gray-zone alpha"), ("disagreement", "confident but unsupported"),
+                                    ("sufficiency_failed", "evidence failed the sufficiency check"))
+             if signals.get(key)]
+    if signals.get("escalations"):
+        fired.append(f"escalated {signals['escalations']}×")
+    tail = f" · signals: {', '.join(fired)}" if fired else ""
+    if audit.get("support") is None:
+        if audit.get("reason"):
+            out.print(Text(f"audit: not audited ({audit['reason']}){tail}", style="dim"), highlight=False)
+        return
+    line = f"audit: support {audit['support']:.2f} against its {audit.get('against', 'citations')}"
+    if signals.get("flagged") or audit.get("flagged"):
+        out.print(Text(f"flagged: the cited text does not support this answer well ({line[7:]}, threshold "
+                       f"{audit.get('threshold')}){tail}", style="yellow"), highlight=False, soft_wrap=True)
+    else:
+        out.print(Text(f"{line} (supported){tail}", style="dim"), highlight=False, soft_wrap=True)
 
 
 def log_answer(engine: Engine, result: AnswerResult, gen_config: GeneratorConfig) -> None:

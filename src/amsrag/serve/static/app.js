@@ -105,7 +105,36 @@ function renderAnswer(result) {
       },
     }, "[" + (i + 1) + "]"));
   });
+  renderAudit(result.trace || {});
   $("answer-panel").classList.remove("hidden");
+}
+
+// The citation-support audit and the proxy signals that fired (trace.audit, trace.signals).
+const SIGNAL_NAMES = [
+  ["gray_zone", "gray-zone α"], ["disagreement", "confident but unsupported"],
+  ["sufficiency_failed", "evidence failed the sufficiency check"],
+];
+
+function renderAudit(trace) {
+  const audit = trace.audit || {};
+  const signals = trace.signals || {};
+  const box = $("audit");
+  const chips = SIGNAL_NAMES.filter(([key]) => signals[key]).map(([key, name]) =>
+    el("span", { class: "chip", "data-signal": key }, name));
+  if (signals.escalations) {
+    chips.push(el("span", { class: "chip", "data-signal": "escalated" }, "escalated ×" + signals.escalations));
+  }
+  let verdict;
+  if (audit.support === null || audit.support === undefined) {
+    verdict = el("span", { id: "audit-verdict", class: "muted" }, "not audited" + (audit.reason ? " (" + audit.reason + ")" : ""));
+  } else {
+    const flagged = Boolean(signals.flagged || audit.flagged);
+    verdict = el("span", { id: "audit-verdict", class: flagged ? "flagged" : "supported" },
+      (flagged ? "flagged: the cited text does not support this answer well" : "supported by its citations") +
+      " — support " + fmt(audit.support, 2) + " (threshold " + fmt(audit.threshold, 2) + ")");
+  }
+  box.replaceChildren(el("span", { class: "muted" }, "Citation audit: "), verdict, ...chips);
+  box.dataset.support = audit.support === null || audit.support === undefined ? "" : String(audit.support);
 }
 
 // ---------------------------------------------------------------- route
