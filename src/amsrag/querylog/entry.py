@@ -230,8 +230,8 @@ def entry_from_answer(answer: Any, config: QueryLogConfig | None = None, source:
     lang = trace.get("language") or {}
     corrective = trace.get("corrective") or {}
     proxy = trace.get("signals")
-    flagged = bool(proxy.get("flagged")) if isinstance(proxy, Mapping) else \
-        bool(audit.get("flagged")) if audit is not None else False
+    flagged = bool(audit is not None and audit.get("flagged")) or \
+        bool(isinstance(proxy, Mapping) and proxy.get("flagged"))
     text = redactor.text
     return QueryLogEntry(
         ts=utc(now) if now is not None else datetime.now(UTC),
