@@ -183,7 +183,8 @@ def route_learn(
         encoder = routing_encoder_for(idx.config.embedding, idx.encoder)
         library = idx.query_library().copy()
         for path, name, questions, hops in batches:
-            with progress_for(err, quiet) as progress, progress.task(f"library: embed {name}", len(questions)) as adv:
+            what = "library: embed" if path else "library: embed reviews"
+            with progress_for(err, quiet) as progress, progress.task(what, len(questions)) as adv:
                 vectors = encoder.encode(questions, adv)
             reports.append((path, name, len(questions), library.add(questions, hops, vectors, name)))
         if any(r.added or r.relabelled for _, _, _, r in reports):
