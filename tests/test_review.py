@@ -374,9 +374,18 @@ def test_reviews_round_trip_into_a_recalibrated_classifier(built_index, tmp_path
     assert result["hop_temperature"] > 0
     assert f"hop_temperature = {result['hop_temperature']}" in (index / "config.toml").read_text("utf-8")
     after, alpha_after = _route_p_multi(index, texts)
-    # routing now acts on the recalibrated confidences: they moved, and fit the reviewed labels better
+    # routing now acts on the recalibrated confidences: p(multi_hop) is the hop head's logit at the fitted
+    # temperature, the alphas moved, and they fit the reviewed labels at least as well (in sample)
+    from amsrag.classify.features import features_batch
+    from amsrag.classify.model import ComplexityClassifier
+
+    with Engine.open(index) as engine:
+        vectors = engine.index.encoder.encode(texts)
+    logits = ComplexityClassifier.load().hop.logits(vectors, features_batch(texts))
+    temperature = result["hop_temperature"]
+    assert after == pytest.approx([1 / (1 + math.exp(-z / temperature)) for z in logits], abs=1e-5)
     assert sum(abs(a - b) > 1e-4 for a, b in zip(alpha_before, alpha_after, strict=True)) >= len(texts) // 2
-    assert _nll(after, y) < _nll(before, y)
+    assert _nll(after, y) <= _nll(before, y)
 
     learned = json.loads(_cli("route", "learn", "--index", index, "--reviews", "--json", "-q"))
     assert learned["source"] == "review" and learned["received"] == len(reviewed) and learned["added"] == len(reviewed)
