@@ -245,3 +245,96 @@ def test_ask_in_the_browser_shows_answer_and_route(built_index, tmp_path, slice_
     finally:
         server.stop()
         service.close()
+
+
+@pytest.mark.slow
+def test_review_page_in_the_browser(built_index, tmp_path, slice_questions) -> None:
+    """A real flagged answer (asked in the UI, a stand-in LLM's nonsense answer the audit flags) lands in the
+    review queue; the review page shows it with its evidence, route and signals; the reviewer's verdict and
+    true class are stored."""
+    _require_browser()
+    from playwright.sync_api import sync_playwright
+
+    from amsrag.config import ReviewConfig, ServeConfig
+    from amsrag.pipeline import Engine
+    from amsrag.serve.app import create_app
+    from amsrag.serve.background import BackgroundServer
+    from amsrag.serve.service import Service
+    from test_audit import ScriptedLLM
+
+    engine = Engine.open(copy_index(built_index, tmp_path / "index"))
+    scripted = ScriptedLLM("purple elephant quartet")
+    service = Service(engine, ServeConfig(api_keys=[KEY]), review_config=ReviewConfig(enabled=True),
+                      ask=lambda q, s: engine.ask(q, system=s, generator=scripted))
+    server = BackgroundServer(create_app(service))
+    server.start()
+    queue = service.review_queue
+    assert queue is not None
+    question = slice_questions[0].question
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS, headless=True, timeout=60_000)
+            try:
+                page = browser.new_page()
+                console_errors: list[str] = []
+                page.on("pageerror", lambda exc: console_errors.append(str(exc)))
+                page.goto(server.url + "/", timeout=30_000)
+                page.wait_for_selector("#key-label:not(.hidden)", timeout=15_000)
+                page.fill("#api-key", KEY)
+                page.fill("#question", question)
+                page.click("#ask-button")
+                page.wait_for_selector("#answer-text", timeout=60_000)
+                assert page.inner_text("#answer-text") == "purple elephant quartet"
+                service.flush_review()
+                [item] = queue.items("open")
+                assert item.query == question and item.kind == "flagged"
+
+                page.click("#nav-review")
+                page.wait_for_url("**/review")
+                card = page.locator(f".review-item[data-id='{item.id}']")
+                card.wait_for(timeout=30_000)
+                assert page.locator("#ask-view").is_hidden()
+                assert "1 open · 0 reviewed · 0 dismissed" in page.inner_text("#review-counts")
+                a = item.answer
+                assert card.locator(".review-question").inner_text() == question
+                assert card.locator(".review-answer-text").inner_text() == "purple elephant quartet"
+                sources = card.locator(".review-sources li")
+                assert sources.count() == len(a["sources"]) >= 1
+                assert sources.first.get_attribute("data-id") == a["citations"][0]
+                assert a["sources"][0]["text"][:100] in sources.first.inner_text()
+                cx = a["complexity"]
+                route = card.locator(".review-route").inner_text()
+                assert f"{cx['route_label']} · α {cx['route_alpha']:.3f}" in route
+                assert f"Strategy {a['strategy']}" in route
+                assert f"{a['audit']['support']:.3f}" in card.locator(".review-support").inner_text()
+                assert card.locator("tr[data-signal='flagged'] td").inner_text() == "yes"
+                assert card.locator("tr[data-signal='support'] td").inner_text() == f"{a['signals']['support']:.3f}"
+                assert item.reason in card.locator(".review-reason").inner_text()
+
+                page.screenshot(path=str(tmp_path / "review-open.png"), full_page=True)
+                card.locator(".review-save").click()  # no verdict yet: refused in the page, nothing stored
+                assert "right or wrong" in card.locator(".review-error").inner_text()
+                assert queue.get(item.id).status == "open"  # type: ignore[union-attr]
+                card.locator(".review-verdict[value='wrong']").check()
+                card.locator(".review-class").select_option("multi_hop")
+                card.locator(".review-note").fill("the question needs two passages")
+                card.locator(".review-save").click()
+                card.wait_for(state="detached", timeout=15_000)
+                page.wait_for_function("document.getElementById('review-counts').textContent.includes('1 reviewed')")
+                assert "0 open · 1 reviewed" in page.inner_text("#review-counts")
+                assert page.inner_text("#review-status") == "Nothing to review."
+                stored = queue.get(item.id)
+                assert stored is not None and stored.status == "reviewed" and stored.review is not None
+                assert (stored.review.verdict, stored.review.true_class, stored.review.note) == (
+                    "wrong", "multi_hop", "the question needs two passages")
+                page.screenshot(path=str(tmp_path / "review.png"), full_page=True)
+
+                page.click("#nav-ask")  # the ask page is still the ask page
+                page.wait_for_selector("#ask-form", state="visible")
+                assert page.locator("#review-view").is_hidden()
+                assert not console_errors, console_errors
+            finally:
+                browser.close()
+    finally:
+        server.stop()
+        service.close()

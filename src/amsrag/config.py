@@ -612,6 +612,19 @@ class MonitorConfig(_Section):
         return self
 
 
+class ReviewConfig(_Section):
+    """The review queue (opt-in, `amsrag.review`): answers to look at in `review.sqlite` in the index directory;
+    the web UI's review page, /v1/review and `amsrag review` mark them; the reviews are labelled data."""
+
+    enabled: bool = Field(False, description="queue answers for review (`amsrag serve`; also `--review`)")
+    flagged: bool = Field(True, description="queue flagged answers (trace.signals.flagged)")
+    suspects: bool = Field(True, description="queue suspects: a cheap route with a sign of a misroute "
+                           "(trace.signals.suspect)")
+    max_open: int = Field(5000, ge=1, description="open items kept; beyond this the oldest go")
+    retention_days: float = Field(90.0, ge=0, description="open and dismissed items older than this are deleted "
+                                  "(reviewed ones are labelled data and kept); 0 keeps every item")
+
+
 class AmsragConfig(_Section):
     embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
     bm25: BM25Config = Field(default_factory=BM25Config)
@@ -631,6 +644,7 @@ class AmsragConfig(_Section):
     query_log: QueryLogConfig = Field(default_factory=QueryLogConfig)
     audit: AuditConfig = Field(default_factory=AuditConfig)
     monitor: MonitorConfig = Field(default_factory=MonitorConfig)
+    review: ReviewConfig = Field(default_factory=ReviewConfig)
 
     def to_toml(self) -> str:
         return tomli_w.dumps(self.model_dump(mode="json", exclude_none=True))  # TOML has no null: unset = default

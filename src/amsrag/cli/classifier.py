@@ -103,6 +103,9 @@ def train_cmd(
     _print_summary(s, "calibration split")
 
 
+MIN_CALIBRATION_QUESTIONS = 50
+
+
 def _method(name: str) -> CalibrationMethod:
     from amsrag.calibration import CALIBRATION_METHODS
 
@@ -111,11 +114,28 @@ def _method(name: str) -> CalibrationMethod:
     return name
 
 
+def reviewed_hop_labels(index: Path | str) -> tuple[list[str], list[str], int]:
+    """(questions, hop labels) of the index's reviewed items whose true class is one_hop or multi_hop, and how
+    many reviewed items carry a true class at all (zero_hop ones are not hop labels)."""
+    from contextlib import closing
+
+    from amsrag.classify.library import HOP_LABELS
+    from amsrag.review import open_review_queue
+
+    with closing(open_review_queue(index)) as queue:
+        labelled = queue.labelled()
+    hop = [(q, c) for q, c in labelled if c in HOP_LABELS]
+    return [q for q, _ in hop], [c for _, c in hop], len(labelled)
+
+
 @classifier_app.command("calibrate")
 def calibrate_cmd(
-    qa_file: Annotated[Path, typer.Option("--qa", help="labelled questions: JSONL {question, hop} or any QA "
-                                          "file `index build` reads (hop from its data set)")],
     index: Annotated[Path, typer.Option("--index", help="the index whose configuration stores the temperature")],
+    qa_file: Annotated[Path | None, typer.Option("--qa", help="labelled questions: JSONL {question, hop} or any QA "
+                                                 "file `index build` reads (hop from its data set)")] = None,
+    reviews: Annotated[bool, typer.Option(
+        "--reviews", help="the index's reviewed questions (`amsrag review`, the web UI's review page) with a true "
+        "class one_hop or multi_hop; alone or with --qa")] = False,
     fmt: Annotated[str, typer.Option("--format", help="auto or a data set format")] = "auto",
     as_json: JsonOpt = False,
     quiet: QuietOpt = False,
@@ -125,13 +145,36 @@ def calibrate_cmd(
     from amsrag.calibration import ece, fit_temperature
     from amsrag.classify.features import features_batch
     from amsrag.classify.model import ComplexityClassifier
+    from amsrag.ingest.datasets import normalise_question
     from amsrag.learn.label import read_hop_labels
     from amsrag.store.open import open_index
 
-    questions, hops = read_hop_labels(qa_file, fmt)
-    if len(questions) < 50 or len(set(hops)) < 2:
-        raise InputError(f"{qa_file}: {len(questions)} labelled questions ({', '.join(sorted(set(hops)))}); "
-                         "a temperature needs at least 50, with both one_hop and multi_hop")
+    if qa_file is None and not reviews:
+        raise InputError("give the labelled questions: --qa FILE, --reviews (the index's reviewed questions), or both")
+    questions: list[str] = []
+    hops: list[str] = []
+    n_reviewed = n_with_class = 0
+    if reviews:  # first: a question both reviewed and in --qa keeps the reviewer's label
+        questions, hops, n_with_class = reviewed_hop_labels(index)
+        n_reviewed = len(questions)
+    if qa_file is not None:
+        seen = {normalise_question(q) for q in questions}
+        for q, h in zip(*read_hop_labels(qa_file, fmt), strict=True):
+            if normalise_question(q) not in seen:
+                questions.append(q)
+                hops.append(h)
+    if len(questions) < MIN_CALIBRATION_QUESTIONS or len(set(hops)) < 2:
+        where = []
+        if reviews:
+            where.append(f"{n_reviewed} from reviews ({n_with_class} reviewed items have a true class; zero_hop ones "
+                         "do not count)")
+        if qa_file is not None:
+            where.append(f"{len(questions) - n_reviewed} from {qa_file}")
+        have = ", ".join(f"{hops.count(h)} {h}" for h in sorted(set(hops))) or "none"
+        raise InputError(f"{len(questions)} labelled questions ({'; '.join(where)}; {have}): a temperature needs at "
+                         f"least {MIN_CALIBRATION_QUESTIONS}, with both one_hop and multi_hop"
+                         + (f"; {MIN_CALIBRATION_QUESTIONS - len(questions)} more are needed"
+                            if len(questions) < MIN_CALIBRATION_QUESTIONS else ""))
     with open_index(index) as idx:
         base = ComplexityClassifier.load(idx.config.classifier.artifact or None, encoder=idx.encoder)
         with progress_for(err, quiet) as progress, progress.task("embedding questions", len(questions)) as advance:
@@ -149,7 +192,8 @@ def calibrate_cmd(
         config = idx.config.model_copy(deep=True)
         config.classifier.hop_temperature = temperature
         idx.update_config(config)
-    result = {"index": str(index), "questions": len(questions), "hop_temperature": temperature,
+    result = {"index": str(index), "questions": len(questions), "from_reviews": n_reviewed,
+              "hop_temperature": temperature,
               "accuracy": float(np.mean((zh >= 0) == y)), "ece_before": before, "ece_after_in_sample": after}
     if as_json:
         emit(result)

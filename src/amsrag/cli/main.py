@@ -34,6 +34,7 @@ from amsrag.cli.fusion import fusion_app
 from amsrag.cli.index import index_app
 from amsrag.cli.querylog import querylog_app
 from amsrag.cli.reader import reader_app
+from amsrag.cli.review import review_app
 from amsrag.cli.route import route_app
 from amsrag.cli.tables import tables_app, taxonomy_app, themes_app
 from amsrag.config import GeneratorConfig
@@ -71,6 +72,7 @@ app.add_typer(tables_app, name="tables")
 app.add_typer(taxonomy_app, name="taxonomy")
 app.add_typer(themes_app, name="themes")
 app.add_typer(querylog_app, name="querylog")
+app.add_typer(review_app, name="review")
 app.command("eval")(eval_command)
 
 
@@ -266,11 +268,15 @@ def serve(
     access_log: Annotated[bool, typer.Option("--access-log", help="log every request")] = False,
     query_log: Annotated[bool | None, typer.Option(
         "--query-log/--no-query-log", help="log answered questions (default: [query_log] enabled)")] = None,
+    review: Annotated[bool | None, typer.Option(
+        "--review/--no-review", help="queue flagged and suspect answers for review; the web UI's /review page "
+        "(default: [review] enabled)")] = None,
 ) -> None:
     """HTTP API, OpenAI-compatible endpoint and web UI over an index (API keys: $AMSRAG_API_KEYS)."""
     from amsrag.serve import run
 
-    run(index, host=host, port=port, config_file=config_file, access_log=access_log, query_log=query_log)
+    run(index, host=host, port=port, config_file=config_file, access_log=access_log, query_log=query_log,
+        review=review)
 
 
 def main() -> None:

@@ -136,45 +136,72 @@ def _print_counts(location: str, counts: dict[str, int]) -> None:
     out.print(table)
 
 
+REVIEW_SOURCE = "review"
+
+
 @route_app.command("learn")
 def route_learn(
-    file: Annotated[Path, typer.Argument(help="JSONL rows {question, hop: one_hop|multi_hop} (or `complexity`, "
-                                              "`label`), or a QA file whose hop structure is known")],
     index: IndexOpt,
+    file: Annotated[Path | None, typer.Argument(help="JSONL rows {question, hop: one_hop|multi_hop} (or "
+                                                     "`complexity`, `label`), or a QA file whose hop structure is "
+                                                     "known")] = None,
+    reviews: Annotated[bool, typer.Option(
+        "--reviews", help="also the index's reviewed questions with a true class one_hop or multi_hop (source "
+        f"`{REVIEW_SOURCE}`)")] = False,
     source: Annotated[str | None, typer.Option(
-        "--source", help="where the labels came from (default: the file name)")] = None,
+        "--source", help="where FILE's labels came from (default: the file name)")] = None,
     fmt: FormatOpt = "auto",
     as_json: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
     """Add labelled queries to the index's query library (embedded as the classifier reads them); a question
-    stored with another label is relabelled: the latest confirmation wins."""
+    stored with another label is relabelled: the latest confirmation wins (reviews are added after FILE)."""
+    from amsrag.classify.library import LibraryAddReport
+    from amsrag.cli.classifier import reviewed_hop_labels
     from amsrag.embed.factory import routing_encoder_for
     from amsrag.learn.label import read_hop_labels
     from amsrag.progress import progress_for
     from amsrag.store.open import open_index
 
-    questions, hops = read_hop_labels(file, fmt)  # every row checked before anything is embedded or stored
-    name = source if source is not None else file.name
-    if not name.strip():
-        raise InputError("--source must be a non-empty name")
+    if file is None and not reviews:
+        raise InputError("give labelled queries: FILE, --reviews (the index's reviewed questions), or both")
+    batches: list[tuple[str | None, str, list[str], list[str]]] = []  # (file, source, questions, hops)
+    if file is not None:  # every row checked before anything is embedded or stored
+        name = source if source is not None else file.name
+        if not name.strip():
+            raise InputError("--source must be a non-empty name")
+        batches.append((str(file), name, *read_hop_labels(file, fmt)))
+    if reviews:
+        questions, hops, n_with_class = reviewed_hop_labels(index)
+        if not questions:
+            raise InputError(f"no reviewed question of {index} has a true class one_hop or multi_hop "
+                             f"({n_with_class} reviewed items have a true class): review some first "
+                             f"(`amsrag review mark ID --verdict ... --class ...` or the web UI's /review page)")
+        batches.append((None, REVIEW_SOURCE, questions, hops))
+    reports: list[tuple[str | None, str, int, LibraryAddReport]] = []
     with open_index(index) as idx:
-        with progress_for(err, quiet) as progress, progress.task("library: embed", len(questions)) as adv:
-            vectors = routing_encoder_for(idx.config.embedding, idx.encoder).encode(questions, adv)
+        encoder = routing_encoder_for(idx.config.embedding, idx.encoder)
         library = idx.query_library().copy()
-        report = library.add(questions, hops, vectors, name)
-        if report.added or report.relabelled:
+        for path, name, questions, hops in batches:
+            what = "library: embed" if path else "library: embed reviews"
+            with progress_for(err, quiet) as progress, progress.task(what, len(questions)) as adv:
+                vectors = encoder.encode(questions, adv)
+            reports.append((path, name, len(questions), library.add(questions, hops, vectors, name)))
+        if any(r.added or r.relabelled for _, _, _, r in reports):
             idx.save_query_library(library)
         location = idx.location
-    summary = {"index": location, "file": str(file), "source": name, "received": len(questions),
-               **report.to_dict(), **_library_summary(library)}
-    if as_json:
-        emit(summary)
-        return
-    counts = library.counts()
-    out.print(f"[green]learned {len(questions)}[/] labelled queries from {escape(str(file))}: {report.added} added, "
-              f"{report.relabelled} relabelled, {report.unchanged} unchanged; the library of {escape(location)} holds "
-              f"{len(library)} ({counts['one_hop']} one_hop, {counts['multi_hop']} multi_hop)", highlight=False)
+    for path, name, received, report in reports:
+        summary = {"index": location, "file": path, "source": name, "received": received,
+                   **report.to_dict(), **_library_summary(library)}
+        if as_json:
+            emit(summary)
+            continue
+        counts = library.counts()
+        what = escape(path) if path else "the reviews"
+        out.print(f"[green]learned {received}[/] labelled queries from {what}: {report.added} added, "
+                  f"{report.relabelled} relabelled, {report.unchanged} unchanged; the library of {escape(location)} "
+                  f"holds {len(library)} ({counts['one_hop']} one_hop, {counts['multi_hop']} multi_hop)",
+                  highlight=False)
 
 
 @route_app.command("library")

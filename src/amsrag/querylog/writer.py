@@ -1,4 +1,5 @@
-"""Appends off the request's path: one background thread per service, failures logged and never raised."""
+"""Appends off the request's path: one background thread per service, failures logged and never raised.
+The query log uses it, and so does the review queue (any `Sink`: a `location`, `append` and `close`)."""
 
 from __future__ import annotations
 
@@ -7,31 +8,42 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Generic, Protocol, TypeVar
 
-from amsrag.querylog.base import QueryLog
-from amsrag.querylog.entry import QueryLogEntry
+E = TypeVar("E")
+E_contra = TypeVar("E_contra", contravariant=True)
 
 log = logging.getLogger("amsrag.querylog")
 MAX_PENDING = 1000  # entries waiting to be written; beyond this they are dropped (the log is behind)
 WARN_EVERY_S = 60.0  # a failing log warns at most this often (with the count of entries lost since)
 
 
-class BackgroundAppender:
-    """`submit(entry)` returns at once; the entry is appended on the appender's thread, in order."""
+class Sink(Protocol[E_contra]):
+    location: str
 
-    def __init__(self, query_log: QueryLog, max_pending: int = MAX_PENDING,
-                 on_failure: Callable[[], object] | None = None) -> None:
+    def append(self, entry: E_contra, /) -> object: ...
+
+    def close(self) -> None: ...
+
+
+class BackgroundAppender(Generic[E]):
+    """`submit(entry)` returns at once; the entry is appended on the appender's thread, in order.
+    `what`: the sink's name in warnings and the thread's name."""
+
+    def __init__(self, query_log: Sink[E], max_pending: int = MAX_PENDING,
+                 on_failure: Callable[[], object] | None = None, what: str = "query log") -> None:
         self.log = query_log
+        self.what = what
         self._on_failure = on_failure or (lambda: None)
         self.max_pending = max_pending
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="amsrag-querylog")
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="amsrag-" + what.replace(" ", ""))
         self._lock = threading.Lock()
         self._pending = 0
         self._lost = 0
         self._warned = -WARN_EVERY_S
         self.failures = 0
 
-    def submit(self, entry: QueryLogEntry) -> None:
+    def submit(self, entry: E) -> None:
         with self._lock:
             if self._pending >= self.max_pending:
                 self._failed(f"{self._pending} entries are waiting to be written")
@@ -43,7 +55,7 @@ class BackgroundAppender:
             with self._lock:
                 self._pending -= 1
 
-    def _append(self, entry: QueryLogEntry) -> None:
+    def _append(self, entry: E) -> None:
         try:
             self.log.append(entry)
         except Exception as exc:
@@ -60,8 +72,8 @@ class BackgroundAppender:
         self._on_failure()
         now = time.monotonic()
         if now - self._warned >= WARN_EVERY_S:
-            log.warning("query log %s: an entry was not written (%s); %d lost since the last warning",
-                        self.log.location, why, self._lost)
+            log.warning("%s %s: an entry was not written (%s); %d lost since the last warning",
+                        self.what, self.log.location, why, self._lost)
             self._warned, self._lost = now, 0
 
     def flush(self, timeout_s: float = 30.0) -> None:

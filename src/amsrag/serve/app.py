@@ -23,7 +23,7 @@ from amsrag import __version__
 from amsrag.errors import AmsragError, IndexBusyError, IndexCorruptError
 from amsrag.pipeline.engine import QuestionError, check_question
 from amsrag.serve.errors import ApiError, error_body
-from amsrag.serve.limits import Admission, BodyLimit, KeyCheck
+from amsrag.serve.limits import Admission, BodyLimit, KeyCheck, is_loopback
 from amsrag.serve.service import Service
 
 log = logging.getLogger("amsrag.serve")
@@ -69,6 +69,17 @@ class DocumentBody(_Body):
 class LibraryQuery(_Body):
     question: str = Field(description="the question as users ask it")
     hop: str = Field(description="its hop structure: one_hop or multi_hop")
+
+
+class ReviewBody(_Body):
+    verdict: str = Field(description="the answer is right or wrong")
+    true_class: str | None = Field(None, description="the question's true class: zero_hop (no retrieval), "
+                                   "one_hop or multi_hop")
+    note: str = Field("", description="the reviewer's note")
+
+
+class DismissBody(_Body):
+    note: str = Field("", description="why it was dismissed")
 
 
 class LibraryBody(_Body):
@@ -153,6 +164,15 @@ def create_app(service: Service, warm: bool = True) -> FastAPI:
         keys.check(request.headers.get("authorization"), request.headers.get("x-api-key"))
 
     auth = [Depends(authorised)]
+
+    async def reviewer(request: Request) -> None:
+        """Reviews write labelled data: off loopback they need an API key, even where other reads might not."""
+        if not keys.enabled and not is_loopback(cfg.host):
+            raise ApiError(403, "review_needs_key", f"reviews need an API key when the server listens on "
+                           f"{cfg.host}: set AMSRAG_API_KEYS=key1,key2 (or [serve] api_keys), or bind to 127.0.0.1")
+        await authorised(request)
+
+    review_auth = [Depends(reviewer)]
 
     # errors: one JSON shape with a stable code
     @app.exception_handler(ApiError)
@@ -258,6 +278,48 @@ def create_app(service: Service, warm: bool = True) -> FastAPI:
     async def library_counts() -> dict[str, Any]:
         return await asyncio.to_thread(service.library_counts)
 
+    # ---------------------------------------------------------------- the review queue
+    def review_queue() -> Any:
+        if service.review_queue is None:
+            raise ApiError(404, "review_off", service.review_off)
+        return service.review_queue
+
+    @app.get("/v1/review", dependencies=review_auth, tags=["review"],
+             summary="Items of the review queue (newest first) and the counts by status")
+    async def review_list(status: str = "open", limit: int = 50, offset: int = 0) -> dict[str, Any]:
+        queue = review_queue()
+
+        def read() -> dict[str, Any]:
+            chosen = None if status == "all" else status
+            return {"items": [i.to_dict() for i in queue.items(chosen, limit, offset)], "counts": queue.counts()}
+
+        return await asyncio.to_thread(read)
+
+    @app.get("/v1/review/{item_id}", dependencies=review_auth, tags=["review"], summary="One review item")
+    async def review_item(item_id: int) -> dict[str, Any]:
+        item = await asyncio.to_thread(review_queue().get, item_id)
+        if item is None:
+            raise ApiError(404, "not_found", f"no review item {item_id}")
+        return item.to_dict()
+
+    @app.post("/v1/review/{item_id}", dependencies=review_auth, tags=["review"],
+              summary="Review an item: the answer right or wrong, the question's true class, a note")
+    async def review_mark(item_id: int, body: ReviewBody) -> dict[str, Any]:
+        queue = review_queue()
+        if await asyncio.to_thread(queue.get, item_id) is None:
+            raise ApiError(404, "not_found", f"no review item {item_id}")
+        item = await asyncio.to_thread(queue.mark, item_id, body.verdict, body.true_class, body.note)
+        return item.to_dict()
+
+    @app.post("/v1/review/{item_id}/dismiss", dependencies=review_auth, tags=["review"],
+              summary="Dismiss an item: it leaves the open list without a review")
+    async def review_dismiss(item_id: int, body: DismissBody | None = None) -> dict[str, Any]:
+        queue = review_queue()
+        if await asyncio.to_thread(queue.get, item_id) is None:
+            raise ApiError(404, "not_found", f"no review item {item_id}")
+        item = await asyncio.to_thread(queue.dismiss, item_id, body.note if body else "")
+        return item.to_dict()
+
     @app.get("/v1/jobs/{job_id}", dependencies=auth, tags=["documents"], summary="Status of a background job")
     async def job_status(job_id: str) -> dict[str, Any]:
         job = service.writer.get(job_id)
@@ -282,6 +344,10 @@ def create_app(service: Service, warm: bool = True) -> FastAPI:
     # ---------------------------------------------------------------- web UI
     @app.get("/", include_in_schema=False)
     async def index_page() -> FileResponse:
+        return FileResponse(str(STATIC / "index.html"), media_type="text/html")
+
+    @app.get("/review", include_in_schema=False)
+    async def review_page() -> FileResponse:  # the same page; app.js shows its review view on this path
         return FileResponse(str(STATIC / "index.html"), media_type="text/html")
 
     @app.get("/favicon.ico", include_in_schema=False)

@@ -55,6 +55,10 @@ class Metrics:
                                ["route"], registry=r)
         self.query_log_failures = Counter("amsrag_query_log_failures_total",
                                           "answers the query log could not record", registry=r)
+        self.review_enqueued = Counter("amsrag_review_enqueued_total", "answers sent to the review queue, by kind",
+                                       ["kind"], registry=r)
+        self.review_failures = Counter("amsrag_review_queue_failures_total",
+                                       "answers the review queue could not take", registry=r)
 
     def admission(self, lane: str):
         running, queued = self.active.labels(lane), self.waiting.labels(lane)

@@ -6,13 +6,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from amsrag import __version__
 from amsrag.classify.library import HOP_LABELS
-from amsrag.config import QueryLogConfig, ServeConfig
+from amsrag.config import QueryLogConfig, ReviewConfig, ServeConfig
 from amsrag.errors import InputError
 from amsrag.ingest.datasets import normalise_question
 from amsrag.ingest.readers import passage_from_record
@@ -20,8 +21,10 @@ from amsrag.pipeline import Engine
 from amsrag.pipeline.engine import QuestionError, check_question
 from amsrag.pipeline.systems import SYSTEMS
 from amsrag.progress import Progress
-from amsrag.querylog import QueryLog, Redactor, entry_from_answer, query_log_for_index, secrets_of
+from amsrag.querylog import QueryLog, QueryLogEntry, Redactor, entry_from_answer, query_log_for_index, secrets_of
 from amsrag.querylog.writer import BackgroundAppender
+from amsrag.review import FILE as REVIEW_FILE
+from amsrag.review import ReviewCandidate, ReviewQueue, candidate_of
 from amsrag.serve.jobs import Job, Writer
 from amsrag.serve.limits import ReadWriteLock
 from amsrag.serve.metrics import Metrics
@@ -40,9 +43,10 @@ def _default_ask(engine: Engine) -> Callable[[str, str], Any]:
 class Service:
     def __init__(self, engine: Engine, config: ServeConfig, metrics: Metrics | None = None,
                  ask: Callable[[str, str], Any] | None = None, query_log: QueryLog | None = None,
-                 log_config: QueryLogConfig | None = None) -> None:
+                 log_config: QueryLogConfig | None = None, review_config: ReviewConfig | None = None) -> None:
         """`log_config`: the [query_log] section (default: the index's); `query_log`: a log to write to
-        whatever the section says (default: the index's own when the section enables it)."""
+        whatever the section says (default: the index's own when the section enables it); `review_config`:
+        the [review] section (default: the index's)."""
         self.engine = engine
         self.engine.max_question_chars = config.max_question_chars  # one limit: the engine refuses what we do
         self.config = config
@@ -55,8 +59,15 @@ class Service:
         self.log_config = log_config or engine.config.query_log
         self._redactor = Redactor(secrets_of(engine.config, config))
         self.query_log = self._open_query_log(query_log)
+        self.review_config = review_config or engine.config.review
+        self.review_off = "the review queue is off: start the server with `amsrag serve --review` or set " \
+                          "`[review] enabled = true`"
+        self.review_queue: ReviewQueue | None = None
+        self._review: BackgroundAppender[ReviewCandidate] | None = None
+        if self.review_config.enabled:
+            self._open_review_queue()
 
-    def _open_query_log(self, query_log: QueryLog | None) -> BackgroundAppender | None:
+    def _open_query_log(self, query_log: QueryLog | None) -> BackgroundAppender[QueryLogEntry] | None:
         if query_log is None and self.log_config.enabled:
             try:
                 query_log = query_log_for_index(self.engine.index, self.log_config)
@@ -69,6 +80,30 @@ class Service:
         log.info("logging answered questions to %s", query_log.location)
         return BackgroundAppender(query_log, on_failure=self.metrics.query_log_failures.inc)
 
+    def _open_review_queue(self) -> None:
+        index: Any = self.engine.index  # an embedded index has a directory (`path`), a PostgreSQL one a database
+        if getattr(index, "backend", "") == "postgres":
+            self.review_off = "the review queue is stored in an embedded index's directory; this PostgreSQL index " \
+                              "has none"
+            log.warning("%s", self.review_off)
+            return
+        try:
+            self.review_queue = ReviewQueue(Path(index.path) / REVIEW_FILE, self.review_config.max_open,
+                                            self.review_config.retention_days)
+        except Exception as exc:  # the service runs without its queue rather than not at all
+            self.review_off = f"the review queue cannot be opened: {type(exc).__name__}: {exc}"
+            log.warning("%s", self.review_off)
+            self.metrics.review_failures.inc()
+            return
+        log.info("queueing answers for review in %s", self.review_queue.location)
+        self._review = BackgroundAppender(self.review_queue, on_failure=self.metrics.review_failures.inc,
+                                          what="review queue")
+
+    def flush_review(self, timeout_s: float = 30.0) -> None:
+        """Wait until every answer queued for review so far was written (tests, shutdown)."""
+        if self._review is not None:
+            self._review.flush(timeout_s)
+
     @classmethod
     def open(cls, index_dir: str | Path, config: ServeConfig) -> Service:
         return cls(Engine.open(index_dir), config)
@@ -77,6 +112,8 @@ class Service:
         self.writer.close()
         if self.query_log is not None:
             self.query_log.close()
+        if self._review is not None:
+            self._review.close()  # closes the queue after the pending writes
         self.engine.close()
 
     # ------------------------------------------------------------------ warm-up
@@ -128,7 +165,22 @@ class Service:
             self.metrics.abstentions.inc()
         if self.query_log is not None:
             self._log_answer(out, source)
+        if self._review is not None:
+            self._queue_for_review(out, system)
         return out
+
+    def _queue_for_review(self, out: dict[str, Any], system: str) -> None:
+        assert self._review is not None
+        cfg = self.review_config
+        try:
+            candidate = candidate_of(out, system, cfg.flagged, cfg.suspects)
+            if candidate is not None:
+                self._review.submit(replace(candidate, query=self._redactor.text(candidate.query),
+                                            answer=self._redactor.value(candidate.answer)))
+                self.metrics.review_enqueued.labels(candidate.kind).inc()
+        except Exception as exc:  # the review queue never fails the answer
+            log.warning("review queue: the item of an answer could not be built: %s: %s", type(exc).__name__, exc)
+            self.metrics.review_failures.inc()
 
     def _log_answer(self, out: dict[str, Any], source: str) -> None:
         assert self.query_log is not None
@@ -169,6 +221,7 @@ class Service:
             "fusion": {"kappa": cfg.fusion.kappa, "alpha0": cfg.fusion.alpha0, "rrf_k": cfg.fusion.rrf_k},
             "systems": list(SYSTEMS),
             "default_system": "full",
+            "review": {"enabled": self.review_queue is not None},
             "generator": getattr(getattr(cfg, "generator", None), "name", "extractive"),
             "limits": {"max_question_chars": self.config.max_question_chars, "max_k": self.config.max_k,
                        "max_body_bytes": self.config.max_body_bytes,

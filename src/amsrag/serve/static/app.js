@@ -441,5 +441,123 @@ async function ask(ev) {
   }
 }
 
+// ---------------------------------------------------------------- review
+
+const REVIEW_CLASSES = [["zero_hop", "zero_hop (no retrieval)"], ["one_hop", "one_hop"], ["multi_hop", "multi_hop"]];
+const SIGNALS = [["route_label", "route"], ["route_alpha", "route α"], ["gray_zone", "gray zone"],
+  ["confidence", "generator confidence"], ["support", "citation support"], ["disagreement", "evidence-confidence disagreement"],
+  ["sufficiency_failed", "sufficiency check failed"], ["escalations", "escalations"], ["flagged", "flagged"],
+  ["suspect", "suspect"]];
+
+function setReviewStatus(text, isError) {
+  const s = $("review-status");
+  s.textContent = text;
+  s.classList.toggle("error", !!isError);
+}
+
+function signalValue(v) {
+  if (typeof v === "number") return Number.isInteger(v) ? String(v) : fmt(v);
+  if (typeof v === "boolean") return v ? "yes" : "no";
+  return v === null || v === undefined ? "–" : String(v);
+}
+
+function renderReviewItem(item) {
+  const a = item.answer || {};
+  const cx = a.complexity || {};
+  const route = cx.label ? routed(cx) : null;
+  const signals = a.signals || {};
+  const audit = a.audit || {};
+  const id = item.id;
+  const form = el("form", { class: "review-form", autocomplete: "off" },
+    ...["right", "wrong"].map((v) => el("label", {},
+      el("input", { type: "radio", name: "verdict-" + id, value: v, class: "review-verdict" }), " " + v)),
+    el("select", { class: "review-class", title: "the question's true class" },
+      el("option", { value: "" }, "— true class —"),
+      ...REVIEW_CLASSES.map(([v, text]) => el("option", { value: v }, text))),
+    el("input", { class: "review-note", type: "text", placeholder: "note (optional)", maxlength: "4000" }),
+    el("button", { type: "submit", class: "review-save" }, "Save review"),
+    el("button", { type: "button", class: "review-dismiss secondary" }, "Dismiss"),
+    el("span", { class: "review-error err" }));
+  const card = el("article", { class: "panel review-item", "data-id": String(id) },
+    el("h3", { class: "review-question" }, item.query),
+    el("div", {}, el("span", { class: "pill strong review-kind" }, item.kind), el("span", { class: "pill" }, "system " + item.system),
+      item.seen > 1 ? el("span", { class: "pill" }, `seen ${item.seen}×`) : null,
+      el("span", { class: "muted review-reason" }, item.reason)),
+    el("p", { class: "review-answer" }, el("span", { class: "muted" }, "answer: "),
+      el("span", { class: "review-answer-text" }, a.answer === null || a.answer === undefined ? "–" : String(a.answer)),
+      a.abstained ? el("span", { class: "pill" }, "abstained") : null),
+    el("ol", { class: "sources review-sources" }, ...(a.sources || []).map((s) => el("li", { "data-id": s.id },
+      el("strong", {}, s.title || s.id), " ", el("span", { class: "muted" }, "(" + s.id + ")"),
+      el("div", { class: "text" }, s.text)))),
+    (a.sources || []).length ? null : el("p", { class: "muted" }, "no cited evidence"),
+    el("p", { class: "review-route" }, "route: ",
+      route ? el("strong", {}, `${route.label} · α ${fmt(route.alpha)}`) : "not classified",
+      " · Strategy " + (a.strategy || "–"),
+      route && (route.label !== cx.label) ? el("span", { class: "muted" }, ` (classifier: ${cx.label}, α ${fmt(cx.alpha)})`) : null),
+    el("p", { class: "review-support" }, "audit: citation support ", el("strong", {}, fmt(audit.support)),
+      audit.threshold !== undefined ? el("span", { class: "muted" }, ` (flagged below ${fmt(audit.threshold)})`) : null,
+      audit.verdict ? el("span", { class: "muted" }, " · " + audit.verdict) : null),
+    el("table", { class: "review-signals" }, el("tbody", {}, ...SIGNALS.filter(([k]) => k in signals).map(([k, name]) =>
+      el("tr", { "data-signal": k }, el("th", {}, name), el("td", { class: "num" }, signalValue(signals[k])))))),
+    item.details ? el("details", {}, el("summary", {}, "shadow probe"), el("pre", {}, JSON.stringify(item.details, null, 2))) : null,
+    form);
+  const error = form.querySelector(".review-error");
+  const done = async (path, body) => {
+    for (const b of form.querySelectorAll("button")) b.disabled = true;
+    try {
+      await api("POST", path, body);
+      card.remove();
+      await loadReviewCounts();
+    } catch (e) {
+      error.textContent = `${e.code || "error"}: ${e.message}`;
+    } finally {
+      for (const b of form.querySelectorAll("button")) b.disabled = false;
+    }
+  };
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const picked = form.querySelector(".review-verdict:checked");
+    if (!picked) { error.textContent = "mark the answer right or wrong first"; return; }
+    error.textContent = "";
+    done(`/v1/review/${id}`, { verdict: picked.value, true_class: form.querySelector(".review-class").value || null,
+      note: form.querySelector(".review-note").value });
+  });
+  form.querySelector(".review-dismiss").addEventListener("click", () =>
+    done(`/v1/review/${id}/dismiss`, { note: form.querySelector(".review-note").value }));
+  return card;
+}
+
+function showCounts(counts) {
+  $("review-counts").textContent = `${counts.open} open · ${counts.reviewed} reviewed · ${counts.dismissed} dismissed`;
+}
+
+async function loadReviewCounts() {
+  const data = await api("GET", "/v1/review?limit=1");
+  showCounts(data.counts);
+  if (!data.counts.open) setReviewStatus("Nothing to review.");
+}
+
+async function loadReviews() {
+  const key = $("api-key").value;
+  if (key) sessionStorage.setItem("amsrag-key", key);
+  setReviewStatus("Loading…");
+  try {
+    if (!serverConfig) await loadConfig();
+    const data = await api("GET", "/v1/review?status=open&limit=100");
+    showCounts(data.counts);
+    put($("review-list"), data.items.map(renderReviewItem));
+    setReviewStatus(data.items.length ? "" : "Nothing to review.");
+  } catch (e) {
+    put($("review-list"));
+    setReviewStatus(e.status === 401 ? "This server needs an API key: enter it above, then Refresh."
+      : `${e.code || "error"}: ${e.message}`, true);
+  }
+}
+
+const onReviewPage = location.pathname.replace(/\/+$/, "") === "/review";
+$(onReviewPage ? "nav-review" : "nav-ask").classList.add("current");
+$("ask-view").classList.toggle("hidden", onReviewPage);
+$("review-view").classList.toggle("hidden", !onReviewPage);
+$("review-refresh").addEventListener("click", loadReviews);
 $("ask-form").addEventListener("submit", ask);
-loadConfig();
+if (onReviewPage) loadReviews(); else loadConfig();
