@@ -53,6 +53,13 @@ class Metrics:
                                  "(escalation rate = this / amsrag_answers_total)", ["route"], registry=r)
         self.flagged = Counter("amsrag_flagged_answers_total", "answers flagged by the audit or a disagreement",
                                ["route"], registry=r)
+        self.drift_psi = Gauge("amsrag_drift_psi", "population stability index of the last window of routed answers "
+                               "against the drift reference, by signal (alpha, route, gray_zone)", ["signal"],
+                               registry=r)
+        self.drift_alarm = Gauge("amsrag_drift_alarm", "1 when a drift PSI is at or above the threshold over a "
+                                 "full window (recalibrate the classifier: `amsrag monitor report`)", registry=r)
+        self.drift_answers = Gauge("amsrag_drift_window_answers", "routed answers in the drift window (no verdict "
+                                   "before it is full)", registry=r)
         self.query_log_failures = Counter("amsrag_query_log_failures_total",
                                           "answers the query log could not record", registry=r)
 
@@ -100,6 +107,13 @@ class Metrics:
                               ("flagged", self.flagged)):
             if signals.get(flag):
                 counter.labels(route).inc()
+
+    def observe_drift(self, status: Any) -> None:
+        """Set the drift gauges from a `amsrag.monitor.drift.DriftStatus`."""
+        for signal, value in status.psi.items():
+            self.drift_psi.labels(signal).set(value)
+        self.drift_alarm.set(1 if status.alarm else 0)
+        self.drift_answers.set(status.answers)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
