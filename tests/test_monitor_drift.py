@@ -197,3 +197,14 @@ def test_the_service_feeds_its_detector_from_each_answer(built_index, tmp_path, 
         service.close()
     assert "amsrag_drift_window_answers 3.0" in text and "amsrag_drift_alarm 0.0" in text  # no verdict yet
     assert 'amsrag_drift_psi{signal="alpha"}' in text
+
+
+@pytest.mark.slow
+def test_the_shipped_reference_is_built_from_the_classifiers_calibration_mix(shared_data) -> None:
+    from amsrag.learn.monitor.reference import calibration_questions
+
+    card = json.loads((shipped_reference_path().parent / "drift_reference.card.json").read_text())
+    questions, datasets, provenance = calibration_questions(shared_data)
+    assert provenance["labelled_data_sha256"] == card["settings"]["labelled_data_sha256"]
+    assert {d: datasets.count(d) for d in set(datasets)} == card["questions_by_dataset"]
+    assert len(set(questions)) == len(questions) == DriftReference.load(shipped_reference_path()).n
