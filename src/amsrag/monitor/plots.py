@@ -60,7 +60,7 @@ def alpha_vs_reference(report: dict[str, Any], path: Path) -> Path:
     plt = pyplot()
     shares = report["alpha_shares"]
     edges = [0.0, *shares["edges"], 1.0]
-    names = [f"{lo:.3f}–{hi:.3f}" for lo, hi in pairwise(edges)]
+    names = [f"{lo:.4f}–{hi:.4f}" for lo, hi in pairwise(edges)]
     x = np.arange(len(names))
     fig, ax = plt.subplots(figsize=(9, 4))
     ax.bar(x - 0.2, shares["reference"], 0.4, label="reference")
