@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+if TYPE_CHECKING:
+    from amsrag.monitor.drift import DriftStatus
 
 SCORE_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.8, 0.9, 0.95, 1.0)
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -108,8 +111,7 @@ class Metrics:
             if signals.get(flag):
                 counter.labels(route).inc()
 
-    def observe_drift(self, status: Any) -> None:
-        """Set the drift gauges from a `amsrag.monitor.drift.DriftStatus`."""
+    def observe_drift(self, status: DriftStatus) -> None:
         for signal, value in status.psi.items():
             self.drift_psi.labels(signal).set(value)
         self.drift_alarm.set(1 if status.alarm else 0)
