@@ -12,13 +12,17 @@ from amsrag.types import COMPLEXITIES
 STAGE_ORDER = ("embed", "classify", "retrieve:bm25", "retrieve:dense", "retrieve:graph", "fusion", "mmr")
 
 
-def _plt():
+def pyplot():
+    """matplotlib.pyplot on the Agg backend (files only, no display)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     return plt
+
+
+_plt = pyplot
 
 
 def quality_vs_calls(report: dict[str, Any], path: Path) -> Path:

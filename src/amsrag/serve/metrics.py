@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+if TYPE_CHECKING:
+    from amsrag.monitor.drift import DriftStatus
 
 SCORE_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.8, 0.9, 0.95, 1.0)
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -53,6 +56,13 @@ class Metrics:
                                  "(escalation rate = this / amsrag_answers_total)", ["route"], registry=r)
         self.flagged = Counter("amsrag_flagged_answers_total", "answers flagged by the audit or a disagreement",
                                ["route"], registry=r)
+        self.drift_psi = Gauge("amsrag_drift_psi", "population stability index of the last window of routed answers "
+                               "against the drift reference, by signal (alpha, route, gray_zone)", ["signal"],
+                               registry=r)
+        self.drift_alarm = Gauge("amsrag_drift_alarm", "1 when a drift PSI is at or above the threshold over a "
+                                 "full window (recalibrate the classifier: `amsrag monitor report`)", registry=r)
+        self.drift_answers = Gauge("amsrag_drift_window_answers", "routed answers in the drift window (no verdict "
+                                   "before it is full)", registry=r)
         self.query_log_failures = Counter("amsrag_query_log_failures_total",
                                           "answers the query log could not record", registry=r)
         self.review_enqueued = Counter("amsrag_review_enqueued_total", "answers sent to the review queue, by kind",
@@ -104,6 +114,12 @@ class Metrics:
                               ("flagged", self.flagged)):
             if signals.get(flag):
                 counter.labels(route).inc()
+
+    def observe_drift(self, status: DriftStatus) -> None:
+        for signal, value in status.psi.items():
+            self.drift_psi.labels(signal).set(value)
+        self.drift_alarm.set(1 if status.alarm else 0)
+        self.drift_answers.set(status.answers)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -17,6 +17,7 @@ from amsrag.config import QueryLogConfig, ReviewConfig, ServeConfig
 from amsrag.errors import InputError
 from amsrag.ingest.datasets import normalise_question
 from amsrag.ingest.readers import passage_from_record
+from amsrag.monitor.drift import DriftDetector, reference_for_index
 from amsrag.pipeline import Engine
 from amsrag.pipeline.engine import QuestionError, check_question
 from amsrag.pipeline.systems import SYSTEMS
@@ -66,6 +67,20 @@ class Service:
         self._review: BackgroundAppender[ReviewCandidate] | None = None
         if self.review_config.enabled:
             self._open_review_queue()
+        self.drift = self._drift_detector()
+
+    def _drift_detector(self) -> DriftDetector | None:
+        """Drift of the routing against the index's reference (the shipped one when it has none)."""
+        index = self.engine.index
+        embedded = getattr(index, "backend", "") != "postgres"
+        spec = str(getattr(index, "path" if embedded else "dsn"))
+        try:
+            reference, path = reference_for_index(spec)
+        except InputError as exc:  # the service runs without drift gauges rather than not at all
+            log.warning("drift monitoring is off: %s", exc)
+            return None
+        log.info("drift reference: %s (%s)", path, reference.source)
+        return DriftDetector.for_config(reference, self.engine.config.monitor, index=spec if embedded else None)
 
     def _open_query_log(self, query_log: QueryLog | None) -> BackgroundAppender[QueryLogEntry] | None:
         if query_log is None and self.log_config.enabled:
@@ -161,6 +176,9 @@ class Service:
             if explain:
                 out["titles"] = self._titles(out["trace"])
         self.metrics.observe_trace(out["trace"])
+        if self.drift is not None:
+            self.drift.observe_signals(out["trace"].get("signals"))
+            self.metrics.observe_drift(self.drift.status())
         if out.get("abstained"):
             self.metrics.abstentions.inc()
         if self.query_log is not None:

@@ -1,0 +1,1 @@
+"""The drift reference shipped in the package (`python -m amsrag.learn.monitor`)."""

@@ -1,0 +1,3 @@
+from amsrag.learn.monitor.reference import main
+
+main()
