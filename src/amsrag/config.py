@@ -603,6 +603,10 @@ class MonitorConfig(_Section):
     gray_zone_high: float = Field(0.65, ge=0, le=1, description="upper end of the gray zone")
     confident_answer: float = Field(0.70, ge=0, le=1, description="a generator confidence at or above this on an "
                                     "answer the audit flags is an evidence-confidence disagreement")
+    drift_window: int = Field(200, ge=20, description="routed answers the drift detector compares with the "
+                              "reference (no verdict before the window is full)")
+    drift_threshold: float = Field(0.25, gt=0, description="population stability index at which drift alarms "
+                                   "(per signal: alpha, route mix, gray-zone share)")
 
     @model_validator(mode="after")
     def _band(self) -> MonitorConfig:

@@ -18,8 +18,10 @@ from amsrag.progress import progress_for
 monitor_app = typer.Typer(no_args_is_help=True, help="Monitoring over the query log: the proxy signals, drift of "
                                                      "the routing against a reference, and what to do.")
 
-WindowOpt = Annotated[int, typer.Option("--window", min=20, help="routed answers per drift window")]
-ThresholdOpt = Annotated[float, typer.Option("--threshold", min=0.01, help="PSI at or above which drift alarms")]
+WindowOpt = Annotated[int | None, typer.Option(
+    "--window", min=20, help="routed answers per drift window (default: [monitor] drift_window, 200)")]
+ThresholdOpt = Annotated[float | None, typer.Option(
+    "--threshold", min=0.01, help="PSI at or above which drift alarms (default: [monitor] drift_threshold, 0.25)")]
 
 
 def _times(since: str | None, until: str | None):
@@ -37,8 +39,8 @@ def monitor_report(
     out_dir: Annotated[Path, typer.Option("--out", help="directory for report.md and the PNG figures")],
     since: SinceOpt = None,
     until: UntilOpt = None,
-    window: WindowOpt = 200,
-    threshold: ThresholdOpt = 0.25,
+    window: WindowOpt = None,
+    threshold: ThresholdOpt = None,
     as_json: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -52,6 +54,8 @@ def monitor_report(
     start, end = _times(since, until)
     config = index_config(index)
     band = (config.monitor.gray_zone_low, config.monitor.gray_zone_high)
+    window = window if window is not None else config.monitor.drift_window
+    threshold = threshold if threshold is not None else config.monitor.drift_threshold
     with closing(open_query_log(index, config.query_log)) as qlog:
         reference, ref_path = reference_for_index(index)
         total = qlog.count(start, end)

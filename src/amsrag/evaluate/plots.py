@@ -22,11 +22,10 @@ def pyplot():
     return plt
 
 
-_plt = pyplot
 
 
 def quality_vs_calls(report: dict[str, Any], path: Path) -> Path:
-    plt = _plt()
+    plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
     for ax, metric in zip(axes, ("ndcg@5", "f1"), strict=True):
         for name, s in report["systems"].items():
@@ -49,7 +48,7 @@ def quality_vs_calls(report: dict[str, Any], path: Path) -> Path:
 
 
 def latency_breakdown(report: dict[str, Any], path: Path) -> Path:
-    plt = _plt()
+    plt = pyplot()
     names = list(report["systems"])
     seen = {k for n in names for k in report["systems"][n]["latency_breakdown_ms"]}
     stages = [s for s in STAGE_ORDER if s in seen] + sorted(seen - set(STAGE_ORDER))
@@ -79,7 +78,7 @@ def reliability(run_predictions: dict[str, Any], truth: list[str | None], path: 
     if not known.any():
         return None
     y = np.array([COMPLEXITIES.index(t) for t in truth if t in COMPLEXITIES])
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5, 5))
     ax.plot([0, 1], [0, 1], "k--", lw=1, label="perfect calibration")
     for name, lk, pk in (("uncalibrated", "label_uncalibrated", "probs_uncalibrated"),

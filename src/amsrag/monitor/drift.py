@@ -274,7 +274,8 @@ class DriftDetector:
 
     @classmethod
     def for_config(cls, reference: DriftReference, config: MonitorConfig, **kwargs: Any) -> DriftDetector:
-        return cls(reference, band=(config.gray_zone_low, config.gray_zone_high), **kwargs)
+        return cls(reference, window=config.drift_window, threshold=config.drift_threshold,
+                   band=(config.gray_zone_low, config.gray_zone_high), **kwargs)
 
     def observe(self, observation: RouteObservation | None) -> None:
         if observation is None:
