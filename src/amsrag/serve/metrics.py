@@ -51,7 +51,7 @@ class Metrics:
                                             ["route"], registry=r)
         self.escalated = Counter("amsrag_escalated_answers_total", "answers that escalated to a wider route "
                                  "(escalation rate = this / amsrag_answers_total)", ["route"], registry=r)
-        self.flagged = Counter("amsrag_flagged_answers_total", "answers flagged by the audit or a disagreement",
+        self.flagged = Counter("amsrag_flagged_answers_total", "answers flagged (disagreement, unsure multi-hop)",
                                ["route"], registry=r)
         self.query_log_failures = Counter("amsrag_query_log_failures_total",
                                           "answers the query log could not record", registry=r)
