@@ -531,7 +531,7 @@ class Engine:
         return self._auditor
 
     def audit(self, answered: Answered, generator: Generator) -> AuditTrace:
-        """The audit of an answer of `answer` against the evidence it read. No audit for an answer of the
+        """The audit of an outcome of `answer` against the evidence its generator read. No audit for an answer of the
         table or global route."""
         g, result = answered.generation, answered.retrieval
         if result.trace.strategy in ("table", "global") and self.config.audit.enabled and not g.abstained:
