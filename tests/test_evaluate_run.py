@@ -133,6 +133,7 @@ def test_answer_workers_give_the_in_process_answers(built_index, tmp_path):
         one, two = reports[1]["systems"][name], reports[2]["systems"][name]
         assert (one["em"], one["f1"], one["abstain_rate"]) == (two["em"], two["f1"], two["abstain_rate"]), name
         assert one["ndcg@5"] == two["ndcg@5"]
+        assert one["audit"] == two["audit"] and one["audit"]["audited"] > 0, name  # audited in the workers too
     path1, path2 = reports[1]["systems"]["full"]["answer_path"], reports[2]["systems"]["full"]["answer_path"]
     assert path1["n"] == path2["n"] == reports[2]["n_queries"]
     assert path1["corrective_actions"] == path2["corrective_actions"]

@@ -33,7 +33,33 @@ def test_supported_confident_answer_outside_the_band_raises_nothing() -> None:
 
 def test_unsure_answer_flagged_by_the_audit_is_not_a_disagreement() -> None:
     s = proxy_signals(_trace(confidence=0.3))
-    assert s.flagged and not s.disagreement
+    assert not s.flagged and not s.disagreement
+    assert s.suspect  # a cheap route the audit flagged is still a misroute suspect
+
+
+@pytest.mark.parametrize("label,confidence,reason,flagged", [
+    ("multi_hop", 0.3, "", True),  # an unsure answer to a question routed as multi-hop
+    ("multi_hop", 0.49, "", True),
+    ("multi_hop", 0.5, "", False),  # at the threshold: sure enough
+    ("multi_hop", 0.1, "abstained", False),  # an abstention is no answer to flag
+    ("one_hop", 0.3, "", False),
+    ("zero_hop", 0.3, "", False),
+    (None, 0.3, "", False),  # no route (a closed-book answer)
+])
+def test_unsure_multi_hop_answer_is_flagged(label, confidence, reason, flagged) -> None:
+    trace = _trace(label=label, confidence=confidence, support=0.8, flagged=False)
+    trace["audit"]["reason"] = reason
+    if label is None:
+        del trace["complexity"]
+    s = proxy_signals(trace)
+    assert s.flagged is flagged and not s.disagreement and not s.suspect
+    assert proxy_signals(trace, MonitorConfig(unsure_answer=0.2)).flagged is False
+
+
+def test_audit_flag_stands_when_the_generator_gives_no_confidence() -> None:
+    assert proxy_signals(_trace(confidence=None)).flagged  # an LLM without confidence: the audit decides
+    assert not proxy_signals(_trace(confidence=None, flagged=False)).flagged
+    assert not proxy_signals(_trace(confidence=0.6)).flagged  # weighed: neither confident nor a multi_hop route
 
 
 @pytest.mark.parametrize("action,ok,failed", [("incorrect", True, True), ("ambiguous", True, True),

@@ -106,7 +106,7 @@ def test_the_service_logs_answers_and_no_secrets(logging_service, logged_dir, sl
     assert e.generator == trace["generator"]["name"] and e.corrective_action == trace["corrective"]["action"]
     assert e.signals["probs"] == trace["complexity"]["probs"]
     assert e.audit is not None and e.audit["support"] == trace["audit"]["support"]  # the citation-support audit
-    assert e.flagged == bool(trace["audit"]["flagged"])
+    assert e.flagged == bool(trace["signals"]["flagged"])  # the proxy flag (monitor.signals)
     assert entries[1].query == q and entries[1].answer == body["answer"]
     stored = "".join(p.read_bytes().decode("utf-8", "replace") for p in logged_dir.glob(FILE + "*"))
     for secret in (KEY, "203.0.113.77", "127.0.0.1", "agent-007", "Bearer"):
@@ -117,7 +117,9 @@ def test_entry_keeps_the_audit_and_its_flag(built_index, slice_questions) -> Non
     result = Engine(built_index).ask(slice_questions[0].question).to_dict()
     result["trace"]["audit"] = {"support": 0.25, "flagged": ["the second sentence"], "sentences": 2}
     entry = entry_from_answer(result, QueryLogConfig(store_answers=False, max_query_chars=10), source="cli")
-    assert entry.flagged and entry.audit == result["trace"]["audit"]
+    assert entry.flagged == result["trace"]["signals"]["flagged"] and entry.audit == result["trace"]["audit"]
+    del result["trace"]["signals"]  # a trace without the proxy signals: the audit's flag
+    assert entry_from_answer(result, QueryLogConfig(), source="cli").flagged
     assert entry.answer is None and entry.citations == result["citations"]  # store_answers = false
     assert entry.query == slice_questions[0].question[:10] and entry.signals["query_truncated"]
     assert entry.signals["query_chars"] == len(slice_questions[0].question)

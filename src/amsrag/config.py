@@ -603,6 +603,9 @@ class MonitorConfig(_Section):
     gray_zone_high: float = Field(0.65, ge=0, le=1, description="upper end of the gray zone")
     confident_answer: float = Field(0.70, ge=0, le=1, description="a generator confidence at or above this on an "
                                     "answer the audit flags is an evidence-confidence disagreement")
+    unsure_answer: float = Field(0.50, ge=0, le=1, description="an answer given with a generator confidence below "
+                                 "this to a question routed as multi_hop is flagged (chosen on the calibration half of "
+                                 "docs/benchmarks/misroute-flags.md)")
     drift_window: int = Field(200, ge=20, description="routed answers the drift detector compares with the "
                               "reference (no verdict before the window is full)")
     drift_threshold: float = Field(0.25, gt=0, description="population stability index at which drift alarms "

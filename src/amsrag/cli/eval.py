@@ -45,6 +45,8 @@ def eval_command(
     tune: Annotated[bool, typer.Option(
         "--tune", help="route tune (thresholds, priors) in memory on calibration questions disjoint from the "
         "eval queries before the run")] = False,
+    no_audit: Annotated[bool, typer.Option(
+        "--no-audit", help="do not audit the answers (the citation-support audit, reported per system)")] = False,
     no_corrective: Annotated[bool, typer.Option(
         "--no-corrective", help="turn the corrective step off for this run (it is reported in the config)")] = False,
     workers: Annotated[int | None, typer.Option(
@@ -67,7 +69,7 @@ def eval_command(
                        answer_limit=answer_limit,
                        seed=seed, generator=generator, index=index, sizes=sizes, scope=scope, data_dir=data_dir,
                        cache_dir=cache_dir, bootstrap=bootstrap, quick=quick, no_answers=no_answers, tune=tune,
-                       corrective=not no_corrective, workers=workers,
+                       corrective=not no_corrective, workers=workers, audit=not no_audit,
                        command=command)
     with progress_for(err, quiet) as progress:
         report = run_eval(opts, progress, log=lambda m: err.print(Text(str(m)), highlight=False))

@@ -5,6 +5,7 @@ It runs after the timed retrieval phase, so it can use both cores without touchi
 (answers do not depend on which process computes them: the generators are deterministic). Within one
 process identical inputs (question, passage ids in order) are answered once. Corrective systems answer
 from a retrieval with the corrective step, as `Engine.ask` does; its time, calls and action are returned.
+Every answer is audited as `Engine.ask` audits it (the citation-support audit), unless the run turns it off.
 """
 
 from __future__ import annotations
@@ -12,14 +13,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from amsrag.embed.cache import CachedEncoder, shared_cache
-from amsrag.generate.base import generate_answer
+from amsrag.generate.base import Generation, generate_answer
+from amsrag.pipeline.trace import AuditTrace
 from amsrag.types import Passage
 
 CHUNK = 10  # queries per task sent to a worker process
@@ -32,6 +34,7 @@ class Answer:
     abstained: bool
     ms: float
     candidate: str = ""  # what it would have answered had it not abstained
+    generation: Generation | None = None  # the generator's output (what the audit reads)
 
 
 def candidate_of(g: Any) -> str:
@@ -65,7 +68,7 @@ class Answerer:
             t = time.perf_counter()
             g = generate_answer(self.generator, question, passages, vector)
             hit = self._cache[key] = Answer(g.answer, bool(g.abstained), (time.perf_counter() - t) * 1000,
-                                            candidate_of(g))
+                                            candidate_of(g), g)
         return hit
 
 
@@ -87,12 +90,13 @@ def make_answerer(index: Any, name: str | None, cache_file: Path | None = None) 
 
 @dataclass(frozen=True, slots=True)
 class AnswerJob:
-    """One query's answers to compute: per system row, the ids of its k = 5 retrieved passages."""
+    """One query's answers to compute: per system row, the ids of its k = 5 retrieved passages and whether
+    the row routed the question as multi-hop (None: no route, as for a fixed pipeline)."""
 
     position: int  # the query's index in the run
     question: str
     vector: np.ndarray
-    rows: tuple[tuple[str, tuple[str, ...]], ...]  # (row name, passage ids)
+    rows: tuple[tuple[str, tuple[str, ...], bool | None], ...]  # (row name, passage ids, routed multi-hop)
     passages: dict[str, tuple[str, str]]  # id -> (title, text) of every passage named in `rows`
 
 
@@ -103,21 +107,45 @@ class RowAnswer:
     ms: float
     corrective: tuple[float, float, str] | None = None  # (retrieve ms, retriever calls, action) when it ran
     candidate: str = ""
+    support: float | None = None  # the audit's citation support (None: not audited)
+    flagged: bool | None = None  # the audit flagged the answer (None: not audited)
+
+
+def audited(row: RowAnswer, audit: AuditTrace) -> RowAnswer:
+    """`row` with the verdict of `audit` (unchanged when no audit ran)."""
+    if audit.verdict is None:
+        return row
+    return replace(row, support=audit.verdict.support, flagged=audit.verdict.flagged)
 
 
 class AnswerContext:
-    """What answering needs in one process: an engine per row (with its thresholds) and the answerer."""
+    """What answering needs in one process: an engine per row (with its thresholds), the answerer, and
+    whether to audit the answers."""
 
     def __init__(self, engines: dict[str, Any], corrective_rows: dict[str, str], answerer: Answerer,
-                 k: int) -> None:
+                 k: int, audit: bool = True) -> None:
         self.engines = engines
         self.corrective_rows = corrective_rows  # row name -> Engine system name, for rows with the corrective step
         self.answerer = answerer
         self.k = k
+        self.audit = audit
+        # the rows' engines differ only in router thresholds: one audits every fixed-passage answer
+        self._auditing = next(iter(engines.values()), None)
+        self._audits: dict[tuple[str, tuple[str, ...], bool | None], AuditTrace] = {}
+
+    def _audit_read(self, question: str, a: Answer, passages: Sequence[Any], multi_hop: bool | None) -> AuditTrace:
+        key = (question, tuple(p.id for p in passages), multi_hop)
+        hit = self._audits.get(key)
+        if hit is None:
+            if a.generation is None or self._auditing is None:
+                return AuditTrace(reason="no generation to audit")
+            hit = self._audits[key] = self._auditing.audit_answer(question, a.generation, passages, multi_hop,
+                                                                  self.answerer.generator)
+        return hit
 
     def run(self, job: AnswerJob) -> dict[str, RowAnswer]:
         out: dict[str, RowAnswer] = {}
-        for name, ids in job.rows:
+        for name, ids, multi_hop in job.rows:
             passages: Sequence[Any] = [Passage(id=pid, title=title, text=text)
                                        for pid, (title, text) in ((i, job.passages[i]) for i in ids)]
             system = self.corrective_rows.get(name)
@@ -127,10 +155,13 @@ class AnswerContext:
                 trace, g = answered.retrieval.trace, answered.generation
                 corrective = (float(trace["timings_ms"]["total"]), float(trace["retriever_calls"]),
                               str((trace.get("corrective") or {}).get("action")))
-                out[name] = RowAnswer(g.answer, bool(g.abstained), answered.generate_ms, corrective, candidate_of(g))
+                row = RowAnswer(g.answer, bool(g.abstained), answered.generate_ms, corrective, candidate_of(g))
+                out[name] = audited(row, self.engines[name].audit(answered, self.answerer.generator)) \
+                    if self.audit else row
                 continue
             a = self.answerer.answer(job.question, job.vector, passages)
-            out[name] = RowAnswer(a.text, a.abstained, a.ms, candidate=a.candidate)
+            row = RowAnswer(a.text, a.abstained, a.ms, candidate=a.candidate)
+            out[name] = audited(row, self._audit_read(job.question, a, passages, multi_hop)) if self.audit else row
         return out
 
 
@@ -151,6 +182,7 @@ class WorkerSpec:
     generator: str | None
     cache_file: str | None
     k: int
+    audit: bool = True
 
 
 def _init_worker(spec: WorkerSpec) -> None:
@@ -164,7 +196,7 @@ def _init_worker(spec: WorkerSpec) -> None:
     engines = {name: engine_for(engine, SystemRow(name, system, thresholds))
                for name, system, thresholds in spec.rows}
     answerer = make_answerer(engine.index, spec.generator, Path(spec.cache_file) if spec.cache_file else None)
-    _WORKER = AnswerContext(engines, spec.corrective_rows, answerer, spec.k)
+    _WORKER = AnswerContext(engines, spec.corrective_rows, answerer, spec.k, spec.audit)
 
 
 def _work(jobs: list[AnswerJob]) -> tuple[list[dict[str, RowAnswer]], tuple[list[str], np.ndarray]]:

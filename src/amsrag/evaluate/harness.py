@@ -40,6 +40,7 @@ class EvalOptions:
     tune: bool = False  # route tune in memory on the benchmark's calibration questions first
     corrective: bool = True  # False: the corrective step off for this run (config override, reported)
     workers: int | None = None  # answer-phase processes (None: min(2, CPUs))
+    audit: bool = True  # the citation-support audit of every answer, as `Engine.ask` runs it
     command: str = ""
 
 
@@ -56,6 +57,9 @@ def _notes(report: dict[str, Any], info: dict[str, Any], run_mode: str, bench_di
         f"Answers: {run_mode}. EM/F1 use the official SQuAD v1.1 normalisation, max over the gold aliases; an "
         "abstention (\"insufficient evidence\") scores 0. `generate_ms_mean` in report.json is measured with the "
         "harness's sentence-embedding cache (a passage sentence is embedded once per run): not a cost figure.",
+        ("Audit: every answer given is audited as `Engine.ask` audits it (the citation-support audit, "
+         "`amsrag.audit`): the share flagged, mean support, the flag's precision and its recall of the wrong "
+         "answers (F1 < 0.5) per system." if report["config"].get("audited") else "Audit: off in this run."),
         "MRR@10: the same system asked for k = 10 (MMR systems in a second, untimed call, since MMR's choice "
         "depends on k).",
         "Complexity classes: the silver three-way label where the question has one, else the data set's hop count "
@@ -158,7 +162,8 @@ def run_eval(opts: EvalOptions, progress: Progress | None = None, log=print) -> 
         config_override.corrective.enabled = False
     with Engine(index, generator_knows=knows, config=config_override) as engine:
         workers = opts.workers or min(2, os.cpu_count() or 1)
-        result = run(engine, queries, rows, answerer, progress, answer_mask=mask, workers=workers)
+        result = run(engine, queries, rows, answerer, progress, answer_mask=mask, workers=workers,
+                     audit=opts.audit)
         cfg = engine.config
         config = {
             "command": opts.command, "benchmark": bench.info, "benchmark_key": bench.key, "index": index_path,
@@ -169,6 +174,7 @@ def run_eval(opts: EvalOptions, progress: Progress | None = None, log=print) -> 
             "tuned_in_run": tuning or None,
             "corrective_enabled": bool(getattr(getattr(cfg, "corrective", None), "enabled", False)),
             "answer_workers": workers if answerer is not None else None,
+            "audited": bool(opts.audit and answerer is not None and cfg.audit.enabled),
             "seconds": round(result.seconds, 1),
         }
         report = build_report(result, config, len(index), b=opts.bootstrap, seed=opts.seed)

@@ -51,8 +51,8 @@ def mrr_at(ranked: Sequence[str], gold: Sequence[str], k: int = 10) -> float:
 RETRIEVAL_METRICS = ("ndcg@5", "recall@5", "all_gold@5", "mrr@10")
 ANSWER_METRICS = ("em", "f1")
 METRICS = (*ANSWER_METRICS, *RETRIEVAL_METRICS)
-__all__ = ["ANSWER_METRICS", "METRICS", "RETRIEVAL_METRICS", "all_gold_at", "exact_match", "f1_score", "mrr_at",
-           "ndcg_at", "normalize_answer", "query_metrics", "recall_at"]
+__all__ = ["ANSWER_METRICS", "METRICS", "RETRIEVAL_METRICS", "WRONG_F1", "all_gold_at", "exact_match", "f1_score",
+           "flag_quality", "mrr_at", "ndcg_at", "normalize_answer", "query_metrics", "recall_at"]
 
 
 def query_metrics(answer: str | None, answers: Sequence[str], ranked: Sequence[str], gold: Sequence[str],
@@ -70,3 +70,21 @@ def query_metrics(answer: str | None, answers: Sequence[str], ranked: Sequence[s
         if multi_hop:
             out["all_gold@5"] = all_gold_at(ranked, gold, 5)
     return out
+
+
+WRONG_F1 = 0.5  # an answer given with token F1 below this against every gold alias is wrong
+
+
+def flag_quality(flagged: Sequence[bool], target: Sequence[bool]) -> dict[str, float | int | None]:
+    """How well a flag finds `target` answers (e.g. the wrong ones): the flag rate over all answers, its
+    precision (flagged and target / flagged) and its recall of the target (flagged and target / target);
+    None where the denominator is empty."""
+    if len(flagged) != len(target):
+        raise ValueError(f"{len(flagged)} flags for {len(target)} answers")
+    pairs = list(zip(flagged, target, strict=True))
+    n, n_flagged, n_target = len(pairs), sum(bool(f) for f, _ in pairs), sum(bool(t) for _, t in pairs)
+    hits = sum(bool(f) and bool(t) for f, t in pairs)
+    return {"n": n, "flagged": n_flagged, "target": n_target, "hits": hits,
+            "flag_rate": round(n_flagged / n, 4) if n else None,
+            "precision": round(hits / n_flagged, 4) if n_flagged else None,
+            "recall": round(hits / n_target, 4) if n_target else None}

@@ -11,7 +11,7 @@ import numpy as np
 
 from amsrag.calibration import classification_metrics, hop_view
 from amsrag.evaluate.bootstrap import Bootstrap
-from amsrag.evaluate.metrics import METRICS
+from amsrag.evaluate.metrics import METRICS, WRONG_F1, flag_quality
 from amsrag.evaluate.runner import RunResult, SystemResult
 from amsrag.pipeline.systems import system_spec
 from amsrag.types import COMPLEXITIES
@@ -47,6 +47,9 @@ def _group(s: SystemResult, mask: np.ndarray) -> dict[str, Any]:
     out["latency_ms_mean"] = _mean(s.latency_ms[mask])
     out["route_mix"] = dict(sorted(Counter(st for st, m in zip(s.strategies, mask, strict=True) if m).items()))
     out.update(_abstention(s, mask))
+    audit = audit_summary(s, mask)
+    if audit is not None:
+        out["audit"] = audit
     return out
 
 
@@ -61,6 +64,21 @@ def _abstention(s: SystemResult, mask: np.ndarray) -> dict[str, Any]:
     if s.candidate_f1 is not None:
         out["f1_never_abstaining"] = _mean(s.candidate_f1[mask])
     return out
+
+
+def audit_summary(s: SystemResult, mask: np.ndarray) -> dict[str, Any] | None:
+    """The citation-support audit of the answers given (abstentions are not audited): how many it audited,
+    the share it flagged, their mean support, and the flag's precision (flagged and wrong / flagged) and
+    recall of the wrong answers (F1 < WRONG_F1). None when the run did not audit."""
+    if s.flagged is None or s.support is None:
+        return None
+    flagged, support, f1 = s.flagged[mask], s.support[mask], s.values["f1"][mask]
+    audited = ~np.isnan(flagged) & ~np.isnan(f1)
+    q = flag_quality((flagged[audited] == 1.0).tolist(), (f1[audited] < WRONG_F1).tolist())
+    given = (s.abstained[mask] == 0.0) & ~np.isnan(f1)
+    return {"answers": int(given.sum()), "audited": q["n"], "flagged_share": q["flag_rate"],
+            "support_mean": _mean(support[audited]), "wrong": q["target"],
+            "flag_precision": q["precision"], "wrong_recall": q["recall"]}
 
 
 def summarise_system(s: SystemResult, run: RunResult, boot: Bootstrap,
@@ -86,6 +104,9 @@ def summarise_system(s: SystemResult, run: RunResult, boot: Bootstrap,
         out["p_vs_A0"] = {}
     out["n_scored"] = {m: int(np.sum(~np.isnan(s.values[m]))) for m in METRICS}
     out.update(_abstention(s, np.ones(len(queries), dtype=bool)))
+    audit = audit_summary(s, np.ones(len(queries), dtype=bool))
+    if audit is not None:
+        out["audit"] = audit
     out["generate_ms_mean"] = _mean(s.generate_ms)
     if s.answer_path:
         out["answer_path"] = s.answer_path
@@ -259,6 +280,7 @@ def markdown(report: dict[str, Any], command: str, notes: Sequence[str] = ()) ->
     lines += _table_groups(systems, "by_class", "By complexity class (true label)")
     lines += _table_groups(systems, "by_dataset", "By data set")
     lines += _table_abstention(systems)
+    lines += _table_audit(systems)
     lines += _table_latency(systems)
     if notes:
         lines += ["## Notes", "", *[f"- {n}" for n in notes], ""]
@@ -317,6 +339,25 @@ def _table_abstention(systems: dict[str, Any]) -> list[str]:
 
     for name, s in systems.items():
         lines.append(f"| {name} | {cell(s)} | " + " | ".join(cell(s['by_dataset'].get(g)) for g in groups) + " |")
+    lines.append("")
+    return lines
+
+
+def _table_audit(systems: dict[str, Any]) -> list[str]:
+    if not any(s.get("audit") for s in systems.values()):
+        return []
+    lines = ["## Citation-support audit", "",
+             f"Every answer given (abstentions are not audited) audited as `Engine.ask` audits it: the share flagged "
+             f"(support below the audit's threshold), the mean support, the flag's precision (flagged answers that "
+             f"are wrong, F1 < {WRONG_F1}) and its recall of the wrong answers.", "",
+             "| system | answers | audited | flagged | mean support | wrong | flag precision | recall of wrong |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, s in systems.items():
+        a = s.get("audit")
+        if a:
+            lines.append(f"| {name} | {a['answers']} | {a['audited']} | {_f(a['flagged_share'])} | "
+                         f"{_f(a['support_mean'])} | {a['wrong']} | {_f(a['flag_precision'])} | "
+                         f"{_f(a['wrong_recall'])} |")
     lines.append("")
     return lines
 

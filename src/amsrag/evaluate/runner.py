@@ -70,6 +70,8 @@ class SystemResult:
     answer_path: dict[str, Any] = field(default_factory=dict)  # the corrective retrieval answers read (if any)
     candidate_f1: np.ndarray | None = None  # F1 of the answer it would give without abstaining (NaN: not answered)
     searches: np.ndarray | None = None  # index searches per query (a seeded retriever alone also searches its seeders)
+    support: np.ndarray | None = None  # the audit's citation support per query (NaN: not audited)
+    flagged: np.ndarray | None = None  # 1.0 / 0.0 the audit flagged the answer (NaN: not audited)
 
 
 @dataclass(slots=True)
@@ -96,6 +98,14 @@ def _stage_times(trace: Mapping[str, Any], embed_ms: float, uses_vector: bool) -
     return out
 
 
+def _routed_multi_hop(trace: Mapping[str, Any]) -> bool | None:
+    """The retrieval routed the question as multi-hop (None: no route, as for a fixed pipeline)."""
+    complexity = trace.get("complexity")
+    if not complexity:
+        return None
+    return bool(complexity.get("route_label", complexity.get("label")) == "multi_hop")
+
+
 def classify_all(engine: Engine, queries: Sequence[EvalQuery], vectors: np.ndarray) -> dict[str, Any]:
     from amsrag.classify.features import features_batch
 
@@ -109,9 +119,9 @@ def classify_all(engine: Engine, queries: Sequence[EvalQuery], vectors: np.ndarr
 def run(engine: Engine, queries: Sequence[EvalQuery], rows: Sequence[SystemRow],
         answerer: Answerer | None, progress: Progress | None = None,
         on_step: Callable[[], None] | None = None, answer_mask: Sequence[bool] | None = None,
-        workers: int = 1) -> RunResult:
+        workers: int = 1, audit: bool = True) -> RunResult:
     """Every system on every query, interleaved (query by query) so machine load affects all alike; then the
-    answers (untimed), in `workers` processes when the index is a directory.
+    answers (untimed), in `workers` processes when the index is a directory, each audited (`audit`).
     `answer_mask`: the queries answered (EM/F1; the same for every system); default all."""
     if not queries:
         raise InputError("no queries to evaluate")
@@ -138,7 +148,7 @@ def run(engine: Engine, queries: Sequence[EvalQuery], rows: Sequence[SystemRow],
         row.name: {"values": {m: np.full(n, np.nan) for m in METRICS}, "lat": np.zeros(n), "stages": [],
                    "calls": np.zeros(n), "searches": np.zeros(n), "strategies": [], "abst": np.full(n, np.nan),
                    "gen": np.full(n, np.nan),
-                   "cand_f1": np.full(n, np.nan),
+                   "cand_f1": np.full(n, np.nan), "support": np.full(n, np.nan), "flagged": np.full(n, np.nan),
                    "answers": [""] * n, "ans_ms": [], "ans_calls": [], "ans_actions": []} for row in rows}
     takes_corrective = "corrective" in inspect.signature(engine.retrieve).parameters
     corrective_rows = {row.name: row.system for row in rows
@@ -150,7 +160,7 @@ def run(engine: Engine, queries: Sequence[EvalQuery], rows: Sequence[SystemRow],
     with progress.task(f"{len(rows)} systems x {n} queries", n * len(rows)) as advance:
         for i, q in enumerate(queries):
             v = vec[i]
-            job_rows: list[tuple[str, tuple[str, ...]]] = []
+            job_rows: list[tuple[str, tuple[str, ...], bool | None]] = []
             job_passages: dict[str, tuple[str, str]] = {}
             for row in rows:
                 eng, spec, acc = engines[row.name], specs[row.name], per[row.name]
@@ -177,7 +187,7 @@ def run(engine: Engine, queries: Sequence[EvalQuery], rows: Sequence[SystemRow],
                 for key, value in m.items():
                     acc["values"][key][i] = value
                 if answerer is not None and answer[i]:
-                    job_rows.append((row.name, tuple(ranked5)))
+                    job_rows.append((row.name, tuple(ranked5), _routed_multi_hop(result.trace)))
                     job_passages.update((p.id, (p.title, p.text)) for p in passages)
                 advance(1)
             if job_rows:
@@ -185,14 +195,14 @@ def run(engine: Engine, queries: Sequence[EvalQuery], rows: Sequence[SystemRow],
             if on_step:
                 on_step()
     if answerer is not None and jobs:
-        context = AnswerContext(engines, corrective_rows, answerer, K)
+        context = AnswerContext(engines, corrective_rows, answerer, K, audit)
         index_dir = getattr(engine.index, "path", None)
         spec_ = None
         if workers > 1 and index_dir is not None:
             spec_ = WorkerSpec(str(index_dir), engine.config.model_dump(mode="json"), engine.generator_knows,
                                tuple((r.name, r.system, r.thresholds) for r in rows), corrective_rows,
                                answerer.generator_name,
-                               str(answerer.cache_file) if answerer.cache_file is not None else None, K)
+                               str(answerer.cache_file) if answerer.cache_file is not None else None, K, audit)
         label = f"answers ({workers} processes)" if spec_ is not None else "answers"
         with progress.task(label, len(jobs)) as advance:
             answered = answer_all(jobs, context, workers, spec_, advance)
@@ -204,6 +214,8 @@ def run(engine: Engine, queries: Sequence[EvalQuery], rows: Sequence[SystemRow],
                 acc["values"]["em"][i], acc["values"]["f1"][i] = m["em"], m["f1"]
                 acc["abst"][i], acc["gen"][i], acc["answers"][i] = float(a.abstained), a.ms, a.text
                 acc["cand_f1"][i] = query_metrics(a.candidate or a.text, q.answers, [], (), False)["f1"]
+                if a.support is not None:
+                    acc["support"][i], acc["flagged"][i] = a.support, float(bool(a.flagged))
                 if a.corrective is not None:
                     acc["ans_ms"].append(a.corrective[0])
                     acc["ans_calls"].append(a.corrective[1])
@@ -224,7 +236,9 @@ def run(engine: Engine, queries: Sequence[EvalQuery], rows: Sequence[SystemRow],
                            "corrective_actions": dict(Counter(acc["ans_actions"]))}
         systems[row.name] = SystemResult(row, acc["values"], acc["lat"], breakdown, acc["calls"],
                                          acc["strategies"], acc["abst"], acc["gen"], acc["answers"], answer_path,
-                                         acc["cand_f1"], acc["searches"])
+                                         acc["cand_f1"], acc["searches"],
+                                         acc["support"] if audit and answerer is not None else None,
+                                         acc["flagged"] if audit and answerer is not None else None)
     return RunResult(list(queries), systems, embed_ms, predictions,
                      answerer.mode if answerer else "none", answerer.name if answerer else "",
                      time.perf_counter() - t_start)

@@ -11,6 +11,13 @@ query-log row gives the same signals as a live answer):
    insufficient;
 4. escalation: the engine had to widen the route (the rate is the share of answers with one);
 5. citation support: the audit's calibrated P(the cited text supports the answer).
+
+`flagged` (the answer is likely wrong) combines them: an evidence-confidence disagreement; the audit's
+flag on an answer whose generator gives no confidence to weigh against it; or an unsure answer (generator
+confidence below `unsure_answer`) to a question routed as multi_hop, the class whose answers a too-cheap
+route gets wrong. The audit's flag alone catches few wrong answers to misrouted multi-hop questions
+(docs/benchmarks/misroute-flags.md, where this rule was chosen on a calibration half); it stays in
+trace["audit"].
 """
 
 from __future__ import annotations
@@ -24,13 +31,15 @@ if TYPE_CHECKING:
 
 # Corrective outcomes that mean "the first pass's evidence was not enough".
 INSUFFICIENT_ACTIONS = frozenset({"incorrect", "ambiguous", "reader-escalated", "reader-kept"})
+ABSTAINED = "abstained"  # the audit's reason for not auditing an abstention (there is no answer to flag)
 
 
 @dataclass(frozen=True, slots=True)
 class ProxySignals:
     """The five signals of one answer. `route_label`/`route_alpha`: the class and confidence routing acted
-    on. `suspect`: a cheap route (not multi-hop) whose answer shows a signal of a misroute: flagged, or the
-    evidence failed the sufficiency check; what the review queue and shadow probes look at first."""
+    on. `suspect`: a cheap route (not multi-hop) whose answer shows a signal of a misroute: the audit flagged
+    it, it is flagged, or the evidence failed the sufficiency check; what the review queue and shadow probes
+    look at first."""
 
     route_label: str | None
     route_alpha: float | None
@@ -40,7 +49,7 @@ class ProxySignals:
     disagreement: bool  # confident answer, unsupported by its citations
     sufficiency_failed: bool
     escalations: int
-    flagged: bool  # the audit flagged the answer, or evidence and confidence disagree
+    flagged: bool  # disagreement, audit flag without a confidence, or unsure answer to a multi_hop route
     suspect: bool
 
     @property
@@ -88,7 +97,11 @@ def proxy_signals(trace: Mapping[str, Any], config: MonitorConfig | None = None)
     failed = (corrective.get("action") in INSUFFICIENT_ACTIONS or bool(corrective.get("insufficient_evidence"))
               or sufficiency.get("ok") is False)
     escalations = len(trace.get("escalations") or [])
-    flagged = audit_flagged or disagreement
+    answered = audit.get("reason") != ABSTAINED
+    unsure_multi_hop = (answered and label == "multi_hop" and confidence is not None
+                        and confidence < config.unsure_answer)
+    unweighed = audit_flagged and confidence is None  # no confidence to weigh against: the audit's flag stands
+    flagged = disagreement or unweighed or unsure_multi_hop
     cheap = label is not None and label != "multi_hop"
     return ProxySignals(label, alpha, in_gray_zone(alpha, config), confidence, support, disagreement, failed,
-                        escalations, flagged, cheap and (flagged or failed))
+                        escalations, flagged, cheap and (audit_flagged or flagged or failed))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -509,7 +510,7 @@ class Engine:
         timings = dict(result.trace.timings)
         timings["embed"] = embed_ms
         timings["generate"] = answered.generate_ms
-        audit = self._audit(answered, generator)
+        audit = self.audit(answered, generator)
         timings["audit"] = audit.ms
         timings["total"] = ms_since(t0)
         trace = result.trace.answered(answered.trace_entry(), timings, targ, audit)
@@ -529,32 +530,41 @@ class Engine:
             self._auditor = SupportAuditor.from_config(self.config.audit, reader)
         return self._auditor
 
-    def _audit(self, answered: Answered, generator: Generator) -> AuditTrace:
-        """The audit of an answer against the passages it cites (all the evidence it read when it cites
-        none). No audit for an abstention, an answer of the table or global route, or one without evidence."""
+    def audit(self, answered: Answered, generator: Generator) -> AuditTrace:
+        """The audit of an outcome of `answer` against the evidence its generator read. No audit for an answer of the
+        table or global route."""
         g, result = answered.generation, answered.retrieval
+        if result.trace.strategy in ("table", "global") and self.config.audit.enabled and not g.abstained:
+            return AuditTrace(reason=f"the {result.trace.strategy} route's answer is not audited")
+        complexity = result.trace.complexity
+        multi_hop = complexity.routed[0] == "multi_hop" if complexity is not None else None
+        return self.audit_answer(result.query, g, reading_evidence(result, self.config.generator.read_strips),
+                                 multi_hop, generator)
+
+    def audit_answer(self, query: str, g: Generation, evidence: Sequence[Any], multi_hop: bool | None,
+                     generator: Generator) -> AuditTrace:
+        """The audit of `g` (the answer to `query`) against the passages of `evidence` it cites (all of
+        `evidence` when it cites none); `multi_hop`: the question was routed as multi-hop (None: unknown,
+        two or more audited passages say so). No audit for an abstention or an answer without evidence."""
         if not self.config.audit.enabled:
             return AuditTrace(reason="audit disabled ([audit] enabled = false)")
         if g.abstained:
             return AuditTrace(reason="abstained")
-        if result.trace.strategy in ("table", "global"):
-            return AuditTrace(reason=f"the {result.trace.strategy} route's answer is not audited")
         t = time.perf_counter()
-        evidence = reading_evidence(result, self.config.generator.read_strips)
         by_id = {p.id: p for p in evidence}
         cited = [by_id[c] for c in g.citations if c in by_id]
         against: Literal["citations", "evidence"] = "citations" if cited else "evidence"
-        passages = cited or evidence
+        passages = cited or list(evidence)
         if not passages or not g.answer.strip():
             return AuditTrace(reason="no evidence: a closed-book answer")
-        complexity = result.trace.complexity
-        multi_hop = complexity.routed[0] == "multi_hop" if complexity is not None else len(passages) >= 2
-        readable = detect_language(f"{result.query} {g.answer}").code != "zh"
+        if multi_hop is None:
+            multi_hop = len(passages) >= 2
+        readable = detect_language(f"{query} {g.answer}").code != "zh"
         try:
             auditor = self.auditor(generator)
         except InputError as exc:  # a missing or corrupt audit artifact must not cost the answer
             return AuditTrace(reason=f"audit unavailable: {exc}", ms=ms_since(t))
-        verdict = auditor.audit(result.query, g.answer, passages, multi_hop, against, readable)
+        verdict = auditor.audit(query, g.answer, passages, multi_hop, against, readable)
         reason = "" if readable else "Chinese: the text-only model (the span reader reads English)"
         return AuditTrace(verdict, reason, ms_since(t))
 

@@ -54,7 +54,7 @@ class Metrics:
                                             ["route"], registry=r)
         self.escalated = Counter("amsrag_escalated_answers_total", "answers that escalated to a wider route "
                                  "(escalation rate = this / amsrag_answers_total)", ["route"], registry=r)
-        self.flagged = Counter("amsrag_flagged_answers_total", "answers flagged by the audit or a disagreement",
+        self.flagged = Counter("amsrag_flagged_answers_total", "answers flagged (disagreement, unsure multi-hop)",
                                ["route"], registry=r)
         self.drift_psi = Gauge("amsrag_drift_psi", "population stability index of the last window of routed answers "
                                "against the drift reference, by signal (alpha, route, gray_zone)", ["signal"],
