@@ -152,4 +152,4 @@ def test_cli_ask_prints_the_answer_its_citation_and_the_readers_check(built_inde
         assert "audit: not audited (abstained)" in flat
     else:
         assert f"support {a.trace['audit']['support']:.2f}" in flat
-        assert ("flagged:" in flat) == a.trace["signals"]["flagged"]
+        assert ("flagged as likely wrong" in flat) == a.trace["signals"]["flagged"]

@@ -24,6 +24,7 @@ def test_confident_unsupported_answer_is_a_disagreement_in_the_gray_zone() -> No
     s = proxy_signals(_trace())
     assert (s.gray_zone, s.disagreement, s.flagged, s.suspect) == (True, True, True, True)
     assert s.support == 0.2 and s.confidence == 0.9 and not s.sufficiency_failed and not s.escalated
+    assert s.flag_reason == "a confident answer its citations do not support"
 
 
 def test_supported_confident_answer_outside_the_band_raises_nothing() -> None:
@@ -102,3 +103,12 @@ def test_metrics_and_query_log_carry_the_signals() -> None:
         assert line in text, line
     entry = entry_from_answer({"query": "q", "answer": "a", "citations": [], "abstained": False, "trace": trace})
     assert entry.flagged and entry.signals["proxy"]["disagreement"] is True
+
+
+def test_flag_reasons_name_the_rule_that_fired() -> None:
+    unsure = proxy_signals(_trace(label="multi_hop", confidence=0.3, support=0.9, flagged=False))
+    assert unsure.flagged and unsure.flag_reason == "an unsure answer to a multi-hop question"
+    unweighed = proxy_signals(_trace(confidence=None))
+    assert unweighed.flagged and unweighed.flag_reason == "its citations do not support it"
+    fine = proxy_signals(_trace(alpha=0.93, support=0.9, flagged=False))
+    assert not fine.flagged and fine.flag_reason == ""

@@ -215,11 +215,13 @@ def print_audit(trace: Mapping[str, Any]) -> None:
             out.print(Text(f"audit: not audited ({audit['reason']}){tail}", style="dim"), highlight=False)
         return
     line = f"audit: support {audit['support']:.2f} against its {audit.get('against', 'citations')}"
-    if signals.get("flagged") or audit.get("flagged"):
-        out.print(Text(f"flagged: the cited text does not support this answer well ({line[7:]}, threshold "
-                       f"{audit.get('threshold')}){tail}", style="yellow"), highlight=False, soft_wrap=True)
+    verdict = "unsupported" if audit.get("flagged") else "supported"
+    line += f" ({verdict}, threshold {audit.get('threshold')})"
+    if signals.get("flagged"):
+        out.print(Text(f"flagged as likely wrong: {signals.get('flag_reason') or 'see the signals'} · {line[7:]}{tail}",
+                       style="yellow"), highlight=False, soft_wrap=True)
     else:
-        out.print(Text(f"{line} (supported){tail}", style="dim"), highlight=False, soft_wrap=True)
+        out.print(Text(f"{line}{tail}", style="dim"), highlight=False, soft_wrap=True)
 
 
 def log_answer(engine: Engine, result: AnswerResult, gen_config: GeneratorConfig) -> None:

@@ -51,6 +51,7 @@ class ProxySignals:
     escalations: int
     flagged: bool  # disagreement, audit flag without a confidence, or unsure answer to a multi_hop route
     suspect: bool
+    flag_reason: str = ""  # why it is flagged, in words ("" when it is not)
 
     @property
     def escalated(self) -> bool:
@@ -60,14 +61,15 @@ class ProxySignals:
         return {"route_label": self.route_label, "route_alpha": self.route_alpha, "gray_zone": self.gray_zone,
                 "confidence": self.confidence, "support": self.support, "disagreement": self.disagreement,
                 "sufficiency_failed": self.sufficiency_failed, "escalations": self.escalations,
-                "escalated": self.escalated, "flagged": self.flagged, "suspect": self.suspect}
+                "escalated": self.escalated, "flagged": self.flagged, "suspect": self.suspect,
+                "flag_reason": self.flag_reason}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ProxySignals:
         return cls(data.get("route_label"), _num(data.get("route_alpha")), bool(data.get("gray_zone")),
                    _num(data.get("confidence")), _num(data.get("support")), bool(data.get("disagreement")),
                    bool(data.get("sufficiency_failed")), int(data.get("escalations") or 0),
-                   bool(data.get("flagged")), bool(data.get("suspect")))
+                   bool(data.get("flagged")), bool(data.get("suspect")), str(data.get("flag_reason") or ""))
 
 
 def _num(value: Any) -> float | None:
@@ -102,6 +104,9 @@ def proxy_signals(trace: Mapping[str, Any], config: MonitorConfig | None = None)
                         and confidence < config.unsure_answer)
     unweighed = audit_flagged and confidence is None  # no confidence to weigh against: the audit's flag stands
     flagged = disagreement or unweighed or unsure_multi_hop
+    reason = ("a confident answer its citations do not support" if disagreement else
+              "its citations do not support it" if unweighed else
+              "an unsure answer to a multi-hop question" if unsure_multi_hop else "")
     cheap = label is not None and label != "multi_hop"
     return ProxySignals(label, alpha, in_gray_zone(alpha, config), confidence, support, disagreement, failed,
-                        escalations, flagged, cheap and (audit_flagged or flagged or failed))
+                        escalations, flagged, cheap and (audit_flagged or flagged or failed), reason)

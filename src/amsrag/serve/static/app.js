@@ -128,10 +128,12 @@ function renderAudit(trace) {
   if (audit.support === null || audit.support === undefined) {
     verdict = el("span", { id: "audit-verdict", class: "muted" }, "not audited" + (audit.reason ? " (" + audit.reason + ")" : ""));
   } else {
-    const flagged = Boolean(signals.flagged || audit.flagged);
-    verdict = el("span", { id: "audit-verdict", class: flagged ? "flagged" : "supported" },
-      (flagged ? "flagged: the cited text does not support this answer well" : "supported by its citations") +
-      " — support " + fmt(audit.support, 2) + " (threshold " + fmt(audit.threshold, 2) + ")");
+    const supported = audit.flagged ? "unsupported" : "supported";
+    const line = "support " + fmt(audit.support, 2) + " (" + supported + ", threshold " + fmt(audit.threshold, 2) + ")";
+    verdict = signals.flagged
+      ? el("span", { id: "audit-verdict", class: "flagged" },
+        "flagged as likely wrong: " + (signals.flag_reason || "see the signals") + " — " + line)
+      : el("span", { id: "audit-verdict", class: audit.flagged ? "flagged" : "supported" }, line);
   }
   box.replaceChildren(el("span", { class: "muted" }, "Citation audit: "), verdict, ...chips);
   box.dataset.support = audit.support === null || audit.support === undefined ? "" : String(audit.support);
