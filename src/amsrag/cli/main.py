@@ -242,11 +242,14 @@ def serve(
     access_log: Annotated[bool, typer.Option("--access-log", help="log every request")] = False,
     query_log: Annotated[bool | None, typer.Option(
         "--query-log/--no-query-log", help="log answered questions (default: [query_log] enabled)")] = None,
+    shadow: Annotated[bool | None, typer.Option(
+        "--shadow/--no-shadow", help="shadow-path probes of gray-zone answers (default: [shadow] enabled)")] = None,
 ) -> None:
     """HTTP API, OpenAI-compatible endpoint and web UI over an index (API keys: $AMSRAG_API_KEYS)."""
     from amsrag.serve import run
 
-    run(index, host=host, port=port, config_file=config_file, access_log=access_log, query_log=query_log)
+    run(index, host=host, port=port, config_file=config_file, access_log=access_log, query_log=query_log,
+        shadow=shadow)
 
 
 def main() -> None:

@@ -53,6 +53,12 @@ class Metrics:
                                  "(escalation rate = this / amsrag_answers_total)", ["route"], registry=r)
         self.flagged = Counter("amsrag_flagged_answers_total", "answers flagged by the audit or a disagreement",
                                ["route"], registry=r)
+        # Shadow-path probes (amsrag.monitor.shadow): what became of each answer offered, and probe time.
+        self.shadow_probes = Counter("amsrag_shadow_probes_total", "answers offered to the shadow prober, by "
+                                     "outcome (queued probes: dropped_busy, or run then agreed / disagreed / "
+                                     "timeout / failed)", ["outcome"], registry=r)
+        self.shadow_latency = Histogram("amsrag_shadow_probe_duration_seconds", "time of one shadow probe (the "
+                                        "widest route's answer)", buckets=LATENCY_BUCKETS, registry=r)
         self.query_log_failures = Counter("amsrag_query_log_failures_total",
                                           "answers the query log could not record", registry=r)
 

@@ -48,9 +48,9 @@ def log_to_stderr() -> None:
 
 
 def run(index_dir: str | Path, host: str | None = None, port: int | None = None, config_file: Path | None = None,
-        access_log: bool = False, query_log: bool | None = None) -> None:
-    """`config_file`: a TOML whose [serve] and [query_log] sections replace the index's; `query_log`: turn the
-    query log on or off whatever the configuration says."""
+        access_log: bool = False, query_log: bool | None = None, shadow: bool | None = None) -> None:
+    """`config_file`: a TOML whose [serve], [query_log] and [shadow] sections replace the index's; `query_log`
+    and `shadow`: turn the query log and the shadow probes on or off whatever the configuration says."""
     import uvicorn
 
     from amsrag.pipeline import Engine
@@ -64,8 +64,11 @@ def run(index_dir: str | Path, host: str | None = None, port: int | None = None,
         log_config = settings.query_log
         if query_log is not None:
             log_config = log_config.model_copy(update={"enabled": query_log})
+        shadow_config = settings.shadow
+        if shadow is not None:
+            shadow_config = shadow_config.model_copy(update={"enabled": shadow})
         log_to_stderr()
-        service = Service(engine, cfg, log_config=log_config)
+        service = Service(engine, cfg, log_config=log_config, shadow=shadow_config)
     except BaseException:
         engine.close()
         raise

@@ -12,10 +12,11 @@ from typing import Any
 
 from amsrag import __version__
 from amsrag.classify.library import HOP_LABELS
-from amsrag.config import QueryLogConfig, ServeConfig
+from amsrag.config import QueryLogConfig, ServeConfig, ShadowConfig
 from amsrag.errors import InputError
 from amsrag.ingest.datasets import normalise_question
 from amsrag.ingest.readers import passage_from_record
+from amsrag.monitor.shadow import LoggingSink, MisrouteSink, ShadowProber
 from amsrag.pipeline import Engine
 from amsrag.pipeline.engine import QuestionError, check_question
 from amsrag.pipeline.systems import SYSTEMS
@@ -40,9 +41,11 @@ def _default_ask(engine: Engine) -> Callable[[str, str], Any]:
 class Service:
     def __init__(self, engine: Engine, config: ServeConfig, metrics: Metrics | None = None,
                  ask: Callable[[str, str], Any] | None = None, query_log: QueryLog | None = None,
-                 log_config: QueryLogConfig | None = None) -> None:
+                 log_config: QueryLogConfig | None = None, shadow: ShadowConfig | None = None,
+                 misroutes: MisrouteSink | None = None) -> None:
         """`log_config`: the [query_log] section (default: the index's); `query_log`: a log to write to
-        whatever the section says (default: the index's own when the section enables it)."""
+        whatever the section says (default: the index's own when the section enables it); `shadow`: the
+        [shadow] section (default: the index's), `misroutes` where its disagreements go (default: logged)."""
         self.engine = engine
         self.engine.max_question_chars = config.max_question_chars  # one limit: the engine refuses what we do
         self.config = config
@@ -55,6 +58,7 @@ class Service:
         self.log_config = log_config or engine.config.query_log
         self._redactor = Redactor(secrets_of(engine.config, config))
         self.query_log = self._open_query_log(query_log)
+        self.shadow = self._open_shadow(shadow or engine.config.shadow, misroutes)
 
     def _open_query_log(self, query_log: QueryLog | None) -> BackgroundAppender | None:
         if query_log is None and self.log_config.enabled:
@@ -69,11 +73,28 @@ class Service:
         log.info("logging answered questions to %s", query_log.location)
         return BackgroundAppender(query_log, on_failure=self.metrics.query_log_failures.inc)
 
+    def _open_shadow(self, config: ShadowConfig, sink: MisrouteSink | None) -> ShadowProber | None:
+        if not config.enabled:
+            return None
+        log.info("shadow probes on: gray share %g, random share %g, at most %d a minute", config.gray_share,
+                 config.random_share, config.per_minute)
+        return ShadowProber(self._wider, config, self.engine.config.monitor,
+                            sink=sink or LoggingSink(self._redactor.text),
+                            on_outcome=lambda outcome: self.metrics.shadow_probes.labels(outcome).inc(),
+                            on_latency=self.metrics.shadow_latency.observe)
+
+    def _wider(self, query: str, system: str) -> dict[str, Any]:
+        """The shadow probe's wider path: the same question and generator on the widest route."""
+        with self.lock.read():
+            return self.engine.ask(query, system=system, widest=True).to_dict()
+
     @classmethod
     def open(cls, index_dir: str | Path, config: ServeConfig) -> Service:
         return cls(Engine.open(index_dir), config)
 
     def close(self) -> None:
+        if self.shadow is not None:
+            self.shadow.close()
         self.writer.close()
         if self.query_log is not None:
             self.query_log.close()
@@ -128,6 +149,8 @@ class Service:
             self.metrics.abstentions.inc()
         if self.query_log is not None:
             self._log_answer(out, source)
+        if self.shadow is not None:
+            self.shadow.offer(query, system, out)  # never raises; the probe runs after this request
         return out
 
     def _log_answer(self, out: dict[str, Any], source: str) -> None:
