@@ -42,9 +42,13 @@ SETTLED = ("dropped_busy", "agreed", "disagreed", "timeout", "failed")
 
 
 def probe_counts(url: str) -> Counter:
+    """The probes by outcome, and the probes' total seconds (as `seconds`, in ms) from the server's /metrics."""
     text = httpx.get(f"{url}/metrics", timeout=30).text
-    return Counter({m[1]: int(float(m[2])) for m in
-                    re.finditer(r'^amsrag_shadow_probes_total\{outcome="(\w+)"\} (\S+)$', text, re.M)})
+    counts = Counter({m[1]: int(float(m[2])) for m in
+                      re.finditer(r'^amsrag_shadow_probes_total\{outcome="(\w+)"\} (\S+)$', text, re.M)})
+    total = re.search(r"^amsrag_shadow_probe_duration_seconds_sum (\S+)$", text, re.M)
+    counts["probe_ms"] = round(float(total[1]) * 1000) if total else 0
+    return counts
 
 
 def wait_settled(url: str, timeout_s: float) -> tuple[Counter, float]:
@@ -116,9 +120,10 @@ def main() -> None:
                                  f"http://127.0.0.1:{port}")
             for shape in shapes:
                 pooled: dict[str, list[float]] = {"off": [], "on": []}
-                windows, failed = [], Counter()
+                windows, failed, pair_ratios = [], Counter(), []
                 before = probe_counts(servers["on"][1])
                 for pair in range(shape["pairs"]):
+                    means = {}
                     for name in (("off", "on") if pair % 2 == 0 else ("on", "off")):
                         url = servers[name][1]
                         report, ms = asyncio.run(window(url, shape, shape["seconds"], questions))
@@ -129,14 +134,22 @@ def main() -> None:
                         if name == "on":
                             entry["drain_s"] = wait_settled(url, 120)[1]
                         windows.append(entry)
+                        means[name] = entry.get("mean_ms")
                         print(json.dumps({"shape": shape["name"], **entry}), flush=True)
-                probes = probe_counts(servers["on"][1]) - before
+                    if means.get("on") and means.get("off"):
+                        pair_ratios.append(means["on"] / means["off"])
+                probes = probe_counts(servers["on"][1])
+                probes.subtract(before)
                 off, on = summary(pooled["off"]), summary(pooled["on"])
                 out["shapes"][shape["name"]] = {
                     **{k: v for k, v in shape.items() if k != "name"}, "off": off, "on": on,
                     "ratio_mean": round(on["mean_ms"] / off["mean_ms"], 3),
                     "ratio_p50": round(on["p50_ms"] / off["p50_ms"], 3),
                     "ratio_p99": round(on["p99_ms"] / off["p99_ms"], 3),
+                    # each pair's on/off ratio of mean latency: adjacent windows share the machine's load
+                    "pair_ratios": [round(r, 3) for r in pair_ratios],
+                    "pair_ratio_geomean": round(float(np.exp(np.mean(np.log(pair_ratios)))), 3),
+                    "pair_ratio_median": round(float(np.median(pair_ratios)), 3),
                     "windows": windows, "probes": dict(probes), "failed_requests": dict(failed)}
         finally:
             for proc, _ in servers.values():

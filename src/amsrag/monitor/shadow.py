@@ -341,6 +341,7 @@ class ShadowProber:
         self._pending = 0  # queued or running
         self._settled = threading.Condition(self._lock)
         self._stop = threading.Event()
+        self._wake = threading.Event()  # set when a probe is queued
         self._abandoned: threading.Thread | None = None
         self._worker = threading.Thread(target=self._run, name="amsrag-shadow", daemon=True)
         self._worker.start()
@@ -371,16 +372,21 @@ class ShadowProber:
                 self.budget.refund()
                 return "dropped_queue"
             self._pending += 1
+        self._wake.set()
         return "queued"
 
     # ---------------------------------------------------------------- the worker
     def _run(self) -> None:
         while not self._stop.is_set():
+            if self._queue.empty():
+                self._wake.wait(1.0)
+                self._wake.clear()
+                continue
             if not self._idle():  # probes stay queued (the queue's bound holds) while requests run
                 self._stop.wait(self.poll_s)
                 continue
             try:
-                probe = self._queue.get(timeout=0.2)
+                probe = self._queue.get_nowait()
             except queue.Empty:
                 continue
             try:
@@ -486,4 +492,5 @@ class ShadowProber:
     def close(self, timeout: float = 5.0) -> None:
         """Stop the worker (a running probe gets up to `timeout` s; queued ones are dropped)."""
         self._stop.set()
+        self._wake.set()
         self._worker.join(timeout)

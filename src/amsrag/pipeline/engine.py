@@ -513,9 +513,6 @@ class Engine:
     def _ask(self, query: str, system: str, generator: Generator | None, widest: bool = False) -> AnswerResult:
         t0 = time.perf_counter()
         query = self.check_question(query)
-        if widest and not system_spec(system).adaptive:
-            raise InputError(f"system {system!r} has a fixed route: only an adaptive system can be forced onto "
-                             f"the widest route")
         generator = generator or self.generator
         gate = TargGate(generator, self.config.generator.targ_threshold)
         targ = None
