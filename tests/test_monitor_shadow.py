@@ -326,3 +326,22 @@ def test_a_forced_probe_runs_the_wider_path_through_the_service(built_index, sli
     assert 0.0 <= comparison.evidence_overlap <= 1.0 and body["trace"]["evidence"]
     # support_margin 0: an audited probe whose support did not drop is a candidate, with the answer returned
     assert [(query, a["answer"]) for query, a, _ in sink.got] == [(q, body["answer"])]
+
+
+def test_serve_shadow_flag_turns_the_prober_on(built_index, tmp_path, monkeypatch) -> None:
+    import shutil
+
+    import uvicorn
+
+    from amsrag.serve.run import run
+
+    index_dir = tmp_path / "index"
+    shutil.copytree(built_index.path, index_dir, ignore=shutil.ignore_patterns("*-shm", ".write.lock"))
+    apps: list[Any] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: apps.append(app))  # no server: the app is enough
+    run(index_dir, shadow=True)
+    run(index_dir)  # the index's [shadow] section: off by default
+    on, off = (app.state.service.shadow for app in apps)
+    assert off is None and isinstance(on, ShadowProber) and on.config.enabled
+    assert on.busy() is False  # wired to the admission lanes: nothing in flight
+    assert on.counts == {}  # closed with its service, nothing offered
