@@ -2,6 +2,7 @@
 
     python benchmarks/load.py --url http://127.0.0.1:8000 [--clients 32] [--seconds 60] [--ask-share 0.5]
     python benchmarks/load.py --index DIR ...     # starts `amsrag serve` on a free port for the run
+    python benchmarks/load.py ... --think-ms 800  # each client waits ~0.8 s (exponential) between requests
 
 Each client sends one request at a time (closed loop): POST /v1/ask with probability --ask-share,
 else POST /v1/retrieve, cycling through the questions of --questions. Reports throughput, latency
@@ -35,9 +36,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(index: Path, port: int) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-m", "amsrag.cli", "serve", "--index", str(index), "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+def start_server(index: Path, port: int, extra_args: tuple[str, ...] = (),
+                 env: dict[str, str] | None = None) -> subprocess.Popen:
+    """`amsrag serve` over `index` on `port` (`extra_args`: more serve options), once it answers /healthz."""
+    proc = subprocess.Popen([sys.executable, "-m", "amsrag.cli", "serve", "--index", str(index), "--port", str(port),
+                             *extra_args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -53,10 +56,14 @@ def start_server(index: Path, port: int) -> subprocess.Popen:
 
 
 async def client(n: int, http: httpx.AsyncClient, questions: list[str], ask_share: float, until: float,
-                 out: dict[str, list], failures: Counter) -> None:
+                 out: dict[str, list], failures: Counter, think_s: float = 0.0) -> None:
     rng = random.Random(1000 + n)
     i = n
     while time.monotonic() < until:
+        if think_s > 0:
+            await asyncio.sleep(rng.expovariate(1 / think_s))
+            if time.monotonic() >= until:
+                break
         endpoint = "/v1/ask" if rng.random() < ask_share else "/v1/retrieve"
         body = {"question": questions[i % len(questions)]}
         i += 1
@@ -77,23 +84,34 @@ async def client(n: int, http: httpx.AsyncClient, questions: list[str], ask_shar
 
 
 async def run(url: str, key: str | None, clients: int, seconds: float, ask_share: float,
-              questions: list[str]) -> dict:
+              questions: list[str], think_s: float = 0.0, raw: bool = False) -> dict:
+    """The report; `raw`: with every successful request's latency (`latencies_ms` by endpoint)."""
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     async with httpx.AsyncClient(base_url=url, headers=headers, timeout=120, limits=limits) as http:
         out: dict[str, list] = defaultdict(list)
         failures: Counter = Counter()
         start = time.monotonic()
-        await asyncio.gather(*(client(n, http, questions, ask_share, start + seconds, out, failures)
+        await asyncio.gather(*(client(n, http, questions, ask_share, start + seconds, out, failures, think_s)
                                for n in range(clients)))
         elapsed = time.monotonic() - start
     report = {"url": url, "clients": clients, "seconds": round(elapsed, 1), "ask_share": ask_share,
+              "think_ms": round(think_s * 1000),
               "requests": sum(len(v) for v in out.values()) + sum(failures.values()),
               "errors": sum(failures.values()), "failures": dict(failures), "endpoints": {}}
     report["throughput_rps"] = round(report["requests"] / elapsed, 2)
+    if raw:
+        report["latencies_ms"] = {endpoint: [round(ms, 1) for ms in v] for endpoint, v in out.items()}
+    every = [ms for v in out.values() for ms in v]
+    if every:
+        a = np.asarray(every)
+        report["all"] = {"ok": len(a), "mean_ms": round(float(a.mean()), 1),
+                         "p50_ms": round(float(np.percentile(a, 50)), 1),
+                         "p99_ms": round(float(np.percentile(a, 99)), 1)}
     for endpoint, ms in sorted(out.items()):
         a = np.asarray(ms)
         report["endpoints"][endpoint] = {"ok": len(a), "rps": round(len(a) / elapsed, 2),
+                                         "mean_ms": round(float(a.mean()), 1),
                                          "p50_ms": round(float(np.percentile(a, 50)), 1),
                                          "p99_ms": round(float(np.percentile(a, 99)), 1),
                                          "max_ms": round(float(a.max()), 1)}
@@ -108,6 +126,8 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=32)
     ap.add_argument("--seconds", type=float, default=60)
     ap.add_argument("--ask-share", type=float, default=0.5, help="share of requests that are /v1/ask")
+    ap.add_argument("--think-ms", type=float, default=0, help="mean pause of a client between requests "
+                    "(exponential; 0: closed loop, the next request as soon as the last returns)")
     ap.add_argument("--questions", type=Path, default=DEFAULT_QUESTIONS, help="JSONL with a `question` field")
     ap.add_argument("--api-key", default=os.environ.get("AMSRAG_API_KEY"), help="default: $AMSRAG_API_KEY")
     ap.add_argument("--json", type=Path, help="also write the report here")
@@ -121,7 +141,8 @@ def main() -> None:
         proc = start_server(args.index, port)
         url = f"http://127.0.0.1:{port}"
     try:
-        report = asyncio.run(run(url, args.api_key, args.clients, args.seconds, args.ask_share, questions))
+        report = asyncio.run(run(url, args.api_key, args.clients, args.seconds, args.ask_share, questions,
+                                 args.think_ms / 1000))
         with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {args.api_key}"} if args.api_key else {},
                           timeout=30) as http:
             report["server_config"] = http.get("/v1/config").json().get("limits")

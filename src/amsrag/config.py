@@ -632,6 +632,26 @@ class ReviewConfig(_Section):
                                   "(reviewed ones are labelled data and kept); 0 keeps every item")
 
 
+class ShadowConfig(_Section):
+    """Shadow-path probes (`amsrag.monitor.shadow`, docs/benchmarks/shadow.md): after a gray-zone answer is
+    returned, the same question runs again on the widest route in the background, and the two answers are
+    compared; disagreements are misroute candidates. Off by default (`amsrag serve --shadow`)."""
+
+    enabled: bool = Field(False, description="run shadow probes in `amsrag serve`")
+    gray_share: float = Field(1.0, ge=0, le=1, description="share of eligible answers whose routing alpha lies in "
+                              "the gray zone ([monitor] gray_zone_low..gray_zone_high) that are probed")
+    random_share: float = Field(0.02, ge=0, le=1, description="share of the other eligible answers probed")
+    per_minute: int = Field(20, ge=0, description="at most this many probes admitted in any 60 s")
+    queue_size: int = Field(16, ge=1, description="probes waiting for an idle server; beyond it they are dropped")
+    timeout_s: float = Field(30.0, gt=0, description="a probe still running after this is abandoned (counted)")
+    max_wait_s: float = Field(60.0, gt=0, description="a probe that waited this long for an idle server is dropped")
+    min_f1: float = Field(0.5, ge=0, le=1, description="answers whose token F1 is below this disagree")
+    support_margin: float = Field(0.2, ge=0, le=1, description="the wider path's citation support this much above "
+                                  "the answer's is a disagreement too")
+    nice: int = Field(10, ge=0, le=19, description="scheduling niceness of the probe thread (Linux); 0: as the server")
+    seed: int = Field(0, description="seed of the sampling draws")
+
+
 class AmsragConfig(_Section):
     embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
     bm25: BM25Config = Field(default_factory=BM25Config)
@@ -652,6 +672,7 @@ class AmsragConfig(_Section):
     audit: AuditConfig = Field(default_factory=AuditConfig)
     monitor: MonitorConfig = Field(default_factory=MonitorConfig)
     review: ReviewConfig = Field(default_factory=ReviewConfig)
+    shadow: ShadowConfig = Field(default_factory=ShadowConfig)
 
     def to_toml(self) -> str:
         return tomli_w.dumps(self.model_dump(mode="json", exclude_none=True))  # TOML has no null: unset = default

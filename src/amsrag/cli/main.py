@@ -275,12 +275,14 @@ def serve(
     review: Annotated[bool | None, typer.Option(
         "--review/--no-review", help="queue flagged and suspect answers for review; the web UI's /review page "
         "(default: [review] enabled)")] = None,
+    shadow: Annotated[bool | None, typer.Option(
+        "--shadow/--no-shadow", help="shadow-path probes of gray-zone answers (default: [shadow] enabled)")] = None,
 ) -> None:
     """HTTP API, OpenAI-compatible endpoint and web UI over an index (API keys: $AMSRAG_API_KEYS)."""
     from amsrag.serve import run
 
     run(index, host=host, port=port, config_file=config_file, access_log=access_log, query_log=query_log,
-        review=review)
+        review=review, shadow=shadow)
 
 
 def main() -> None:

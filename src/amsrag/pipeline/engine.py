@@ -272,6 +272,10 @@ class Engine:
 
         return cls(open_index(index_dir), config=config, **kwargs)
 
+    def prestart_threads(self) -> None:
+        """Start the retriever pool's threads from this thread (see `RetrieverExecutor.prestart`)."""
+        self._executor.prestart()
+
     def close(self) -> None:
         self._executor.close()
         self.corrective.close()
@@ -362,7 +366,8 @@ class Engine:
         return first.result()
 
     def _first_pass(self, query: str, system: str, k: int | None, query_vector: np.ndarray | None,
-                    generator_knows: bool | None, explain: int = 0, side: _SideDecision | None = None) -> _FirstPass:
+                    generator_knows: bool | None, explain: int = 0, side: _SideDecision | None = None,
+                    widest: bool = False) -> _FirstPass:
         query = self.check_question(query)
         knows = self.generator_knows if generator_knows is None else generator_knows
         spec = system_spec(system)
@@ -379,6 +384,8 @@ class Engine:
         else:
             complexity = self._classify(spec, query, query_vector, knows, timings) if spec.classifies else None
         plan = self._plan(spec, complexity, knows)
+        if widest:
+            plan = self._widest(spec, complexity, plan)
         first = self.passes.run(spec, plan, complexity, query, query_vector, k, timings, explain=explain)
         timings["total"] = ms_since(t0)
         return _FirstPass(query, spec, k, query_vector, complexity, plan, first, timings, t0, side)
@@ -477,8 +484,20 @@ class Engine:
                                     "question's structure (not its language): two complementary retrievers")
         return plan
 
+    def _widest(self, spec: SystemSpec, complexity: ComplexityTrace | None, plan: RoutePlan) -> RoutePlan:
+        """The multi_hop plan on Strategy C (every retriever and the second hop) in place of `plan`. The question
+        keeps the classifier's class and confidence (fusion weights, the audit), so the forced answer differs
+        from the routed one only by the evidence the route reaches."""
+        if not spec.adaptive or complexity is None:
+            raise InputError(f"system {spec.name!r} has a fixed route: only an adaptive system can be forced onto "
+                             f"the widest route")
+        label, alpha = complexity.routed
+        return self.router.plan("C", "multi_hop", alpha, reason=f"widest route forced (routing chose "
+                                f"{plan.strategy} for {label}: {plan.reason})")
+
     # ------------------------------------------------------------------ answering
-    def ask(self, query: str, system: str = "full", generator: Generator | None = None) -> AnswerResult:
+    def ask(self, query: str, system: str = "full", generator: Generator | None = None, *,
+            widest: bool = False) -> AnswerResult:
         """Retrieve, check the evidence (corrective step), then answer with `generator` (default: the
         configured one).
 
@@ -487,17 +506,22 @@ class Engine:
         zero_hop route. A reader with calibrated confidence reads the first pass before the corrective
         step and skips it when confident (`corrective.reader_gate`). A generator that fails (dead server,
         missing model) degrades to the extractive answer over the same passages, flagged in
-        trace["generator"]["error"]."""
-        result = self._ask(query, system, generator)
+        trace["generator"]["error"].
+
+        `widest`: answer on the widest text path whatever the classifier said (the shadow probe's wider path,
+        `amsrag.monitor.shadow`): no TARG gate, no five-way decision, the multi_hop plan on Strategy C (every
+        retriever and the second hop) whatever routing chose; the trace's reason names both.
+        Adaptive systems only (a fixed pipeline has one route)."""
+        result = self._ask(query, system, generator, widest)
         return replace(result, trace=replace(result.trace, language=question_language(result.query, self.config)))
 
-    def _ask(self, query: str, system: str, generator: Generator | None) -> AnswerResult:
+    def _ask(self, query: str, system: str, generator: Generator | None, widest: bool = False) -> AnswerResult:
         t0 = time.perf_counter()
         query = self.check_question(query)
         generator = generator or self.generator
         gate = TargGate(generator, self.config.generator.targ_threshold)
         targ = None
-        if system_spec(system).adaptive and gate.active:
+        if system_spec(system).adaptive and gate.active and not widest:
             t = time.perf_counter()
             skip, confidence, closed = gate.decide(query)
             targ = TargTrace(confidence, gate.threshold, skip, ms_since(t))
@@ -505,7 +529,7 @@ class Engine:
                 return self._closed_book_answer(query, system, closed, targ, t0)
         qv = self.index.encoder.encode_query(query)
         embed_ms = ms_since(t0)
-        answered = self.answer(query, system, generator, qv)
+        answered = self.answer(query, system, generator, qv, widest=widest)
         result, g = answered.retrieval, answered.generation
         timings = dict(result.trace.timings)
         timings["embed"] = embed_ms
@@ -513,7 +537,8 @@ class Engine:
         audit = self.audit(answered, generator)
         timings["audit"] = audit.ms
         timings["total"] = ms_since(t0)
-        trace = result.trace.answered(answered.trace_entry(), timings, targ, audit)
+        trace = result.trace.answered(answered.trace_entry(), timings, targ, audit,
+                                      evidence=tuple(p.id for p in result.passages))
         return AnswerResult(result.query, g.answer, list(g.citations), g.abstained, self._signed(trace))
 
     def _signed(self, trace: Trace) -> Trace:
@@ -569,16 +594,18 @@ class Engine:
         return AuditTrace(verdict, reason, ms_since(t))
 
     def answer(self, query: str, system: str, generator: Generator, query_vector: np.ndarray,
-               k: int | None = None) -> Answered:
+               k: int | None = None, *, widest: bool = False) -> Answered:
         """The evidence for `query` (corrective step included, or skipped by a confident reader) and
-        `generator`'s answer over it; what `ask` runs after the TARG gate (the eval harness runs it too)."""
+        `generator`'s answer over it; what `ask` runs after the TARG gate (the eval harness runs it too).
+        `widest`: as `ask`'s (the five-way decision is skipped, the route forced to the widest)."""
         generator = self.reader_for(query, generator)
         knows = bool(generator.knows)
-        side = self._side_route(query, system, query_vector, knows or self.generator_knows, generator)
+        side = None if widest else self._side_route(query, system, query_vector, knows or self.generator_knows,
+                                                     generator)
         if isinstance(side, Answered):
             return side
         first = self._first_pass(query, system, k, query_vector, knows or self.generator_knows,
-                                 side=side if isinstance(side, _SideDecision) else None)
+                                 side=side if isinstance(side, _SideDecision) else None, widest=widest)
         cfg = self.config.corrective
         reading = _Reading(self, generator, query, query_vector, knows)
         if not (first.spec.corrective and cfg.enabled):

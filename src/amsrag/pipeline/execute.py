@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -32,7 +34,20 @@ class RetrieverExecutor:
     """A small thread pool shared by every query of an engine."""
 
     def __init__(self, max_workers: int = 4) -> None:
+        self.max_workers = max_workers
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="amsrag-retrieve")
+
+    def prestart(self, timeout_s: float = 10.0) -> None:
+        """Start every worker thread now, from the caller. A thread inherits its creator's scheduling
+        priority: workers first started by a low-priority background job (a shadow probe) would stay slow."""
+        barrier = threading.Barrier(self.max_workers)
+
+        def wait() -> None:
+            with contextlib.suppress(threading.BrokenBarrierError):
+                barrier.wait(timeout_s)
+
+        for fut in [self._pool.submit(wait) for _ in range(self.max_workers)]:
+            fut.result(timeout=timeout_s + 1)
 
     def run(self, retrievers: Mapping[str, Retriever], query: str, depth: int, query_vector: np.ndarray | None,
             timeout_s: float) -> dict[str, RetrieverRun]:

@@ -224,16 +224,17 @@ class Trace(Mapping[str, Any]):
     language: LanguageTrace | None = None  # the question's language (set by `ask` and `retrieve`)
     audit: AuditTrace | None = None  # the citation-support audit (set by `ask`)
     signals: ProxySignals | None = None  # the five proxy signals of the answer (set by `ask`)
+    evidence: tuple[str, ...] = ()  # the ids of the passages the generator read, in order (set by `ask`)
 
     @property
     def retriever_calls(self) -> int:
         return len(self.runs)
 
     def answered(self, generator: dict[str, Any], timings: Timings, targ: TargTrace | None = None,
-                 audit: AuditTrace | None = None) -> Trace:
-        """This trace with the generator's entry, the answer's timings and its audit."""
+                 audit: AuditTrace | None = None, evidence: tuple[str, ...] = ()) -> Trace:
+        """This trace with the generator's entry, the answer's timings, its audit and the evidence it read."""
         return replace(self, generator=generator, timings=timings, targ=targ if targ is not None else self.targ,
-                       audit=audit if audit is not None else self.audit)
+                       audit=audit if audit is not None else self.audit, evidence=evidence or self.evidence)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -253,6 +254,8 @@ class Trace(Mapping[str, Any]):
             "escalations": [e.to_dict() for e in self.escalations],
             "generator": self.generator,
         }
+        if self.generator is not None:  # an answer's trace: the passages its generator read
+            out["evidence"] = list(self.evidence)
         if self.targ is not None:
             out["targ"] = self.targ.to_dict()
         if self.taxonomy is not None:

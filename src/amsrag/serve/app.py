@@ -135,6 +135,8 @@ def create_app(service: Service, warm: bool = True) -> FastAPI:
     lanes = {lane: Admission(cfg.max_running, cfg.max_queued, cfg.request_timeout_s, service.metrics.admission(lane))
              for lane in ("retrieve", "answer")}
     keys = KeyCheck(cfg.api_keys)
+    if service.shadow is not None:  # a shadow probe starts only while no request is in flight
+        service.shadow.busy = lambda: any(lane.admitted for lane in lanes.values())
 
     async def watch_index() -> None:
         while True:

@@ -157,6 +157,11 @@ class Admission:
         self._active = 0
         self._on_change = on_change or (lambda active, waiting: None)
 
+    @property
+    def admitted(self) -> int:
+        """Calls running or waiting for a slot."""
+        return self._admitted
+
     def _changed(self) -> None:  # gauges
         self._on_change(self._active, self._admitted - self._active)
 

@@ -63,6 +63,12 @@ class Metrics:
                                  "full window (recalibrate the classifier: `amsrag monitor report`)", registry=r)
         self.drift_answers = Gauge("amsrag_drift_window_answers", "routed answers in the drift window (no verdict "
                                    "before it is full)", registry=r)
+        # Shadow-path probes (amsrag.monitor.shadow): what became of each answer offered, and probe time.
+        self.shadow_probes = Counter("amsrag_shadow_probes_total", "answers offered to the shadow prober, by "
+                                     "outcome (queued probes: dropped_busy, or run then agreed / disagreed / "
+                                     "timeout / failed)", ["outcome"], registry=r)
+        self.shadow_latency = Histogram("amsrag_shadow_probe_duration_seconds", "time of one shadow probe (the "
+                                        "widest route's answer)", buckets=LATENCY_BUCKETS, registry=r)
         self.query_log_failures = Counter("amsrag_query_log_failures_total",
                                           "answers the query log could not record", registry=r)
         self.review_enqueued = Counter("amsrag_review_enqueued_total", "answers sent to the review queue, by kind",

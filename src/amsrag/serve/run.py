@@ -48,9 +48,11 @@ def log_to_stderr() -> None:
 
 
 def run(index_dir: str | Path, host: str | None = None, port: int | None = None, config_file: Path | None = None,
-        access_log: bool = False, query_log: bool | None = None, review: bool | None = None) -> None:
-    """`config_file`: a TOML whose [serve], [query_log] and [review] sections replace the index's; `query_log`,
-    `review`: turn the query log, the review queue on or off whatever the configuration says."""
+        access_log: bool = False, query_log: bool | None = None, review: bool | None = None,
+        shadow: bool | None = None) -> None:
+    """`config_file`: a TOML whose [serve], [query_log], [review] and [shadow] sections replace the index's;
+    `query_log`, `review`, `shadow`: turn the query log, the review queue, the shadow probes on or off whatever
+    the configuration says."""
     import uvicorn
 
     from amsrag.pipeline import Engine
@@ -67,8 +69,11 @@ def run(index_dir: str | Path, host: str | None = None, port: int | None = None,
         review_config = settings.review
         if review is not None:
             review_config = review_config.model_copy(update={"enabled": review})
+        shadow_config = settings.shadow
+        if shadow is not None:
+            shadow_config = shadow_config.model_copy(update={"enabled": shadow})
         log_to_stderr()
-        service = Service(engine, cfg, log_config=log_config, review_config=review_config)
+        service = Service(engine, cfg, log_config=log_config, review_config=review_config, shadow=shadow_config)
     except BaseException:
         engine.close()
         raise

@@ -13,11 +13,12 @@ from typing import Any
 
 from amsrag import __version__
 from amsrag.classify.library import HOP_LABELS
-from amsrag.config import QueryLogConfig, ReviewConfig, ServeConfig
+from amsrag.config import QueryLogConfig, ReviewConfig, ServeConfig, ShadowConfig
 from amsrag.errors import InputError
 from amsrag.ingest.datasets import normalise_question
 from amsrag.ingest.readers import passage_from_record
 from amsrag.monitor.drift import DriftDetector, reference_for_index
+from amsrag.monitor.shadow import LoggingSink, MisrouteSink, ShadowComparison, ShadowProber
 from amsrag.pipeline import Engine
 from amsrag.pipeline.engine import QuestionError, check_question
 from amsrag.pipeline.systems import SYSTEMS
@@ -41,13 +42,27 @@ def _default_ask(engine: Engine) -> Callable[[str, str], Any]:
     return lambda q, s: engine.ask(q, system=s)
 
 
+class _ReviewSink:
+    """A shadow probe's misroute candidate: logged, and into the review queue (on the probe's worker thread)."""
+
+    def __init__(self, service: Service, logging_sink: LoggingSink) -> None:
+        self.service = service
+        self.logging_sink = logging_sink
+
+    def misroute_candidate(self, query: str, answer: dict[str, Any], comparison: ShadowComparison) -> None:
+        self.logging_sink.misroute_candidate(query, answer, comparison)
+        self.service.queue_misroute(query, comparison.system, answer, comparison.to_dict())
+
+
 class Service:
     def __init__(self, engine: Engine, config: ServeConfig, metrics: Metrics | None = None,
                  ask: Callable[[str, str], Any] | None = None, query_log: QueryLog | None = None,
-                 log_config: QueryLogConfig | None = None, review_config: ReviewConfig | None = None) -> None:
+                 log_config: QueryLogConfig | None = None, review_config: ReviewConfig | None = None,
+                 shadow: ShadowConfig | None = None, misroutes: MisrouteSink | None = None) -> None:
         """`log_config`: the [query_log] section (default: the index's); `query_log`: a log to write to
         whatever the section says (default: the index's own when the section enables it); `review_config`:
-        the [review] section (default: the index's)."""
+        the [review] section (default: the index's); `shadow`: the [shadow] section (default: the index's),
+        `misroutes` where its disagreements go (default: the review queue when it is on, else the log)."""
         self.engine = engine
         self.engine.max_question_chars = config.max_question_chars  # one limit: the engine refuses what we do
         self.config = config
@@ -68,6 +83,7 @@ class Service:
         if self.review_config.enabled:
             self._open_review_queue()
         self.drift = self._drift_detector()
+        self.shadow = self._open_shadow(shadow or engine.config.shadow, misroutes)
 
     def _drift_detector(self) -> DriftDetector | None:
         """Drift of the routing against the index's reference (the shipped one when it has none)."""
@@ -119,11 +135,36 @@ class Service:
         if self._review is not None:
             self._review.flush(timeout_s)
 
+    def _open_shadow(self, config: ShadowConfig, sink: MisrouteSink | None) -> ShadowProber | None:
+        if not config.enabled:
+            return None
+        self.engine.prestart_threads()  # the probe thread runs niced: requests must not inherit it via the pool
+        log.info("shadow probes on: gray share %g, random share %g, at most %d a minute", config.gray_share,
+                 config.random_share, config.per_minute)
+        return ShadowProber(self._wider, config, self.engine.config.monitor,
+                            sink=sink or self._misroute_sink(),
+                            on_outcome=lambda outcome: self.metrics.shadow_probes.labels(outcome).inc(),
+                            on_latency=self.metrics.shadow_latency.observe)
+
+    def _wider(self, query: str, system: str) -> dict[str, Any]:
+        """The shadow probe's wider path: the same question and generator on the widest route."""
+        with self.lock.read():
+            return self.engine.ask(query, system=system, widest=True).to_dict()
+
+    def _misroute_sink(self) -> MisrouteSink:
+        """Shadow probes' disagreements: into the review queue when it is on (also logged), else the log."""
+        logging_sink = LoggingSink(self._redactor.text)
+        if self._review is None:
+            return logging_sink
+        return _ReviewSink(self, logging_sink)
+
     @classmethod
     def open(cls, index_dir: str | Path, config: ServeConfig) -> Service:
         return cls(Engine.open(index_dir), config)
 
     def close(self) -> None:
+        if self.shadow is not None:
+            self.shadow.close()
         self.writer.close()
         if self.query_log is not None:
             self.query_log.close()
@@ -185,7 +226,24 @@ class Service:
             self._log_answer(out, source)
         if self._review is not None:
             self._queue_for_review(out, system)
+        if self.shadow is not None:
+            self.shadow.offer(query, system, out)  # never raises; the probe runs after this request
         return out
+
+    def queue_misroute(self, query: str, system: str, answer: dict[str, Any], details: dict[str, Any]) -> None:
+        """A shadow probe's disagreement into the review queue, as a "shadow" item."""
+        if self.review_queue is None:
+            return
+        reasons = details.get("reasons") or []
+        details = {**details, "reason": "shadow probe: " + "; ".join(map(str, reasons)) if reasons else
+                   "a shadow probe of the widest route disagrees with the answer"}
+        try:
+            self.review_queue.add_misroute_candidate(self._redactor.text(query), system,
+                                                     self._redactor.value(answer), self._redactor.value(details))
+            self.metrics.review_enqueued.labels("shadow").inc()
+        except Exception as exc:  # a probe's bookkeeping never fails anything
+            log.warning("review queue: a misroute candidate was not stored: %s: %s", type(exc).__name__, exc)
+            self.metrics.review_failures.inc()
 
     def _queue_for_review(self, out: dict[str, Any], system: str) -> None:
         assert self._review is not None
