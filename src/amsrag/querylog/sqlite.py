@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,10 +17,10 @@ from typing import Any
 
 from amsrag.querylog.base import PAGE, PRUNE_INTERVAL, cutoff, time_range
 from amsrag.querylog.entry import COLUMNS, JSON_COLUMNS, QueryLogEntry, iso, parse_time, utc
+from amsrag.sqlite_wal import WalDatabase
 
 FILE = "querylog.sqlite"
 SCHEMA_VERSION = 1
-BUSY_TIMEOUT_S = 30.0
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS query_log (
@@ -81,87 +80,56 @@ def _entry(row: sqlite3.Row) -> QueryLogEntry:
     return QueryLogEntry(**values)
 
 
-class SqliteQueryLog:
+class SqliteQueryLog(WalDatabase):
     def __init__(self, path: str | Path, retention_days: float = 30.0,
                  clock: Callable[[], datetime] | None = None) -> None:
         """`clock`: the time of appends (the prune schedule), UTC now by default."""
-        self.path = Path(path)
+        super().__init__(path, _SCHEMA, "query_log_meta", SCHEMA_VERSION)
         self._clock = clock or (lambda: datetime.now(UTC))
-        self.location = str(self.path)
         self.retention_days = retention_days
-        self._lock = threading.Lock()
-        self._conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None,
-                                     timeout=BUSY_TIMEOUT_S)
-        try:
-            with self._lock:
-                self._conn.execute("PRAGMA journal_mode=WAL")
-                self._conn.execute("PRAGMA synchronous=NORMAL")
-                self._conn.executescript(_SCHEMA)
-                self._conn.execute("INSERT OR IGNORE INTO query_log_meta VALUES ('schema_version', ?)",
-                                   (str(SCHEMA_VERSION),))
-        except BaseException:
-            self._conn.close()
-            raise
         self._next_prune_check: datetime | None = None
-
-    def close(self) -> None:
-        with self._lock:
-            self._conn.close()
-
-    def __enter__(self) -> SqliteQueryLog:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def append(self, entry: QueryLogEntry) -> int:
         now = utc(self._clock())
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                if self._next_prune_check is None or now >= self._next_prune_check:
-                    self._prune_if_due(now)
-                cur = self._conn.execute(_INSERT, [_param(c, getattr(entry, c)) for c in COLUMNS])
-                self._conn.execute("COMMIT")
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
+
+        def insert() -> sqlite3.Cursor:
+            if self._next_prune_check is None or now >= self._next_prune_check:
+                self._prune_if_due(now)
+            return self.conn.execute(_INSERT, [_param(c, getattr(entry, c)) for c in COLUMNS])
+
+        cur = self.transaction(insert)
         assert cur.lastrowid is not None
         return cur.lastrowid
 
     def _prune_if_due(self, now: datetime) -> None:
         """In the caller's transaction: prune when no process has for an hour."""
-        row = self._conn.execute("SELECT value FROM query_log_meta WHERE key = 'last_prune'").fetchone()
+        row = self.conn.execute("SELECT value FROM query_log_meta WHERE key = 'last_prune'").fetchone()
         last = parse_time(row[0]) if row else None
         if last is None or now - last >= PRUNE_INTERVAL:
             self._delete_before(cutoff(self.retention_days, now))
-            self._conn.execute("INSERT OR REPLACE INTO query_log_meta VALUES ('last_prune', ?)", (iso(now),))
+            self.conn.execute("INSERT OR REPLACE INTO query_log_meta VALUES ('last_prune', ?)", (iso(now),))
             last = now
         self._next_prune_check = last + PRUNE_INTERVAL
 
     def _delete_before(self, oldest: datetime | None) -> int:
         if oldest is None:
             return 0
-        return self._conn.execute("DELETE FROM query_log WHERE ts < ?", (iso(oldest),)).rowcount
+        return self.conn.execute("DELETE FROM query_log WHERE ts < ?", (iso(oldest),)).rowcount
 
     def prune(self, retention_days: float | None = None, now: datetime | None = None) -> int:
         now = utc(now) if now is not None else datetime.now(UTC)
         days = self.retention_days if retention_days is None else retention_days
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                deleted = self._delete_before(cutoff(days, now))
-                self._conn.execute("INSERT OR REPLACE INTO query_log_meta VALUES ('last_prune', ?)", (iso(now),))
-                self._conn.execute("COMMIT")
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-        return deleted
+        def delete() -> int:
+            deleted = self._delete_before(cutoff(days, now))
+            self.conn.execute("INSERT OR REPLACE INTO query_log_meta VALUES ('last_prune', ?)", (iso(now),))
+            return deleted
+
+        return self.transaction(delete)
 
     def count(self, since: datetime | None = None, until: datetime | None = None) -> int:
         where, params = time_range(since, until, "?", iso)
-        with self._lock:
-            return int(self._conn.execute(f"SELECT count(*) FROM query_log{where}", params).fetchone()[0])
+        with self.lock:
+            return int(self.conn.execute(f"SELECT count(*) FROM query_log{where}", params).fetchone()[0])
 
     def query(self, since: datetime | None = None, until: datetime | None = None, limit: int | None = None,
               newest_first: bool = False) -> list[QueryLogEntry]:
@@ -171,8 +139,8 @@ class SqliteQueryLog:
         if limit is not None:
             sql += " LIMIT ?"
             params.append(int(limit))
-        with self._lock:
-            rows = self._conn.execute(sql, params).fetchall()
+        with self.lock:
+            rows = self.conn.execute(sql, params).fetchall()
         return [_entry(r) for r in rows]
 
     def iter(self, since: datetime | None = None, until: datetime | None = None) -> Iterator[QueryLogEntry]:
@@ -181,8 +149,8 @@ class SqliteQueryLog:
         while True:
             after = "" if key is None else (" AND " if where else " WHERE ") + "(ts, id) > (?, ?)"
             sql = f"{_SELECT}{where}{after} ORDER BY ts, id LIMIT {PAGE}"
-            with self._lock:
-                rows = self._conn.execute(sql, params + ([] if key is None else list(key))).fetchall()
+            with self.lock:
+                rows = self.conn.execute(sql, params + ([] if key is None else list(key))).fetchall()
             for row in rows:
                 yield _entry(row)
             if len(rows) < PAGE:

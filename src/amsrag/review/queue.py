@@ -11,8 +11,6 @@ are kept.
 from __future__ import annotations
 
 import json
-import sqlite3
-import threading
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -21,7 +19,6 @@ from typing import Any, cast
 from amsrag.errors import InputError
 from amsrag.ingest.datasets import normalise_question
 from amsrag.querylog.entry import iso, parse_time, utc
-from amsrag.querylog.sqlite import BUSY_TIMEOUT_S
 from amsrag.review.items import (
     STATUSES,
     Kind,
@@ -35,6 +32,7 @@ from amsrag.review.items import (
     check_true_class,
     check_verdict,
 )
+from amsrag.sqlite_wal import WalDatabase
 from amsrag.store.open import is_postgres_url
 from amsrag.types import Complexity
 
@@ -86,7 +84,7 @@ def _item(row: tuple[Any, ...]) -> ReviewItem:
                       cast(Status, v["status"]), review)
 
 
-class ReviewQueue:
+class ReviewQueue(WalDatabase):
     def __init__(self, path: str | Path, max_open: int = 5000, retention_days: float = 90.0,
                  clock: Callable[[], datetime] | None = None) -> None:
         """`max_open`: open items kept (the oldest go first); `retention_days`: open and dismissed items older
@@ -95,45 +93,10 @@ class ReviewQueue:
             raise InputError(f"max_open must be at least 1, got {max_open}")
         if retention_days < 0:
             raise InputError(f"retention_days must be 0 (keep all) or more, got {retention_days}")
-        self.path = Path(path)
-        self.location = str(self.path)
+        super().__init__(path, _SCHEMA, "review_meta", SCHEMA_VERSION)
         self.max_open = max_open
         self.retention_days = retention_days
         self._clock = clock or (lambda: datetime.now(UTC))
-        self._lock = threading.Lock()
-        self._conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None,
-                                     timeout=BUSY_TIMEOUT_S)
-        try:
-            with self._lock:
-                self._conn.execute("PRAGMA journal_mode=WAL")
-                self._conn.execute("PRAGMA synchronous=NORMAL")
-                self._conn.executescript(_SCHEMA)
-                self._conn.execute("INSERT OR IGNORE INTO review_meta VALUES ('schema_version', ?)",
-                                   (str(SCHEMA_VERSION),))
-        except BaseException:
-            self._conn.close()
-            raise
-
-    def close(self) -> None:
-        with self._lock:
-            self._conn.close()
-
-    def __enter__(self) -> ReviewQueue:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _write(self, fn: Callable[[], Any]) -> Any:
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                result = fn()
-                self._conn.execute("COMMIT")
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-        return result
 
     # ------------------------------------------------------------------ entering
     def add(self, candidate: ReviewCandidate) -> int | None:
@@ -147,11 +110,11 @@ class ReviewQueue:
 
         def add() -> int | None:
             self._prune(now)
-            rows = self._conn.execute("SELECT id, status FROM review_item WHERE qkey = ? AND system = ? "
+            rows = self.conn.execute("SELECT id, status FROM review_item WHERE qkey = ? AND system = ? "
                                       "ORDER BY status = 'open' DESC, id DESC", (key, candidate.system)).fetchall()
             if rows and rows[0][1] == "open":
                 item_id = int(rows[0][0])
-                self._conn.execute(
+                self.conn.execute(
                     "UPDATE review_item SET ts = ?, kind = ?, reason = ?, query = ?, answer = ?, "
                     "details = COALESCE(?, details), seen = seen + 1 WHERE id = ?",
                     (now, kind, candidate.reason, candidate.query, _json(candidate.answer),
@@ -159,18 +122,18 @@ class ReviewQueue:
                 return item_id
             if rows:
                 return None
-            cur = self._conn.execute(
+            cur = self.conn.execute(
                 "INSERT INTO review_item (ts, created, kind, reason, query, qkey, system, answer, details, seen, "
                 "status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, 'open')",
                 (now, now, kind, candidate.reason, candidate.query, key, candidate.system, _json(candidate.answer),
                  _json(candidate.details)))
-            self._conn.execute(
+            self.conn.execute(
                 "DELETE FROM review_item WHERE id IN (SELECT id FROM review_item WHERE status = 'open' "
                 "ORDER BY ts DESC, id DESC LIMIT -1 OFFSET ?)", (self.max_open,))
             assert cur.lastrowid is not None
             return int(cur.lastrowid)
 
-        return cast(int | None, self._write(add))
+        return self.transaction(add)
 
     def append(self, candidate: ReviewCandidate) -> int | None:
         """`add`, under the name a `BackgroundAppender` calls."""
@@ -188,7 +151,7 @@ class ReviewQueue:
     def _prune(self, now: str) -> None:
         if self.retention_days > 0:
             oldest = iso(parse_time(now) - timedelta(days=self.retention_days))
-            self._conn.execute("DELETE FROM review_item WHERE status != 'reviewed' AND ts < ?", (oldest,))
+            self.conn.execute("DELETE FROM review_item WHERE status != 'reviewed' AND ts < ?", (oldest,))
 
     # ------------------------------------------------------------------ reviewing
     def mark(self, item_id: int, verdict: str, true_class: str | None = None, note: str = "") -> ReviewItem:
@@ -208,21 +171,21 @@ class ReviewQueue:
     def _set(self, item_id: int, status: Status, verdict: str | None, true_class: str | None, note: str,
              now: str) -> ReviewItem:
         def update() -> None:
-            cur = self._conn.execute("UPDATE review_item SET status = ?, verdict = ?, true_class = ?, note = ?, "
+            cur = self.conn.execute("UPDATE review_item SET status = ?, verdict = ?, true_class = ?, note = ?, "
                                      "reviewed_at = ? WHERE id = ?", (status, verdict, true_class, note, now,
                                                                       int(item_id)))
             if not cur.rowcount:
                 raise InputError(f"no review item {item_id}")
 
-        self._write(update)
+        self.transaction(update)
         item = self.get(item_id)
         assert item is not None
         return item
 
     # ------------------------------------------------------------------ reading
     def get(self, item_id: int) -> ReviewItem | None:
-        with self._lock:
-            row = self._conn.execute(f"{_SELECT} WHERE id = ?", (int(item_id),)).fetchone()
+        with self.lock:
+            row = self.conn.execute(f"{_SELECT} WHERE id = ?", (int(item_id),)).fetchone()
         return None if row is None else _item(row)
 
     def items(self, status: str | None = "open", limit: int = 50, offset: int = 0) -> list[ReviewItem]:
@@ -234,21 +197,21 @@ class ReviewQueue:
         where, params = "", []
         if status is not None:
             where, params = " WHERE status = ?", [check_status(status)]
-        with self._lock:
-            rows = self._conn.execute(f"{_SELECT}{where} ORDER BY ts DESC, id DESC LIMIT ? OFFSET ?",
+        with self.lock:
+            rows = self.conn.execute(f"{_SELECT}{where} ORDER BY ts DESC, id DESC LIMIT ? OFFSET ?",
                                       [*params, limit, offset]).fetchall()
         return [_item(r) for r in rows]
 
     def counts(self) -> dict[str, int]:
-        with self._lock:
-            rows = dict(self._conn.execute("SELECT status, count(*) FROM review_item GROUP BY status").fetchall())
+        with self.lock:
+            rows = dict(self.conn.execute("SELECT status, count(*) FROM review_item GROUP BY status").fetchall())
         return {s: int(rows.get(s, 0)) for s in STATUSES}
 
     def labelled(self) -> list[tuple[str, Complexity]]:
         """(question, true class) of every reviewed item that has one, oldest review first; a question
         reviewed under several systems counts once (its latest review)."""
-        with self._lock:
-            rows = self._conn.execute("SELECT qkey, query, true_class FROM review_item WHERE status = 'reviewed' "
+        with self.lock:
+            rows = self.conn.execute("SELECT qkey, query, true_class FROM review_item WHERE status = 'reviewed' "
                                       "AND true_class IS NOT NULL ORDER BY reviewed_at, id").fetchall()
         latest: dict[str, tuple[str, Complexity]] = {}
         for key, query, true_class in rows:
