@@ -33,11 +33,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from amsrag.audit.signals import ProxySignals, proxy_signals
 from amsrag.config import MonitorConfig
 from amsrag.evaluate.builder import BenchmarkSpec, EvalQuery, load_or_build
 from amsrag.evaluate.corpus_index import open_or_build_index
 from amsrag.evaluate.metrics import WRONG_F1, f1_score, flag_quality
-from amsrag.monitor import ProxySignals, proxy_signals
 from amsrag.pipeline import Engine
 from common import CACHE, ROOT, SHARED_DATA
 
@@ -45,7 +45,7 @@ RECALL_TARGET, RATE_CAP = 0.60, 0.30
 MIS_SET = (0.001, 0.0)  # (theta_high, theta_low): every alpha (>= 1/3) clears theta_high -> Strategy A
 UNSURE_GRID = (0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6)
 NOTES = (
-    "`flagged` is `monitor.signals`' rule: an evidence-confidence disagreement (generator confidence ≥ 0.7, "
+    "`flagged` is `audit.signals`' rule: an evidence-confidence disagreement (generator confidence ≥ 0.7, "
     "audit flag), the audit's flag on an answer without a generator confidence (never the case for the "
     "extractive reader here), or an unsure answer (confidence < `monitor.unsure_answer`) to a question routed "
     "as multi_hop. Before this benchmark it was the audit's flag (or a disagreement, a subset of it): the "

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from amsrag.audit.signals import ProxySignals, proxy_signals
 from amsrag.config import AmsragConfig, MonitorConfig
 from amsrag.errors import InputError
-from amsrag.monitor import ProxySignals, proxy_signals
 from amsrag.querylog.entry import entry_from_answer
 from amsrag.serve.metrics import Metrics
 

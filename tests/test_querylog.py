@@ -106,7 +106,7 @@ def test_the_service_logs_answers_and_no_secrets(logging_service, logged_dir, sl
     assert e.generator == trace["generator"]["name"] and e.corrective_action == trace["corrective"]["action"]
     assert e.signals["probs"] == trace["complexity"]["probs"]
     assert e.audit is not None and e.audit["support"] == trace["audit"]["support"]  # the citation-support audit
-    assert e.flagged == bool(trace["signals"]["flagged"])  # the proxy flag (monitor.signals)
+    assert e.flagged == bool(trace["signals"]["flagged"])  # the proxy flag (audit.signals)
     assert entries[1].query == q and entries[1].answer == body["answer"]
     stored = "".join(p.read_bytes().decode("utf-8", "replace") for p in logged_dir.glob(FILE + "*"))
     for secret in (KEY, "203.0.113.77", "127.0.0.1", "agent-007", "Bearer"):

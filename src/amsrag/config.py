@@ -596,7 +596,8 @@ class AuditConfig(_Section):
 
 
 class MonitorConfig(_Section):
-    """The proxy signals of every answer (`amsrag.monitor`, trace["signals"], /metrics, `amsrag monitor`)."""
+    """The proxy signals of every answer (`amsrag.audit.signals`, trace["signals"], /metrics) and the monitoring
+    over many (`amsrag.monitor`: drift, `amsrag monitor report`)."""
 
     gray_zone_low: float = Field(0.45, ge=0, le=1, description="routing alpha at or above this (and at or below "
                                  "gray_zone_high) is the gray zone, where the classifier is least sure")

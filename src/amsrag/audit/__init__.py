@@ -5,6 +5,8 @@ answer `Engine.ask` returns, the extractive reader's and an LLM's alike: a calib
 cited passages support the answer (`support`), and a flag when it is below the threshold chosen on the
 calibration split. It is its own stage rather than part of `correct/`: the corrective step judges the
 evidence before an answer exists, the audit judges an answer against the evidence it cites.
+`audit.signals` then reads the whole trace (route, corrective step, audit, generator confidence) into the
+five proxy signals of the answer (`trace["signals"]`), which the monitoring (`amsrag.monitor`) aggregates.
 """
 
 from __future__ import annotations

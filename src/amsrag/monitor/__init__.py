@@ -1,6 +1,3 @@
-"""Monitoring after generation (issue 22, seed 003 §6–7): the five proxy signals of one answer, and what
-reads them over many (the metrics, the monitor report, drift, shadow probes, the review queue)."""
-
-from amsrag.monitor.signals import ProxySignals, proxy_signals
-
-__all__ = ["ProxySignals", "proxy_signals"]
+"""Monitoring over many answers (issue 22, seed 003 §6–7): drift of the routing against a reference, the
+monitor report over the query log, shadow-path probes. The per-answer proxy signals they read are computed
+after generation, in `amsrag.audit.signals`."""

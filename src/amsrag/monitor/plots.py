@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from amsrag.audit.signals import RATES
 from amsrag.evaluate.plots import pyplot
-from amsrag.monitor.report import RATES
 
 SHORT = {"escalated": "escalated", "gray_zone": "gray zone", "flagged": "flagged", "disagreement": "disagreement",
          "sufficiency_failed": "insufficient"}

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from amsrag.audit.signals import INSUFFICIENT_ACTIONS, RATES, ProxySignals
 from amsrag.monitor.drift import (
     DriftDetector,
     DriftReference,
@@ -21,10 +22,8 @@ from amsrag.monitor.drift import (
     observation_from_entry,
     route_labels,
 )
-from amsrag.monitor.signals import INSUFFICIENT_ACTIONS, ProxySignals
 from amsrag.querylog.entry import QueryLogEntry, iso
 
-RATES = ("escalated", "gray_zone", "flagged", "disagreement", "sufficiency_failed")
 RATE_TITLES = {"escalated": "escalation rate", "gray_zone": "gray-zone share", "flagged": "flagged share",
                "disagreement": "evidence-confidence disagreement share",
                "sufficiency_failed": "sufficiency-failure share"}

@@ -33,10 +33,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from amsrag.audit.signals import in_gray_zone
 from amsrag.config import MonitorConfig, ShadowConfig
 from amsrag.generate.metrics import exact_match, f1_score
 from amsrag.generate.zh_metrics import char_em, char_f1, is_cjk
-from amsrag.monitor.signals import in_gray_zone
 from amsrag.pipeline.systems import SYSTEMS
 
 log = logging.getLogger("amsrag.monitor")

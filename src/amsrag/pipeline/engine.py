@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from amsrag.audit.signals import proxy_signals
 from amsrag.classify import ComplexityClassifier
 from amsrag.classify.features import EMPTY_QUESTION, is_blank
 from amsrag.config import AmsragConfig
@@ -36,7 +37,6 @@ from amsrag.generate import (
 from amsrag.generate.span_reader import SpanReaderGenerator
 from amsrag.generate.targ import TargGate
 from amsrag.ingest.language import detect_language
-from amsrag.monitor import proxy_signals
 from amsrag.pipeline.corrective import CorrectiveLoop, CorrectiveOutcome
 from amsrag.pipeline.execute import RetrieverExecutor
 from amsrag.pipeline.language import question_language

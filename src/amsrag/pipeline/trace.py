@@ -16,10 +16,10 @@ from amsrag.fuse import FusedList, MMRResult
 
 if TYPE_CHECKING:
     from amsrag.audit import SupportVerdict
+    from amsrag.audit.signals import ProxySignals
     from amsrag.classify.library import LibraryVote
     from amsrag.correct.actions import Correction
     from amsrag.correct.sufficiency import Sufficiency
-    from amsrag.monitor import ProxySignals
     from amsrag.pipeline.execute import RetrieverRun
     from amsrag.pipeline.language import LanguageTrace
     from amsrag.pipeline.multihop import Expansion

@@ -202,7 +202,7 @@ def _signals(trace: Mapping[str, Any], query: str, stored_query: str) -> dict[st
         out["language_mixed"] = True
     proxy = trace.get("signals")
     if isinstance(proxy, Mapping):
-        out["proxy"] = dict(proxy)  # the five proxy signals (`amsrag.monitor.ProxySignals`)
+        out["proxy"] = dict(proxy)  # the five proxy signals (`amsrag.audit.signals.ProxySignals`)
     out["query_chars"] = len(query)
     if len(stored_query) < len(query):
         out["query_truncated"] = True

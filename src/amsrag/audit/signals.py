@@ -29,6 +29,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from amsrag.config import MonitorConfig
 
+# The signals that are rates over many answers (a share of answers with the signal), as the monitor reports them.
+RATES = ("escalated", "gray_zone", "flagged", "disagreement", "sufficiency_failed")
+
 # Corrective outcomes that mean "the first pass's evidence was not enough".
 INSUFFICIENT_ACTIONS = frozenset({"incorrect", "ambiguous", "reader-escalated", "reader-kept"})
 ABSTAINED = "abstained"  # the audit's reason for not auditing an abstention (there is no answer to flag)
