@@ -125,13 +125,16 @@ def run_backend(index, queries: list[str], vectors: np.ndarray, k: int = 10) -> 
 
 
 def relation_sizes(url: str) -> dict:
-    """Rows and bytes of every table of the index (heap, its indexes) and of every index."""
+    """Rows (the planner's estimate) and bytes of every table of the index (heap with its TOAST, its
+    indexes) and of every index."""
     with psycopg_connect(url) as conn:
         got = conn.execute(
-            "SELECT c.relname, c.relkind, c.reltuples::bigint, pg_relation_size(c.oid), "
+            "SELECT c.relname, c.relkind, c.reltuples::bigint, "
+            "CASE WHEN c.relkind = 'r' THEN pg_table_size(c.oid) ELSE pg_relation_size(c.oid) END, "
             "CASE WHEN c.relkind = 'r' THEN pg_indexes_size(c.oid) END "
             "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-            "WHERE n.nspname = 'amsrag' AND c.relkind IN ('r', 'i') ORDER BY pg_relation_size(c.oid) DESC").fetchall()
+            "WHERE n.nspname = 'amsrag' AND c.relkind IN ('r', 'i') "
+            "ORDER BY pg_total_relation_size(c.oid) DESC").fetchall()
     return {"tables": {name: {"rows": rows, "heap_bytes": heap, "index_bytes": idx}
                        for name, kind, rows, heap, idx in got if kind == "r"},
             "indexes": {name: size for name, kind, _, size, _ in got if kind == "i"}}
