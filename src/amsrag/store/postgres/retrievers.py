@@ -93,11 +93,33 @@ GROUP BY po.prow
 """
 
 
+ROW_NAMES_MAX = 200_000  # passage rows whose (id, title) a PostgresIndex keeps; past it, it starts over
+
+
+class RowNames:
+    """Passage row -> (id, title), as far as reads have met them. A row's id and title never change and
+    a row number is never reused (passages.prow), so an entry never goes stale; thread-safe for the
+    plain dict operations it uses."""
+
+    def __init__(self, limit: int = ROW_NAMES_MAX) -> None:
+        self.limit = limit
+        self._names: dict[int, tuple[str, str]] = {}
+
+    def get(self, row: int) -> tuple[str, str] | None:
+        return self._names.get(row)
+
+    def update(self, names: dict[int, tuple[str, str]]) -> None:
+        if len(self._names) + len(names) > self.limit:
+            self._names = {}
+        self._names.update(names)
+
+
 class TableReader(Protocol):
     """What the retrievers need from the PostgreSQL index (`PostgresIndex` provides it)."""
 
     config: AmsragConfig
     tokenizer: BM25Tokenizer  # BM25's, as the passages were tokenised
+    row_names: RowNames  # (id, title) of the passage rows reads have met
 
     @property
     def encoder(self) -> Encoder: ...
@@ -238,23 +260,16 @@ class PgDenseRetriever:
         if qvec is None:
             qvec = self.index.encoder.encode_query(query)
         cfg = self.index.config.dense
+        want = max(k + 10, k * 2)
+        sql = DENSE_SQL.format(want=int(want))  # LIMIT inline: see DENSE_SQL
+        params = {"q": qvec, "exact": bool(exact), "min_size": int(cfg.hnsw_min_size)}
+        ef = str(min(HNSW_MAX_EF, max(cfg.hnsw_ef_search, want)))
 
         def fetch(c: psycopg.Connection) -> list[tuple]:
-            n = int(self.index.meta(c, "n_passages"))
-            want = min(n, max(k + 10, k * 2))
-            if want == 0:
-                return []
-            if exact or n < cfg.hnsw_min_size:
-                # `+ 0` keeps the planner off the HNSW index: an exact scan (prepared plans cannot flip it)
-                return c.execute(f"SELECT prow, id, title, embedding FROM passages "
-                                 f"ORDER BY (embedding <=> %s) + 0 LIMIT {int(want)}", (qvec,)).fetchall()
-            with c.transaction():
-                c.execute("SELECT set_config('hnsw.ef_search', %s, true)",
-                          (str(min(HNSW_MAX_EF, max(cfg.hnsw_ef_search, want))),))
-                # LIMIT inline: a generic plan (psycopg prepares repeated statements) with LIMIT $2
-                # does not know the limit is small and may pick a full scan over the HNSW index
-                return c.execute(f"SELECT prow, id, title, embedding FROM passages "
-                                 f"ORDER BY embedding <=> %s LIMIT {int(want)}", (qvec,)).fetchall()
+            with c.pipeline():  # one round trip: the search's ef, then the search
+                c.execute("SELECT set_config('hnsw.ef_search', %s, false)", (ef,))
+                cur = c.execute(sql, params)
+            return cur.fetchall()
 
         got = self.index.read(fetch)
         if not got:
@@ -273,6 +288,20 @@ class PgDenseRetriever:
         if len(vecs) != len(queries):
             raise InputError(f"{len(queries)} queries but {len(vecs)} query vectors")
         return [self.search(q, k, query_vector=v) for q, v in zip(queries, vecs, strict=True)]
+
+
+# The dense candidates in one statement: an exact scan below `hnsw_min_size` passages (or when asked),
+# the HNSW index above; the other branch's gate is a one-time filter, so it does not run. `+ 0` keeps
+# the planner off the HNSW index (prepared plans cannot flip it). LIMIT is inline: a generic plan with
+# LIMIT $n does not know the limit is small and may pick a full scan over the HNSW index.
+DENSE_N = "(SELECT (value::text)::bigint FROM meta WHERE key = 'n_passages')"
+DENSE_SQL = f"""
+(SELECT prow, id, title, embedding FROM passages WHERE %(exact)s OR {DENSE_N} < %(min_size)s
+ ORDER BY (embedding <=> %(q)s) + 0 LIMIT {{want}})
+UNION ALL
+(SELECT prow, id, title, embedding FROM passages WHERE NOT (%(exact)s OR {DENSE_N} < %(min_size)s)
+ ORDER BY embedding <=> %(q)s LIMIT {{want}})
+"""
 
 
 def candidate_surfaces(text: str, max_len: int) -> list[str]:
@@ -414,31 +443,33 @@ class PgEntityGraph:
             got = c.execute(_NEIGHBOURHOOD_SQL, {"cands": candidate_surfaces(text, cap), "ner": ner_keys,
                                                  "seeds": sorted(weights), "maxdeg": cfg.max_entity_degree,
                                                  }).fetchall()
-            n_passages, max_surface = next((int(a), int(b)) for tag, a, b, _, _ in got if tag == 0)
+            n_passages, max_surface = next((int(a), int(b)) for tag, a, b, *_ in got if tag == 0)
             self._max_surface = max_surface
             if max_surface <= cap or cap >= len(text):
                 break
             cap = min(len(text), max_surface)
-        by_tag: dict[int, list[tuple[Any, Any, Any, Any]]] = {}
-        for tag, a, b, x, name in got:
-            by_tag.setdefault(int(tag), []).append((a, b, x, name))
+        by_tag: dict[int, list[tuple[Any, Any, Any, Any, Any]]] = {}
+        for tag, a, b, x, name, title in got:
+            by_tag.setdefault(int(tag), []).append((a, b, x, name, title))
         found = by_tag.get(1, [])
-        matcher = SurfaceMatcher([str(t) for _, _, _, t in found], [int(e) for _, e, _, _ in found])
-        query_ents = {e for _, _, e in matcher.find(text)} | {int(e) for e, _, _, _ in by_tag.get(2, [])}
-        known = {int(r) for r, _, _, _ in by_tag.get(3, [])}
+        matcher = SurfaceMatcher([str(t) for _, _, _, t, _ in found], [int(e) for _, e, _, _, _ in found])
+        query_ents = {e for _, _, e in matcher.find(text)} | {int(e) for e, *_ in by_tag.get(2, [])}
+        known = {int(r) for r, *_ in by_tag.get(3, [])}
         weights = {r: w for r, w in weights.items() if r in known}
         if not weights and not query_ents:
             return []
-        edges: dict[tuple[int, int], int] = {(int(r), int(e)): int(kind) for r, e, kind, _ in by_tag.get(4, [])}
+        edges: dict[tuple[int, int], int] = {(int(r), int(e)): int(kind) for r, e, kind, *_ in by_tag.get(4, [])}
         ents = sorted(query_ents | {e for _, e in edges})
-        fetched: dict[int, int] = {int(e): int(d) for e, d, _, _ in by_tag.get(5, [])}
+        fetched: dict[int, int] = {int(e): int(d) for e, d, *_ in by_tag.get(5, [])}
         degree = {e: fetched[e] for e in ents if e in fetched}
         open_ents = {e for e in ents if degree.get(e, 0) <= cfg.max_entity_degree}
-        for r, e, kind, _ in by_tag.get(6, []):
+        for r, e, kind, *_ in by_tag.get(6, []):
             if int(e) in open_ents:
                 edges[(int(r), int(e))] = int(kind)
         rows = sorted({r for r, _ in edges} | set(weights))
-        ids: dict[int, str] = {int(r): str(pid) for r, _, _, pid in by_tag.get(7, [])}
+        names = {int(r): (str(pid), str(title)) for r, _, _, pid, title in by_tag.get(7, [])}
+        self.index.row_names.update(names)  # the ranked rows' titles: `describe_rows` needs no round trip
+        ids = {r: pid for r, (pid, _) in names.items()}
         return _local_ppr(cfg, n_passages, rows, ents, degree, edges, ids, sorted(query_ents), weights, k)
 
 
@@ -446,7 +477,10 @@ class PgEntityGraph:
 # longest surface), 1 (-, eid, -, surface) the entity surfaces among the query's candidate substrings,
 # 2 (eid) the entities of the query's NER keys, 3 (prow) the seeds in the graph, 4 (prow, eid, kind)
 # the seeds' mentions, 5 (eid, degree) the degrees of all those entities, 6 (prow, eid, kind) the
-# mentions of the non-hub ones among them, 7 (prow, -, -, id) the passage ids of every row met.
+# mentions of the non-hub ones among them, 7 (prow, -, -, id, title) the passages of every row met.
+# `= ANY(ARRAY(...))`, not `IN (...)`: the planner cannot size a CTE, and with `IN` it hash-joined the
+# few wanted entities against a sequential scan of all of `entities` and `mentions` (23 of 42 ms at
+# 25k passages); an array gives index probes whatever the size of the tables.
 _NEIGHBOURHOOD_SQL = """
 WITH sf AS MATERIALIZED (SELECT surface, eid FROM entity_surfaces WHERE surface = ANY(%(cands)s::text[])),
 nk AS MATERIALIZED (SELECT eid FROM entities WHERE key = ANY(%(ner)s::text[])),
@@ -454,19 +488,21 @@ seeds AS MATERIALIZED (SELECT prow FROM graph_ner WHERE prow = ANY(%(seeds)s::bi
 sm AS MATERIALIZED (SELECT m.prow, m.eid, m.kind FROM mentions m WHERE m.prow IN (SELECT prow FROM seeds)),
 ents AS MATERIALIZED (
     SELECT e.eid, e.degree FROM entities e
-    WHERE e.eid IN (SELECT eid FROM sf UNION SELECT eid FROM nk UNION SELECT eid FROM sm)),
+    WHERE e.eid = ANY(ARRAY(SELECT eid FROM sf UNION SELECT eid FROM nk UNION SELECT eid FROM sm))),
 em AS MATERIALIZED (
-    SELECT m.prow, m.eid, m.kind FROM ents JOIN mentions m ON m.eid = ents.eid WHERE ents.degree <= %(maxdeg)s),
+    SELECT m.prow, m.eid, m.kind FROM mentions m
+    WHERE m.eid = ANY(ARRAY(SELECT eid FROM ents WHERE degree <= %(maxdeg)s))),
 rws AS (SELECT prow FROM sm UNION SELECT prow FROM em UNION SELECT prow FROM seeds)
 SELECT 0, (SELECT (value::text)::bigint FROM meta WHERE key = 'n_passages'),
-       coalesce((SELECT (value::text)::bigint FROM meta WHERE key = 'graph_max_surface'), 0), NULL::int, NULL::text
-UNION ALL SELECT 1, NULL, eid, NULL, surface FROM sf
-UNION ALL SELECT 2, eid, NULL, NULL, NULL FROM nk
-UNION ALL SELECT 3, prow, NULL, NULL, NULL FROM seeds
-UNION ALL SELECT 4, prow, eid, kind, NULL FROM sm
-UNION ALL SELECT 5, eid, degree, NULL, NULL FROM ents
-UNION ALL SELECT 6, prow, eid, kind, NULL FROM em
-UNION ALL SELECT 7, p.prow, NULL, NULL, p.id FROM passages p WHERE p.prow IN (SELECT prow FROM rws)
+       coalesce((SELECT (value::text)::bigint FROM meta WHERE key = 'graph_max_surface'), 0), NULL::int, NULL::text,
+       NULL::text
+UNION ALL SELECT 1, NULL, eid, NULL, surface, NULL FROM sf
+UNION ALL SELECT 2, eid, NULL, NULL, NULL, NULL FROM nk
+UNION ALL SELECT 3, prow, NULL, NULL, NULL, NULL FROM seeds
+UNION ALL SELECT 4, prow, eid, kind, NULL, NULL FROM sm
+UNION ALL SELECT 5, eid, degree, NULL, NULL, NULL FROM ents
+UNION ALL SELECT 6, prow, eid, kind, NULL, NULL FROM em
+UNION ALL SELECT 7, p.prow, NULL, NULL, p.id, p.title FROM passages p WHERE p.prow = ANY(ARRAY(SELECT prow FROM rws))
 """
 
 

@@ -13,6 +13,7 @@ reported as `StoreUnavailableError`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -47,7 +48,7 @@ from amsrag.store.documents import Document, DocumentInfo, PutReport, check_docu
 from amsrag.store.health import CheckReport, RepairReport
 from amsrag.store.postgres import bm25_blobs, schema
 from amsrag.store.postgres.bm25_blobs import BM25State
-from amsrag.store.postgres.retrievers import PgBM25Retriever, PgDenseRetriever, PgEntityGraph
+from amsrag.store.postgres.retrievers import PgBM25Retriever, PgDenseRetriever, PgEntityGraph, RowNames
 from amsrag.store.query_library import QueryLibrary
 from amsrag.store.writes import (
     DeleteReport,
@@ -195,6 +196,7 @@ class PostgresIndex:
         self._retrievers: dict[str, Retriever] = {}
         self._library: tuple[int, QueryLibrary] | None = None  # (query_library_generation, library)
         self.tokenizer = BM25Tokenizer(config.bm25)  # BM25's, shared with its retriever
+        self.row_names = RowNames()  # (id, title) of passage rows met, for `describe_rows`
         self._bm25: BM25State | None = None  # the in-process BM25 index, as of its bm25_generation
         self._bm25_lock = threading.Lock()
         self._tables: Any = None  # the PgTableStore, opened on first use
@@ -205,8 +207,7 @@ class PostgresIndex:
                              f"-c statement_timeout={int(request_timeout * 1000)}"}
         self.pool_min, self.pool_max = pool_limits(pool_min, pool_size)
         self.pool = ConnectionPool(self.read_dsn, min_size=self.pool_min, max_size=self.pool_max, kwargs=kwargs,
-                                   configure=_configure,
-                                   check=ConnectionPool.check_connection, timeout=request_timeout,
+                                   configure=_configure, timeout=request_timeout,
                                    open=False, name="amsrag")
         self.pool.open(wait=False)
 
@@ -307,6 +308,12 @@ class PostgresIndex:
                     return fn(conn)
             except (psycopg.OperationalError, PoolTimeout) as exc:
                 remaining = deadline - time.monotonic()
+                if attempt == 1 and remaining > 0.05:
+                    # connections are not tested when lent (that costs a round trip per read): after a
+                    # failure, test the idle ones so the retry does not get another dead one
+                    with contextlib.suppress(Exception):
+                        self.pool.check()
+                    remaining = deadline - time.monotonic()
                 if attempt == 2 or remaining <= 0.05:
                     raise StoreUnavailableError(
                         f"PostgreSQL at {self.path} is unavailable ({type(exc).__name__}: "
@@ -420,8 +427,13 @@ class PostgresIndex:
         rows = [int(r) for r in rows]
         if not rows:
             return []
-        found = dict(self.read(lambda c: [(r, (i, t)) for r, i, t in c.execute(
-            "SELECT prow, id, title FROM passages WHERE prow = ANY(%s)", (rows,)).fetchall()]))
+        found = {r: name for r in rows if (name := self.row_names.get(r)) is not None}
+        missing = sorted(set(rows) - found.keys())
+        if missing:
+            fetched = {int(r): (str(i), str(t)) for r, i, t in self.read(lambda c: c.execute(
+                "SELECT prow, id, title FROM passages WHERE prow = ANY(%s)", (missing,)).fetchall())}
+            self.row_names.update(fetched)
+            found.update(fetched)
         return [found[r] for r in rows]
 
     def rows_for_ids(self, ids: Sequence[str]) -> dict[str, int]:
