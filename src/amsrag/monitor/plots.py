@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,8 @@ def signals_over_time(report: dict[str, Any], path: Path) -> Path:
         ax.set_ylabel(SHORT[rate], fontsize=8)
         ax.set_ylim(-0.02, max(0.1, max(r[rate] for r in rows) * 1.15))
         ax.grid(alpha=0.3)
+    if len(x) == 1:  # one bucket: matplotlib would otherwise span years around it
+        axes[-1].set_xlim(x[0] - timedelta(hours=1), x[0] + timedelta(hours=1))
     axes[-1].tick_params(axis="x", rotation=30, labelsize=7)
     fig.suptitle(f"Proxy signals per {report['bucket']} bucket (share of answers)")
     return _save(fig, path)

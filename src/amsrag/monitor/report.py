@@ -199,7 +199,8 @@ def markdown(report: dict[str, Any], figures: list[str]) -> str:
         lines += [f"**Note:** {report['reference_note']}", ""]
     lines += ["| signal | PSI, last window | highest PSI in the range |", "|---|---:|---:|"]
     for k in ("alpha", "route", "gray_zone"):
-        lines.append(f"| {k} | {v['psi'][k]:.3f} | {report['drift']['max_psi'][k]:.3f} |")
+        highest = f"{report['drift']['max_psi'][k]:.3f}" if report["drift"]["windows"] else "— (no full window)"
+        lines.append(f"| {k} | {v['psi'][k]:.3f} | {highest} |")
     d = report["drift"]
     lines += ["", f"{d['alarmed_windows']} of {d['windows']} full windows in the range alarmed" +
               (f"; the first at entry {d['first_alarm']['entry']} ({d['first_alarm']['ts']}, "
