@@ -359,6 +359,10 @@ def main() -> None:
         result["incremental_add_200"] = {"seconds": round(time.perf_counter() - t, 2),
                                          "parts_s": {k: round(v, 2) for k, v in rep.seconds.items()}}
         pg.delete([p.id for p in extra])
+        t = time.perf_counter()  # what the first graph search after a write pays: the graph read again
+        state = pg.read(lambda c: pg.graph_cache.at(c))
+        result["graph_read_into_process"] = {"seconds": round(time.perf_counter() - t, 3),
+                                             "edges": int(state.matrix.nnz), "entities": len(state.keys)}
         lat_e, ranked_e = run_backend(source, texts, vectors)
         lat_p, ranked_p = run_backend(pg, texts, vectors)
         for plan in ("exhaustive", "pruned"):  # the SQL plans, not the default (memory): same answers

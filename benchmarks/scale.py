@@ -3,7 +3,8 @@
     python benchmarks/scale.py --passages 200000 --graph ner --name scale        # -> docs/benchmarks/scale.{md,json}
     python benchmarks/scale.py --passages 1000000 --graph title --name scale-1m  # -> docs/benchmarks/scale-1m.{md,json}
 
-Needs bench-cache/corpus-index (benchmarks/retrieval.py builds it).
+Needs bench-cache/corpus-index (benchmarks/retrieval.py builds it), or `--source hashed`: the stand-in
+vectors of benchmarks/postgres.py (built in ~2 min; same dimensions, so the same memory and timings).
 
 How the passages are made: each synthetic passage joins three sentences taken from three different
 real passages of the ~25k benchmark corpus (seeded choice); its title is the first source's title.
@@ -108,8 +109,20 @@ def synthesize(source: EmbeddedIndex, n: int, seed: int) -> tuple[list[Passage],
     return Splicer(source, seed).chunk(0, n)
 
 
+def open_source(kind: str) -> EmbeddedIndex:
+    """The 25k benchmark corpus the passages are spliced from: MiniLM vectors (bench-cache/corpus-index,
+    benchmarks/retrieval.py builds it in ~25 min) or the stand-in vectors of benchmarks/postgres.py
+    (bench-cache/corpus-index-hashed, built here in ~2 min when missing). Memory, build time and query
+    latency do not depend on which (same 384 dimensions); the stand-in says nothing about dense quality."""
+    if kind == "minilm":
+        return EmbeddedIndex.open(CACHE / "corpus-index")
+    from postgres import HASHED_INDEX, build_hashed_index
+
+    return EmbeddedIndex.open(HASHED_INDEX) if HASHED_INDEX.exists() else build_hashed_index(HASHED_INDEX)
+
+
 def build(args: argparse.Namespace) -> dict:
-    source = EmbeddedIndex.open(CACHE / "corpus-index")
+    source = open_source(args.source)
     splicer = Splicer(source, seed=5)
     source.close()
     path = CACHE / f"{args.name}-index"
@@ -147,7 +160,7 @@ def build(args: argparse.Namespace) -> dict:
     index.close()
     return {
         "passages": args.passages, "graph_mode": args.graph, "chunk": args.chunk,
-        "hnsw_ef_construction": args.ef_construction, "date": time.strftime("%Y-%m-%d"),
+        "hnsw_ef_construction": args.ef_construction, "date": time.strftime("%Y-%m-%d"), "source": args.source,
         "build": {"passages": base, "seconds_total": round(build_s, 1),
                   "seconds_by_stage": {k: round(v, 1) for k, v in stages.items()},
                   "note": "vectors given (see how the passages were made); embedding not included",
@@ -228,11 +241,15 @@ def queries(args: argparse.Namespace) -> dict:
 def report(result: dict, out: Path, name: str) -> None:
     b, a, q = result["build"], result["incremental_add"], result["query_process"]
     cmd = (f"python benchmarks/scale.py --passages {result['passages']} --graph {result['graph_mode']} "
-           f"--ef-construction {result.get('hnsw_ef_construction', 200)} --name {name}")
+           f"--ef-construction {result.get('hnsw_ef_construction', 200)} --name {name}"
+           + (" --source hashed" if result.get("source") == "hashed" else ""))
     lines = [f"# Scale run: {result['passages']:,} passages (embedded store, graph mode `{result['graph_mode']}`)",
              "", f"Command: `{cmd}` ({result['date']}; `--requery` measures the queries again on the built index)", "",
              "How the passages were made: "
              + (__doc__ or "").split("How the passages are made:")[1].split("\n\n")[0].strip().replace("\n", " "),
+             *(["", "Source vectors of this run: the stand-in `hashed_vectors` of benchmarks/postgres.py "
+                "(`--source hashed`), not MiniLM: same 384 dimensions, so memory, build time and latency are "
+                "comparable; dense results are lexical stand-ins."] if result.get("source") == "hashed" else []),
              "", "## Build", "",
              f"- {b['passages']:,} passages added in chunks of {result['chunk']:,} (each an incremental `add`): "
              f"{b['seconds_total']:,} s; by stage (s) {b['seconds_by_stage']}; {b['note']}",
@@ -269,6 +286,8 @@ def main() -> None:
     ap.add_argument("--graph", choices=("ner", "title"), default="ner", help="graph.ner on or off (title/alias only)")
     ap.add_argument("--ef-construction", type=int, default=200, help="dense.hnsw_ef_construction of the index")
     ap.add_argument("--name", default="scale")
+    ap.add_argument("--source", choices=("minilm", "hashed"), default="minilm",
+                    help="vectors of the spliced-from corpus: MiniLM or benchmarks/postgres.py's stand-in")
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--queries-only", action="store_true", help="only measure queries on the built index")
     ap.add_argument("--requery", action="store_true",

@@ -9,7 +9,7 @@ import psycopg
 import pytest
 
 from amsrag.config import AmsragConfig
-from amsrag.errors import IndexMismatchError, IndexNotFoundError, InputError
+from amsrag.errors import IndexCorruptError, IndexMismatchError, IndexNotFoundError, InputError
 from amsrag.store import EmbeddedIndex
 from amsrag.store.open import create_index, open_index
 from amsrag.types import Passage
@@ -677,8 +677,10 @@ class _CountingConnection:
         return getattr(self._conn, name)
 
 
-def test_graph_neighbourhood_is_one_statement_and_ranks_as_the_embedded_graph(
+def test_graph_ranks_in_process_as_the_embedded_graph_in_one_statement(
         pg_built_index, built_index, slice_questions) -> None:
+    """The first ranking reads the graph into the process; each ranking after it is one statement (the
+    top rows' names and the generation), and its ids and scores equal the embedded graph's."""
     from amsrag.store.postgres.retrievers import PgEntityGraph
 
     sent: list[str] = []
@@ -687,6 +689,7 @@ def test_graph_neighbourhood_is_one_statement_and_ranks_as_the_embedded_graph(
         config = pg_built_index.config
         tokenizer = pg_built_index.tokenizer
         row_names = pg_built_index.row_names
+        graph_cache = pg_built_index.graph_cache
         encoder = property(lambda self: pg_built_index.encoder)
         meta = staticmethod(pg_built_index.meta)
 
@@ -696,6 +699,7 @@ def test_graph_neighbourhood_is_one_statement_and_ranks_as_the_embedded_graph(
 
     graph = PgEntityGraph(Counting(), pg_built_index.config.graph)
     emb_graph = built_index.retriever("graph").graph
+    graph.rank("warm up", [], 5)
     for q in slice_questions[:12]:
         qv = built_index.encoder.encode_query(q.question)
         seeds = [h for h in built_index.retriever("dense").search(q.question, 10, qv)]
@@ -708,14 +712,63 @@ def test_graph_neighbourhood_is_one_statement_and_ranks_as_the_embedded_graph(
         want = emb_graph.rank(q.question, rows_e, 10)
         assert [pid for _, _, pid in got] == [pid for _, _, pid in want], q.question
         assert [s for _, s, _ in got] == pytest.approx([s for _, s, _ in want], rel=1e-5)
+        assert graph.query_entities(q.question) == [
+            pg_built_index.graph_cache.latest().key_index[emb_graph.entity_key_of(e)]
+            for e in emb_graph.query_entities(q.question)]
     sent.clear()
     assert graph.rank("zzqxv nothing here", [], 5) == [] and len(sent) == 1
 
 
-def test_a_graph_search_is_three_reads_and_describes_its_hits_from_the_neighbourhood(
+def test_in_process_graph_follows_writes_of_other_processes(pg, slice_passages, slice_vectors) -> None:
+    """Every rewrite of the graph bumps its generation in the same transaction; another PostgresIndex
+    object (another process) ranks on its old copy, sees the new generation in the same statement and
+    ranks again on the graph read afresh."""
+    from amsrag.store.postgres.store import PostgresIndex
+
+    vec = dict(zip([p.id for p in slice_passages], slice_vectors, strict=True))
+    pg.add(slice_passages[:60], vectors=[vec[p.id] for p in slice_passages[:60]])
+    other = PostgresIndex.open(pg.dsn)
+    try:
+        graph = other.retriever("graph").graph
+        titles = [p.title for p in slice_passages[:60:6]]
+        before = {t: graph.rank(t, [], 10) for t in titles}
+        gen0 = other.graph_cache.latest().generation
+        assert any(before.values())
+        gone = {p.id for p in slice_passages[:30]}
+        pg.delete(sorted(gone))
+        pg.add(slice_passages[60:90], vectors=[vec[p.id] for p in slice_passages[60:90]])
+        for t in titles:
+            got = graph.rank(t, [], 10)
+            assert not gone & {pid for _, _, pid in got}, t
+            fresh = PostgresIndex.open(pg.dsn)  # a process that reads the graph for the first time
+            try:
+                assert got == fresh.retriever("graph").graph.rank(t, [], 10), t
+            finally:
+                fresh.close()
+        assert other.graph_cache.latest().generation == gen0 + 2
+        assert other.graph_cache.latest().n_passages == len(pg) == 60
+    finally:
+        other.close()
+
+
+def test_binary_copy_reader_refuses_nulls_and_reads_what_it_is_given(pg) -> None:
+    from amsrag.store.postgres.graph_state import copy_columns
+
+    def run(c):
+        got = copy_columns(c, "SELECT i::bigint, (i * 2)::int FROM generate_series(1, 5) i",
+                           [("a", ">i8"), ("b", ">i4")])
+        assert got["a"].tolist() == [1, 2, 3, 4, 5] and got["b"].tolist() == [2, 4, 6, 8, 10]
+        assert len(copy_columns(c, "SELECT 1::bigint WHERE false", [("a", ">i8")])) == 0
+        with pytest.raises(IndexCorruptError, match="NULL"):
+            copy_columns(c, "SELECT NULL::bigint, 1::int", [("a", ">i8"), ("b", ">i4")])
+
+    pg.read(run)
+
+
+def test_a_graph_search_is_three_reads_and_describes_its_hits_from_the_ranking(
         pg_built_index, built_index, slice_questions, monkeypatch) -> None:
     """bm25 seeding (the id lookup), dense seeding (its ef and its search pipelined: one round trip) and
-    the neighbourhood; the hits' ids and titles come with the neighbourhood, no read describes them."""
+    the ranking's one statement; the hits' ids and titles come with it, no read describes them."""
     reads: list[list[str]] = []
     real = pg_built_index.read
 
@@ -737,7 +790,7 @@ def test_a_graph_search_is_three_reads_and_describes_its_hits_from_the_neighbour
         assert [(h.id, h.title, h.rank) for h in got] == [(h.id, h.title, h.rank) for h in want], q.question
         assert [h.score for h in got] == pytest.approx([h.score for h in want], rel=1e-5)
     assert pg_built_index.describe_rows([h.row for h in got]) == [(h.id, h.title) for h in got]
-    assert not reads[-1] or len(reads) == 3  # described from what the neighbourhood brought
+    assert not reads[-1] or len(reads) == 3  # described from what the ranking's statement brought
 
 
 def test_read_pool_size_is_configurable(pg, monkeypatch) -> None:

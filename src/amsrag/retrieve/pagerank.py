@@ -1,8 +1,7 @@
 """Local personalized PageRank on a passage-entity bipartite graph, as pure functions.
 
 Both entity-graph backends rank with these: the embedded `EntityGraph` over its whole matrices, the
-PostgreSQL graph over the seeds' neighbourhood fetched from its tables (with the global entity
-degrees and idf passed in, so hubs and weights are those of the whole graph). The steps are:
+PostgreSQL graph over the same matrices read from its tables into each reader process. The steps are:
 `seed_weights` (positive seed weight per known passage), `extract_subgraph` (seeds -> their
 entities -> those entities' passages, hubs left out, restart vectors normalised), `passage_scores`
 (power iteration, optionally minus the restart mass) and `top_passages` (top-k, ties by passage id).
@@ -132,11 +131,19 @@ def passage_scores(sub: Subgraph, idf: np.ndarray, config: GraphConfig) -> np.nd
     return scores
 
 
-def top_passages(rows: np.ndarray, scores: np.ndarray, k: int, ids: Sequence[str]) -> list[tuple[int, float, str]]:
-    """Top-k (row, score, passage id) of the positive scores; `ids` is indexed by row, ties by id."""
+def top_candidates(scores: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the positive scores that can be in the top k: the k best and every one tied with the
+    k-th (ties are broken by passage id, so they all need their ids)."""
     positive = np.flatnonzero(scores > MIN_SCORE)
     if len(positive) > k:
         cut = np.partition(scores[positive], len(positive) - k)[len(positive) - k]
         positive = positive[scores[positive] >= cut]
-    order = sorted(positive.tolist(), key=lambda i: (-float(scores[i]), ids[int(rows[i])]))[:k]
+    return positive
+
+
+def top_passages(rows: np.ndarray, scores: np.ndarray, k: int,
+                 ids: Sequence[str] | Mapping[int, str]) -> list[tuple[int, float, str]]:
+    """Top-k (row, score, passage id) of the positive scores; `ids` is indexed by row (at least the rows
+    of `top_candidates`), ties by id."""
+    order = sorted(top_candidates(scores, k).tolist(), key=lambda i: (-float(scores[i]), ids[int(rows[i])]))[:k]
     return [(int(rows[i]), float(scores[i]), ids[int(rows[i])]) for i in order]

@@ -1,5 +1,5 @@
 """Retrievers over the PostgreSQL tables: BM25 in-process (or in SQL), pgvector HNSW, PPR on the
-fetched subgraph.
+in-process copy of the entity graph.
 
 Scores equal the embedded retrievers' (BM25 in-process exactly: the same index, read from the
 database; in SQL up to float rounding: PostgreSQL sums in float8 where the embedded index uses
@@ -15,7 +15,6 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import psycopg
-import scipy.sparse as sp
 
 from amsrag.config import AmsragConfig, GraphConfig
 from amsrag.embed.encoder import Encoder
@@ -23,20 +22,22 @@ from amsrag.errors import IndexCorruptError, InputError
 from amsrag.retrieve.base import check_k, check_query
 from amsrag.retrieve.bm25 import BM25Index, BM25Tokenizer
 from amsrag.retrieve.dense import check_query_vector
-from amsrag.retrieve.entities import SurfaceMatcher, has_spaceless, query_ner_keys
+from amsrag.retrieve.entities import query_ner_keys
 from amsrag.retrieve.graph import STRUCTURAL_FIELDS
 from amsrag.retrieve.pagerank import (
     MENTION,
     TITLE,
-    entity_idf,
-    entity_major,
     extract_subgraph,
     passage_scores,
+    seed_weights,
+    top_candidates,
     top_passages,
 )
 from amsrag.retrieve.topk import topk_indices
 from amsrag.store.postgres.bm25_blobs import BM25State
-from amsrag.types import Hit, normalise_whitespace
+from amsrag.store.postgres.graph_state import GENERATION_KEY, GraphCache, GraphState
+from amsrag.store.postgres.graph_state import generation as graph_generation
+from amsrag.types import Hit
 
 T = TypeVar("T")
 
@@ -120,6 +121,7 @@ class TableReader(Protocol):
     config: AmsragConfig
     tokenizer: BM25Tokenizer  # BM25's, as the passages were tokenised
     row_names: RowNames  # (id, title) of the passage rows reads have met
+    graph_cache: GraphCache  # the in-process entity graph, by generation
 
     @property
     def encoder(self) -> Encoder: ...
@@ -304,38 +306,15 @@ UNION ALL
 """
 
 
-def candidate_surfaces(text: str, max_len: int) -> list[str]:
-    """Every substring of `text` that could be a whole-word match of a surface form no longer than
-    `max_len` (it may not start or end inside a word): looking these up finds exactly the surface
-    forms the full matcher would find, without holding all of them in memory."""
-    n = len(text)
-    word = [ch.isalnum() for ch in text]
-    # as in `SurfaceMatcher`: next to a Han or kana character every position is a word boundary
-    joined = [0 < i < n and word[i - 1] and word[i] and not (has_spaceless(text[i - 1]) or has_spaceless(text[i]))
-              for i in range(n + 1)]
-    starts = [s for s in range(n) if not joined[s]]
-    ends = [e for e in range(1, n + 1) if not joined[e]]
-    out = set()
-    j0 = 0
-    for s in starts:
-        while j0 < len(ends) and ends[j0] <= s:
-            j0 += 1
-        for e in ends[j0:]:
-            if e - s > max_len:
-                break
-            out.add(text[s:e])
-    return sorted(out)
-
-
 class PgEntityGraph:
-    """The entity graph in tables; `rank` fetches the seeds' neighbourhood and runs the embedded
-    graph's personalized PageRank on it, with global entity degrees and idf."""
+    """The entity graph in tables; `rank` runs the embedded graph's personalized PageRank on the copy
+    each reader process keeps (graph_state.py), then one statement names the top passages and says
+    whether the copy was current."""
 
     def __init__(self, index: TableReader, config: GraphConfig) -> None:
         self.index = index
         self.config = config
         self._keys: dict[int, str] = {}  # entity id -> key, as bridge_entities met them
-        self._max_surface: int | None = None  # the longest stored surface form, as last read
 
     def with_config(self, config: GraphConfig) -> PgEntityGraph:
         structural = {f: getattr(self.index.config.graph, f) for f in STRUCTURAL_FIELDS}
@@ -344,7 +323,38 @@ class PgEntityGraph:
     def rank(self, query: str, seed_rows: Sequence[tuple[int, float]], k: int) -> list[tuple[int, float, str]]:
         query, k = check_query(query), check_k(k)
         ner_keys = self._query_ner_keys(query)
-        return self.index.read(lambda c: self._rank(c, query, ner_keys, seed_rows, k))
+        cache = self.index.graph_cache
+
+        def run(c: psycopg.Connection) -> tuple[np.ndarray, np.ndarray, dict[int, tuple[str, str]]]:
+            state = cache.latest() or cache.at(c)
+            for _ in range(DESCRIBE_TRIES):
+                rows, scores = self._candidates(state, query, ner_keys, seed_rows, k)
+                row = c.execute(_GRAPH_DESCRIBE_SQL, (rows.tolist(),)).fetchone()
+                if row is None:
+                    raise AssertionError("an aggregate query returned no row")
+                gen, prows, ids, titles = row
+                found = {int(r): (str(i), str(t)) for r, i, t in zip(prows or [], ids or [], titles or [],
+                                                                      strict=True)}
+                if gen == state.generation and len(found) == len(rows):
+                    return rows, scores, found
+                state = cache.at(c, int(gen))
+            raise IndexCorruptError("the entity graph names passages the passages table does not hold "
+                                    "(run `amsrag index check`)")
+
+        rows, scores, found = self.index.read(run)
+        self.index.row_names.update(found)  # `describe_rows` of the ranked rows needs no round trip
+        return top_passages(rows, scores, k, {r: pid for r, (pid, _) in found.items()})
+
+    def _candidates(self, state: GraphState, query: str, ner_keys: list[str],
+                    seed_rows: Sequence[tuple[int, float]], k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The rows that can be in the top k and their scores, ranked as the embedded graph ranks."""
+        sub = extract_subgraph(state.matrix, state.by_entity, state.degree, state.query_entities(query, ner_keys),
+                               seed_weights(seed_rows, state), self.config)
+        if sub is None:
+            return np.zeros(0, dtype=np.int64), np.zeros(0)
+        scores = passage_scores(sub, state.idf, self.config)
+        cand = top_candidates(scores, k)
+        return sub.passages[cand], scores[cand]
 
     def _query_ner_keys(self, query: str) -> list[str]:
         cfg = self.config
@@ -356,7 +366,8 @@ class PgEntityGraph:
         """Entity ids the query mentions (surface forms, plus NER when `query_ner`), as `rank` seeds from."""
         query = check_query(query)
         ner_keys = self._query_ner_keys(query)
-        return sorted(self.index.read(lambda c: self._query_entities(c, query, ner_keys)))
+        cache = self.index.graph_cache
+        return self.index.read(lambda c: cache.at(c, graph_generation(c)).query_entities(query, ner_keys))
 
     def entity_overlap(self, rows: Sequence[int], entities: Sequence[int]) -> np.ndarray:
         """Per passage row, how many of `entities` it mentions."""
@@ -413,117 +424,10 @@ class PgEntityGraph:
             "SELECT prow FROM mentions WHERE eid = %s AND kind = %s ORDER BY prow", (int(entity), TITLE)).fetchall())
         return [int(r) for (r,) in found]
 
-    def _query_entities(self, c: psycopg.Connection, query: str, ner_keys: list[str]) -> set[int]:
-        row = c.execute("SELECT value FROM meta WHERE key = 'graph_max_surface'").fetchone()
-        text = normalise_whitespace(query)
-        found = c.execute("SELECT surface, eid FROM entity_surfaces WHERE surface = ANY(%s)",
-                          (candidate_surfaces(text, int(row[0]) if row else 0),)).fetchall()
-        matcher = SurfaceMatcher([s for s, _ in found], [e for _, e in found])
-        query_ents = {e for _, _, e in matcher.find(text)}
-        if ner_keys:
-            query_ents |= {e for (e,) in c.execute("SELECT eid FROM entities WHERE key = ANY(%s)",
-                                                   (ner_keys,)).fetchall()}
-        return query_ents
 
-    def _rank(self, c: psycopg.Connection, query: str, ner_keys: list[str],
-              seed_rows: Sequence[tuple[int, float]], k: int) -> list[tuple[int, float, str]]:
-        """One statement fetches everything the ranking needs (a second one only when the longest stored
-        surface form grew past the length the candidates were cut at); the surface matcher then picks
-        the query's entities among the candidates, and the neighbourhood is narrowed to exactly what
-        the per-step queries fetched: the seeds' mentions and the mentions of the open (non-hub)
-        entities among the query's and the seeds' entities."""
-        cfg = self.config
-        weights: dict[int, float] = {}
-        for row, w in seed_rows:
-            if w > 0:
-                weights[int(row)] = weights.get(int(row), 0.0) + float(w)
-        text = normalise_whitespace(query)
-        cap = len(text) if self._max_surface is None else min(len(text), self._max_surface)
-        while True:
-            got = c.execute(_NEIGHBOURHOOD_SQL, {"cands": candidate_surfaces(text, cap), "ner": ner_keys,
-                                                 "seeds": sorted(weights), "maxdeg": cfg.max_entity_degree,
-                                                 }).fetchall()
-            n_passages, max_surface = next((int(a), int(b)) for tag, a, b, *_ in got if tag == 0)
-            self._max_surface = max_surface
-            if max_surface <= cap or cap >= len(text):
-                break
-            cap = min(len(text), max_surface)
-        by_tag: dict[int, list[tuple[Any, Any, Any, Any, Any]]] = {}
-        for tag, a, b, x, name, title in got:
-            by_tag.setdefault(int(tag), []).append((a, b, x, name, title))
-        found = by_tag.get(1, [])
-        matcher = SurfaceMatcher([str(t) for _, _, _, t, _ in found], [int(e) for _, e, _, _, _ in found])
-        query_ents = {e for _, _, e in matcher.find(text)} | {int(e) for e, *_ in by_tag.get(2, [])}
-        known = {int(r) for r, *_ in by_tag.get(3, [])}
-        weights = {r: w for r, w in weights.items() if r in known}
-        if not weights and not query_ents:
-            return []
-        edges: dict[tuple[int, int], int] = {(int(r), int(e)): int(kind) for r, e, kind, *_ in by_tag.get(4, [])}
-        ents = sorted(query_ents | {e for _, e in edges})
-        fetched: dict[int, int] = {int(e): int(d) for e, d, *_ in by_tag.get(5, [])}
-        degree = {e: fetched[e] for e in ents if e in fetched}
-        open_ents = {e for e in ents if degree.get(e, 0) <= cfg.max_entity_degree}
-        for r, e, kind, *_ in by_tag.get(6, []):
-            if int(e) in open_ents:
-                edges[(int(r), int(e))] = int(kind)
-        rows = sorted({r for r, _ in edges} | set(weights))
-        names = {int(r): (str(pid), str(title)) for r, _, _, pid, title in by_tag.get(7, [])}
-        self.index.row_names.update(names)  # the ranked rows' titles: `describe_rows` needs no round trip
-        ids = {r: pid for r, (pid, _) in names.items()}
-        return _local_ppr(cfg, n_passages, rows, ents, degree, edges, ids, sorted(query_ents), weights, k)
-
-
-# The graph neighbourhood of a query in one statement, rows tagged by what they are: 0 (n_passages,
-# longest surface), 1 (-, eid, -, surface) the entity surfaces among the query's candidate substrings,
-# 2 (eid) the entities of the query's NER keys, 3 (prow) the seeds in the graph, 4 (prow, eid, kind)
-# the seeds' mentions, 5 (eid, degree) the degrees of all those entities, 6 (prow, eid, kind) the
-# mentions of the non-hub ones among them, 7 (prow, -, -, id, title) the passages of every row met.
-# `= ANY(ARRAY(...))`, not `IN (...)`: the planner cannot size a CTE, and with `IN` it hash-joined the
-# few wanted entities against a sequential scan of all of `entities` and `mentions` (23 of 42 ms at
-# 25k passages); an array gives index probes whatever the size of the tables.
-_NEIGHBOURHOOD_SQL = """
-WITH sf AS MATERIALIZED (SELECT surface, eid FROM entity_surfaces WHERE surface = ANY(%(cands)s::text[])),
-nk AS MATERIALIZED (SELECT eid FROM entities WHERE key = ANY(%(ner)s::text[])),
-seeds AS MATERIALIZED (SELECT prow FROM graph_ner WHERE prow = ANY(%(seeds)s::bigint[])),
-sm AS MATERIALIZED (SELECT m.prow, m.eid, m.kind FROM mentions m WHERE m.prow IN (SELECT prow FROM seeds)),
-ents AS MATERIALIZED (
-    SELECT e.eid, e.degree FROM entities e
-    WHERE e.eid = ANY(ARRAY(SELECT eid FROM sf UNION SELECT eid FROM nk UNION SELECT eid FROM sm))),
-em AS MATERIALIZED (
-    SELECT m.prow, m.eid, m.kind FROM mentions m
-    WHERE m.eid = ANY(ARRAY(SELECT eid FROM ents WHERE degree <= %(maxdeg)s))),
-rws AS (SELECT prow FROM sm UNION SELECT prow FROM em UNION SELECT prow FROM seeds)
-SELECT 0, (SELECT (value::text)::bigint FROM meta WHERE key = 'n_passages'),
-       coalesce((SELECT (value::text)::bigint FROM meta WHERE key = 'graph_max_surface'), 0), NULL::int, NULL::text,
-       NULL::text
-UNION ALL SELECT 1, NULL, eid, NULL, surface, NULL FROM sf
-UNION ALL SELECT 2, eid, NULL, NULL, NULL, NULL FROM nk
-UNION ALL SELECT 3, prow, NULL, NULL, NULL, NULL FROM seeds
-UNION ALL SELECT 4, prow, eid, kind, NULL, NULL FROM sm
-UNION ALL SELECT 5, eid, degree, NULL, NULL, NULL FROM ents
-UNION ALL SELECT 6, prow, eid, kind, NULL, NULL FROM em
-UNION ALL SELECT 7, p.prow, NULL, NULL, p.id, p.title FROM passages p WHERE p.prow = ANY(ARRAY(SELECT prow FROM rws))
+# The ranked rows' ids and titles, and the graph generation of the same snapshot (was the copy current?)
+_GRAPH_DESCRIBE_SQL = f"""
+SELECT coalesce((SELECT (value::text)::bigint FROM meta WHERE key = '{GENERATION_KEY}'), 0),
+       array_agg(prow), array_agg(id), array_agg(title)
+FROM passages WHERE prow = ANY(%s::bigint[])
 """
-
-
-def _local_ppr(cfg: GraphConfig, n_passages: int, rows: list[int], ents: list[int], degree: dict[int, int],
-               edges: dict[tuple[int, int], int], ids: dict[int, str], query_ents: list[int],
-               weights: dict[int, float], k: int) -> list[tuple[int, float, str]]:
-    """The embedded graph's ranking (`amsrag.retrieve.pagerank`) on the neighbourhood, with the
-    global entity degrees and idf (so hubs and weights are exactly as in the whole graph)."""
-    row_pos = {r: i for i, r in enumerate(rows)}
-    ent_pos = {e: i for i, e in enumerate(ents)}
-    keys = list(edges)
-    data = np.fromiter((edges[x] for x in keys), dtype=np.int8, count=len(keys))
-    r_idx = np.fromiter((row_pos[r] for r, _ in keys), dtype=np.int64, count=len(keys))
-    e_idx = np.fromiter((ent_pos[e] for _, e in keys), dtype=np.int64, count=len(keys))
-    matrix = sp.csr_array((data, (r_idx, e_idx)), shape=(len(rows), len(ents)), dtype=np.int8)
-    matrix.sort_indices()
-    glob = np.array([degree.get(e, 0) for e in ents], dtype=np.int64)
-    sub = extract_subgraph(matrix, entity_major(matrix), glob, [ent_pos[e] for e in query_ents],
-                           {row_pos[r]: w for r, w in sorted(weights.items())}, cfg)
-    if sub is None:
-        return []
-    scores = passage_scores(sub, entity_idf(glob, n_passages), cfg)
-    local_ids = [ids[r] for r in rows]
-    return [(rows[i], s, pid) for i, s, pid in top_passages(sub.passages, scores, k, local_ids)]

@@ -46,8 +46,9 @@ from amsrag.retrieve.entities_zh import is_mostly_han
 from amsrag.retrieve.graph import EntityGraph, GraphRetriever, NerCache, text_checksum
 from amsrag.store.documents import Document, DocumentInfo, PutReport, check_documents, plan_put
 from amsrag.store.health import CheckReport, RepairReport
-from amsrag.store.postgres import bm25_blobs, schema
+from amsrag.store.postgres import bm25_blobs, graph_state, schema
 from amsrag.store.postgres.bm25_blobs import BM25State
+from amsrag.store.postgres.graph_state import GraphCache
 from amsrag.store.postgres.retrievers import PgBM25Retriever, PgDenseRetriever, PgEntityGraph, RowNames
 from amsrag.store.query_library import QueryLibrary
 from amsrag.store.writes import (
@@ -199,6 +200,7 @@ class PostgresIndex:
         self.row_names = RowNames()  # (id, title) of passage rows met, for `describe_rows`
         self._bm25: BM25State | None = None  # the in-process BM25 index, as of its bm25_generation
         self._bm25_lock = threading.Lock()
+        self.graph_cache = GraphCache()  # the in-process entity graph, as of its graph_generation
         self._tables: Any = None  # the PgTableStore, opened on first use
         self._tables_checked = 0.0  # when the table schema was last found missing (monotonic seconds)
         self._themes: tuple[int, Themes | None] | None = None  # (themes_generation, themes)
@@ -1259,6 +1261,7 @@ class PostgresIndex:
                 copy.write_row((s, e))
         conn.execute("UPDATE meta SET value = to_jsonb(%s::int) WHERE key = 'graph_max_surface'",
                      (max((len(s) for s in graph.query_surfaces), default=0),))
+        graph_state.bump_generation(conn)
 
 
 def _connect(dsn: str) -> psycopg.Connection:
