@@ -270,7 +270,8 @@ class PgDenseRetriever:
         def fetch(c: psycopg.Connection) -> list[tuple]:
             with c.pipeline():  # one round trip: the search's ef, then the search
                 c.execute("SELECT set_config('hnsw.ef_search', %s, false)", (ef,))
-                cur = c.execute(sql, params)
+                # binary results: the candidates' vectors as text were ~3 ms of the ~5 ms search at 25k
+                cur = c.execute(sql, params, binary=True)
             return cur.fetchall()
 
         got = self.index.read(fetch)
