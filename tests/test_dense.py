@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import mmap
+
 import numpy as np
 import pytest
 
 from amsrag.config import DenseConfig, EmbeddingConfig
 from amsrag.embed import MiniLMEncoder
 from amsrag.errors import InputError
-from amsrag.retrieve.dense import DenseRetriever, VectorIndex
+from amsrag.retrieve.dense import DenseRetriever, VectorIndex, mapping_of
 
 
 class _Lookup:
@@ -128,5 +130,34 @@ def test_small_changes_keep_the_hnsw_base_and_search_the_delta(tmp_path, slice_v
     third.mkdir()
     grown.save(third, previous=second)
     grown.map_base(third)  # the rebuilt base now read from its file
-    assert isinstance(grown.base_vectors.base, np.memmap)
+    assert isinstance(mapping_of(grown.base_vectors), mmap.mmap)
     np.testing.assert_allclose(grown.vectors_for_rows([61, 3]), slice_vectors[[60, 2]], rtol=1e-6)
+
+
+def test_a_mapped_base_reads_as_np_load_and_its_released_pages_read_again(tmp_path, monkeypatch) -> None:
+    """`map_npy` gives the array `np.load` gives; a large gather releases the pages it has copied
+    (block by block) and the values read afterwards are still the file's."""
+    import amsrag.retrieve.dense as dense
+
+    rng = np.random.default_rng(3)
+    data = rng.standard_normal((5000, 384)).astype(np.float32)
+    np.save(tmp_path / "v.npy", data)
+    mapped = dense.map_npy(tmp_path / "v.npy")
+    np.testing.assert_array_equal(mapped, np.load(tmp_path / "v.npy"))
+    assert not mapped.flags.writeable
+    np.save(tmp_path / "empty.npy", np.zeros((0, 384), np.float32))
+    assert dense.map_npy(tmp_path / "empty.npy").shape == (0, 384)
+    (tmp_path / "short.npy").write_bytes((tmp_path / "v.npy").read_bytes()[:4096])
+    with pytest.raises(InputError, match="shorter"):
+        dense.map_npy(tmp_path / "short.npy")
+    released: list[tuple[int, int]] = []
+    real = dense.release_pages
+    monkeypatch.setattr(dense, "_RELEASE_ROWS", 700)
+    monkeypatch.setattr(dense, "release_pages", lambda a, lo, hi: (released.append((lo, hi)), real(a, lo, hi)))
+    config = DenseConfig(hnsw_min_size=10**9)
+    rows = np.arange(0, 10000, 2, dtype=np.int64)
+    index = VectorIndex(config, 384, rows, mapped)
+    want = rows[rows != 4]
+    np.testing.assert_array_equal(index.vectors_for_rows(want), data[rows != 4])
+    assert released[0] == (0, 700) and len(released) == 8  # 4,999 rows in blocks of 700, file order
+    np.testing.assert_array_equal(mapped[:10], data[:10])  # released pages read back from the file

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import mmap
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,6 +31,56 @@ _REBUILD_DELETED_SHARE = 0.2  # rebuild HNSW once this share of its elements are
 # most (and at most a fiftieth of the graph's size, from 1,000) before they are inserted and the graph saved.
 DELTA_MAX = 20_000
 FORMAT_VERSION = 2  # 1: rows.npy, vectors.npy, hnsw.bin rewritten on every change (still read)
+
+
+_RELEASE_ROWS = 65_536  # a gather this large reads the mapped base in blocks, releasing each block's pages
+
+
+def map_npy(path: Path) -> np.ndarray:
+    """A read-only view of an .npy file through a private memory map (like `np.load(mmap_mode="r")`),
+    whose pages `release_pages` can drop from this process's resident memory."""
+    with open(path, "rb") as fh:
+        major, _ = np.lib.format.read_magic(fh)
+        header = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+        shape, fortran, dtype = header(fh)
+        offset = fh.tell()
+        if fortran:
+            raise InputError(f"{path}: a Fortran-ordered array")
+        size = offset + int(np.prod(shape)) * dtype.itemsize
+        if os.fstat(fh.fileno()).st_size < size:
+            raise InputError(f"{path} is shorter than its header says")
+        if size == offset:
+            return np.zeros(shape, dtype=dtype)
+        buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    return np.frombuffer(buf, dtype=dtype, count=int(np.prod(shape)), offset=offset).reshape(shape)
+
+
+def mapping_of(array: np.ndarray) -> mmap.mmap | None:
+    """The memory map under an array `map_npy` made (None for any other array)."""
+    owner = array.base
+    while isinstance(owner, np.ndarray):
+        owner = owner.base
+    if isinstance(owner, memoryview):
+        owner = owner.obj
+    return owner if isinstance(owner, mmap.mmap) else None
+
+
+def release_pages(array: np.ndarray, first: int, last: int) -> None:
+    """Drop the resident pages holding rows first..last of an array `map_npy` made (a no-op for any
+    other array): clean file pages, read again from the page cache if touched again. A writer
+    gathering a million-row base into a new one would otherwise hold both (1.5 GB each at 1M)."""
+    owner = mapping_of(array)
+    if owner is None or last < first:
+        return
+    start_ptr = array.__array_interface__["data"][0]
+    base_ptr = np.frombuffer(owner, dtype=np.uint8, count=1).__array_interface__["data"][0]
+    row = array.strides[0]
+    lo = start_ptr - base_ptr + first * row
+    hi = start_ptr - base_ptr + (last + 1) * row
+    lo -= lo % mmap.PAGESIZE
+    hi = min(len(owner), hi)
+    if hi > lo:
+        owner.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
 
 
 def _delta_limit(base: int) -> int:
@@ -140,7 +191,7 @@ class VectorIndex:
         in-memory array a rebuild made: after a write, a long-running writer keeps one copy, the page cache's."""
         path = directory / f"{self.base_name}.vectors.npy"
         if self.base_name is not None and path.is_file():
-            self.base_vectors = np.asarray(np.load(path, mmap_mode="r"))
+            self.base_vectors = map_npy(path)
 
     @classmethod
     def load(cls, directory: Path, config: DenseConfig, dim: int) -> VectorIndex:
@@ -156,7 +207,7 @@ class VectorIndex:
             for r in dead.tolist():
                 hnsw.mark_deleted(int(r))
         return cls(config, dim, np.load(directory / f"{name}.rows.npy"),
-                   np.load(directory / f"{name}.vectors.npy", mmap_mode="r"), hnsw,
+                   map_npy(directory / f"{name}.vectors.npy"), hnsw,
                    np.load(directory / "delta.rows.npy"), np.load(directory / "delta.vectors.npy"), dead, name)
 
     # ---- reading ------------------------------------------------------------------------------
@@ -176,7 +227,13 @@ class VectorIndex:
                                                             != want):
                 raise KeyError(f"rows not in the dense index: {want[:5].tolist()}")
             order = np.argsort(pos, kind="stable")  # read the memory-mapped base in file order, copy once
-            out[where[order]] = self.base_vectors[pos[order]]
+            if len(order) <= _RELEASE_ROWS:
+                out[where[order]] = self.base_vectors[pos[order]]
+                return out
+            for i in range(0, len(order), _RELEASE_ROWS):
+                block = order[i : i + _RELEASE_ROWS]
+                out[where[block]] = self.base_vectors[pos[block]]
+                release_pages(self.base_vectors, int(pos[block[0]]), int(pos[block[-1]]))
         return out
 
     def vectors_for_rows(self, rows: Sequence[int] | np.ndarray) -> np.ndarray:
