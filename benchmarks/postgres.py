@@ -96,17 +96,22 @@ def questions_for(index: EmbeddedIndex, n: int) -> list:
     return qs[:n]
 
 
-def synthetic_queries(index: EmbeddedIndex, n: int) -> list[str]:
+def synthetic_queries(index: EmbeddedIndex, n: int, seed: int = 3) -> list[str]:
     """For an index without gold questions: the first 12 words of random stored passages."""
     rows = sorted(index._info)
-    picks = random.Random(3).sample(rows, n)
+    picks = random.Random(seed).sample(rows, n)
     return [" ".join(p.text.split()[:12]) for p in index.passages_by_rows(picks)]
 
 
-def run_backend(index, queries: list[str], vectors: np.ndarray, k: int = 10) -> tuple[dict, dict]:
+def run_backend(index, queries: list[str], vectors: np.ndarray, k: int = 10,
+                warm: tuple[list[str], np.ndarray] | None = None) -> tuple[dict, dict]:
+    """Latency and rankings of every retriever, one query at a time, after a warm-up: the first five
+    queries (lazy loads, connections) and the `warm` queries (other ones: the caches of a server
+    that has been answering for a while, pgvector's HNSW pages among them)."""
     retrievers = {n: index.retriever(n) for n in RETRIEVERS}
-    for r in retrievers.values():  # warm-up: lazy loads, caches, connections
-        for q, v in zip(queries[:5], vectors[:5], strict=True):
+    warm_q, warm_v = warm if warm is not None else ([], np.zeros((0, vectors.shape[1]), np.float32))
+    for r in retrievers.values():
+        for q, v in zip([*queries[:5], *warm_q], [*vectors[:5], *warm_v], strict=True):
             r.search(q, k=k, query_vector=v)
     graph = retrievers["graph"]
     lat, ranked = defaultdict(list), defaultdict(list)
@@ -300,6 +305,8 @@ def main() -> None:
     ap.add_argument("--name", default="postgres")
     ap.add_argument("--no-quality", action="store_true", help="synthetic queries (no gold): latency only")
     ap.add_argument("--replica", action="store_true", help="also read through a streaming replica")
+    ap.add_argument("--warm", type=int, default=0,
+                    help="warm both backends with this many other queries (random passages' first words) first")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks")
     ap.add_argument("--synthetic", type=int, default=0,
                     help="N spliced passages from --index straight into PostgreSQL (no embedded index built)")
@@ -363,8 +370,13 @@ def main() -> None:
         state = pg.read(lambda c: pg.graph_cache.at(c))
         result["graph_read_into_process"] = {"seconds": round(time.perf_counter() - t, 3),
                                              "edges": int(state.matrix.nnz), "entities": len(state.keys)}
-        lat_e, ranked_e = run_backend(source, texts, vectors)
-        lat_p, ranked_p = run_backend(pg, texts, vectors)
+        warm = None
+        if args.warm:
+            warm_texts = synthetic_queries(source, args.warm, seed=4)
+            warm = (warm_texts, encode(warm_texts))
+            result["warm_queries"] = args.warm
+        lat_e, ranked_e = run_backend(source, texts, vectors, warm=warm)
+        lat_p, ranked_p = run_backend(pg, texts, vectors, warm=warm)
         for plan in ("exhaustive", "pruned"):  # the SQL plans, not the default (memory): same answers
             plan_lat, plan_ranked = [], []
             for q in texts:
