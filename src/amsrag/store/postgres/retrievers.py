@@ -44,13 +44,24 @@ T = TypeVar("T")
 HNSW_MAX_EF = 1000  # pgvector's upper bound for hnsw.ef_search
 BM25_PLAN_ENV = "AMSRAG_PG_BM25"  # "memory" (default), "exhaustive" or "pruned" (bm25_top)
 BM25_PLANS = ("memory", "exhaustive", "pruned")
-DESCRIBE_TRIES = 3  # the cached BM25 index found out of date by the id lookup: read again and score again
-# The top rows' ids and titles, and the BM25 generation of the same snapshot (is the cached index current?)
+DESCRIBE_TRIES = 3  # an in-process copy found out of date by the id lookup: read again and rank again
+# The top rows' ids and titles, and a generation of the same snapshot (is the in-process copy current?)
 _DESCRIBE_SQL = """
-SELECT (SELECT (value::text)::bigint FROM meta WHERE key = 'bm25_generation'),
+SELECT coalesce((SELECT (value::text)::bigint FROM meta WHERE key = %s), 0),
        array_agg(prow), array_agg(id), array_agg(title)
 FROM passages WHERE prow = ANY(%s::bigint[])
 """
+
+
+def describe_at_generation(c: psycopg.Connection, key: str,
+                           rows: np.ndarray) -> tuple[int, dict[int, tuple[str, str]]]:
+    """The (id, title) of passage rows and the generation counted under meta `key`, in one statement
+    (one snapshot): a copy ranked at that generation named rows that exist exactly when it is current."""
+    row = c.execute(_DESCRIBE_SQL, (key, rows.tolist())).fetchone()
+    if row is None:
+        raise AssertionError("an aggregate query returned no row")
+    gen, prows, ids, titles = row
+    return int(gen), {int(r): (str(i), str(t)) for r, i, t in zip(prows or [], ids or [], titles or [], strict=True)}
 
 # Lucene BM25 (bm25s method "lucene"): idf = ln(1 + (N - df + 0.5) / (df + 0.5)),
 # tf part = tf / (tf + k1 * (1 - b + b * dl / avgdl)); a query term given twice counts twice.
@@ -198,15 +209,10 @@ class PgBM25Retriever:
                     kth = np.partition(scores[cand], cand.size - k)[cand.size - k]
                     cand = cand[scores[cand] >= kth]
                 rows = index.rows[cand]
-                row = c.execute(_DESCRIBE_SQL, (rows.tolist(),)).fetchone()
-                if row is None:
-                    raise AssertionError("an aggregate query returned no row")
-                gen, prows, ids, titles = row
-                found = {int(r): (str(i), str(t)) for r, i, t in zip(prows or [], ids or [], titles or [],
-                                                                      strict=True)}
+                gen, found = describe_at_generation(c, "bm25_generation", rows)
                 if gen == state.generation and len(found) == len(rows):
                     return scores[cand], rows, found
-                state = self.index.bm25_state(c, int(gen))
+                state = self.index.bm25_state(c, gen)
             raise IndexCorruptError("the BM25 index names passages the passages table does not hold "
                                     "(run `amsrag index check`)")
 
@@ -330,15 +336,10 @@ class PgEntityGraph:
             state = cache.latest() or cache.at(c)
             for _ in range(DESCRIBE_TRIES):
                 rows, scores = self._candidates(state, query, ner_keys, seed_rows, k)
-                row = c.execute(_GRAPH_DESCRIBE_SQL, (rows.tolist(),)).fetchone()
-                if row is None:
-                    raise AssertionError("an aggregate query returned no row")
-                gen, prows, ids, titles = row
-                found = {int(r): (str(i), str(t)) for r, i, t in zip(prows or [], ids or [], titles or [],
-                                                                      strict=True)}
+                gen, found = describe_at_generation(c, GENERATION_KEY, rows)
                 if gen == state.generation and len(found) == len(rows):
                     return rows, scores, found
-                state = cache.at(c, int(gen))
+                state = cache.at(c, gen)
             raise IndexCorruptError("the entity graph names passages the passages table does not hold "
                                     "(run `amsrag index check`)")
 
@@ -424,11 +425,3 @@ class PgEntityGraph:
         found = self.index.read(lambda c: c.execute(
             "SELECT prow FROM mentions WHERE eid = %s AND kind = %s ORDER BY prow", (int(entity), TITLE)).fetchall())
         return [int(r) for (r,) in found]
-
-
-# The ranked rows' ids and titles, and the graph generation of the same snapshot (was the copy current?)
-_GRAPH_DESCRIBE_SQL = f"""
-SELECT coalesce((SELECT (value::text)::bigint FROM meta WHERE key = '{GENERATION_KEY}'), 0),
-       array_agg(prow), array_agg(id), array_agg(title)
-FROM passages WHERE prow = ANY(%s::bigint[])
-"""
