@@ -4,7 +4,7 @@
     python benchmarks/scale.py --passages 1000000 --graph title --name scale-1m  # -> docs/benchmarks/scale-1m.{md,json}
 
 Needs bench-cache/corpus-index (benchmarks/retrieval.py builds it), or `--source hashed`: the stand-in
-vectors of benchmarks/postgres.py (built in ~2 min; same dimensions, so the same memory and timings).
+vectors of benchmarks/stand_in.py (built in ~2 min; same dimensions, so the same memory and timings).
 
 How the passages are made: each synthetic passage joins three sentences taken from three different
 real passages of the ~25k benchmark corpus (seeded choice); its title is the first source's title.
@@ -41,6 +41,7 @@ from amsrag.pipeline import Engine
 from amsrag.store import EmbeddedIndex
 from amsrag.types import Passage
 from common import CACHE, ROOT, Timer, load_benchmark, percentiles
+from stand_in import HASHED_INDEX, build_hashed_index
 
 # What the same measurements gave before BM25 segments, the dense delta and the incremental graph
 # (commit e08567d, docs/benchmarks/scale.md of then): cited for comparison, not measured here.
@@ -115,13 +116,11 @@ def synthesize(source: EmbeddedIndex, n: int, seed: int) -> tuple[list[Passage],
 
 def open_source(kind: str) -> EmbeddedIndex:
     """The 25k benchmark corpus the passages are spliced from: MiniLM vectors (bench-cache/corpus-index,
-    benchmarks/retrieval.py builds it in ~25 min) or the stand-in vectors of benchmarks/postgres.py
+    benchmarks/retrieval.py builds it in ~25 min) or the stand-in vectors of benchmarks/stand_in.py
     (bench-cache/corpus-index-hashed, built here in ~2 min when missing). Memory, build time and query
     latency do not depend on which (same 384 dimensions); the stand-in says nothing about dense quality."""
     if kind == "minilm":
         return EmbeddedIndex.open(CACHE / "corpus-index")
-    from postgres import HASHED_INDEX, build_hashed_index
-
     return EmbeddedIndex.open(HASHED_INDEX) if HASHED_INDEX.exists() else build_hashed_index(HASHED_INDEX)
 
 
@@ -251,7 +250,7 @@ def report(result: dict, out: Path, name: str) -> None:
              "", f"Command: `{cmd}` ({result['date']}; `--requery` measures the queries again on the built index)", "",
              "How the passages were made: "
              + (__doc__ or "").split("How the passages are made:")[1].split("\n\n")[0].strip().replace("\n", " "),
-             *(["", "Source vectors of this run: the stand-in `hashed_vectors` of benchmarks/postgres.py "
+             *(["", "Source vectors of this run: the stand-in `hashed_vectors` of benchmarks/stand_in.py "
                 "(`--source hashed`), not MiniLM: same 384 dimensions, so memory, build time and latency are "
                 "comparable. Queries are still embedded by MiniLM (so its cost is real) and point in directions "
                 "unrelated to the stand-in passages': HNSW recall against exact search (0.35 at 1M, 0.96 with MiniLM "
@@ -294,7 +293,7 @@ def main() -> None:
     ap.add_argument("--ef-construction", type=int, default=200, help="dense.hnsw_ef_construction of the index")
     ap.add_argument("--name", default="scale")
     ap.add_argument("--source", choices=("minilm", "hashed"), default="minilm",
-                    help="vectors of the spliced-from corpus: MiniLM or benchmarks/postgres.py's stand-in")
+                    help="vectors of the spliced-from corpus: MiniLM or benchmarks/stand_in.py's stand-in")
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--queries-only", action="store_true", help="only measure queries on the built index")
     ap.add_argument("--requery", action="store_true",
