@@ -57,10 +57,6 @@ class GraphState:
         found |= {self.key_index[k] for k in ner_keys if k in self.key_index}
         return sorted(found)
 
-    def title_rows(self, entity: int) -> list[int]:
-        lo, hi = self.by_entity.indptr[entity], self.by_entity.indptr[entity + 1]
-        return sorted(int(r) for r in self.by_entity.indices[lo:hi][self.by_entity.data[lo:hi] == 2])
-
 
 def generation(conn: psycopg.Connection) -> int:
     row = conn.execute("SELECT value FROM meta WHERE key = %s", (GENERATION_KEY,)).fetchone()
