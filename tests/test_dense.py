@@ -9,7 +9,7 @@ import pytest
 
 from amsrag.config import DenseConfig, EmbeddingConfig
 from amsrag.embed import MiniLMEncoder
-from amsrag.errors import InputError
+from amsrag.errors import IndexCorruptError, InputError
 from amsrag.retrieve.dense import DenseRetriever, VectorIndex, mapping_of
 
 
@@ -148,7 +148,7 @@ def test_a_mapped_base_reads_as_np_load_and_its_released_pages_read_again(tmp_pa
     np.save(tmp_path / "empty.npy", np.zeros((0, 384), np.float32))
     assert dense.map_npy(tmp_path / "empty.npy").shape == (0, 384)
     (tmp_path / "short.npy").write_bytes((tmp_path / "v.npy").read_bytes()[:4096])
-    with pytest.raises(InputError, match="shorter"):
+    with pytest.raises(IndexCorruptError, match="shorter"):
         dense.map_npy(tmp_path / "short.npy")
     released: list[tuple[int, int]] = []
     real = dense.release_pages

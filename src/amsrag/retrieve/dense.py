@@ -21,7 +21,7 @@ import numpy as np
 
 from amsrag.config import DenseConfig
 from amsrag.embed.encoder import Encoder
-from amsrag.errors import InputError
+from amsrag.errors import IndexCorruptError, InputError
 from amsrag.retrieve.base import RowLookup, check_k, check_query
 from amsrag.retrieve.topk import topk_indices
 from amsrag.types import Hit
@@ -45,10 +45,10 @@ def map_npy(path: Path) -> np.ndarray:
         shape, fortran, dtype = header(fh)
         offset = fh.tell()
         if fortran:
-            raise InputError(f"{path}: a Fortran-ordered array")
+            raise IndexCorruptError(f"{path}: a Fortran-ordered array (rebuild the index)")
         size = offset + int(np.prod(shape)) * dtype.itemsize
         if os.fstat(fh.fileno()).st_size < size:
-            raise InputError(f"{path} is shorter than its header says")
+            raise IndexCorruptError(f"{path} is shorter than its header says (rebuild the index)")
         if size == offset:
             return np.zeros(shape, dtype=dtype)
         buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
