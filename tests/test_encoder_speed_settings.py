@@ -13,6 +13,7 @@ import pytest
 from amsrag.config import EmbeddingConfig, GraphConfig
 from amsrag.embed.encoder import MiniLMEncoder, model_id_for, passage_text_for_embedding, token_batches
 from amsrag.retrieve.entities import extract_ner
+from amsrag.retrieve.graph import ner_workers
 
 
 def test_token_batches_respect_the_budget_and_cover_every_text() -> None:
@@ -62,7 +63,7 @@ def test_bulk_vectors_equal_one_by_one(texts) -> None:
     assert bulk.shape == (len(texts), 384) and bulk.dtype == np.float32
     assert np.abs(bulk - one_by_one).max() <= 1e-6
     # two batches at once on the 1-thread session: the same vectors, progress told once per batch, in order
-    par = MiniLMEncoder(config.model_copy(update={"bulk_mode": "batches"}))
+    par = MiniLMEncoder(config.model_copy(update={"bulk_mode": "batches", "bulk_mem_arena": False}))
     par_seen: list[int] = []
     assert np.abs(par.encode(texts, progress=par_seen.append) - one_by_one).max() <= 1e-6
     assert par_seen == seen and par.bulk_session() is not par.session  # 1 thread, no arena
@@ -75,7 +76,8 @@ def test_small_calls_use_the_query_session(texts) -> None:
     enc = MiniLMEncoder(EmbeddingConfig(bulk_min_texts=64, bulk_mode="intra_op"))
     enc.encode(texts[:3])
     assert enc._bulk_session is None  # never created for a few texts
-    assert EmbeddingConfig().bulk_mode == "batches"  # the default: see docs/benchmarks/ingest-speed.md
+    # the defaults: see docs/benchmarks/ingest-speed.md (1.4x the batches mode on idle cores)
+    assert EmbeddingConfig().bulk_mode == "intra_op" and EmbeddingConfig().bulk_mem_arena
     assert enc.encode([]).shape == (0, 384)
     same = MiniLMEncoder(EmbeddingConfig(threads=2, bulk_threads=2, bulk_mode="intra_op", bulk_mem_arena=True))
     assert same.bulk_session() is same.session  # nothing to differ in: no second session
@@ -97,3 +99,13 @@ def test_ner_with_worker_processes_equals_one_process(slice_passages) -> None:
     assert calls == [10, 10, 4]
     assert any(one)  # real passages have named entities
     assert extract_ner([], labels, n_process=2) == []
+
+
+def test_ner_workers_only_for_bulk_jobs(monkeypatch) -> None:
+    config = GraphConfig(ner_processes=2, ner_bulk_min_texts=500)
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    assert ner_workers(config, 499) == 1  # an incremental add: starting workers costs more than it gains
+    assert ner_workers(config, 500) == 2
+    monkeypatch.setattr("os.cpu_count", lambda: 1)
+    assert ner_workers(config, 10_000) == 1  # never more processes than CPUs
+    assert ner_workers(GraphConfig(ner_processes=1), 10_000) == 1

@@ -61,12 +61,15 @@ class EmbeddingConfig(_Section):
         2, ge=1, le=64, description="intra-op threads of a second session used by encode() for many texts"
     )
     bulk_min_texts: int = Field(64, ge=1, description="encode() calls with at least this many texts use bulk_threads")
-    bulk_mem_arena: bool = Field(False, description="onnxruntime CPU memory arena for the bulk session")
+    bulk_mem_arena: bool = Field(
+        True, description="onnxruntime CPU memory arena for the bulk session (off: 1.6x slower on idle cores, "
+        "about 200 MB less peak memory; docs/benchmarks/ingest-speed.md)"
+    )
     bulk_mode: Literal["intra_op", "batches"] = Field(
-        "batches",
-        description="batches: bulk_threads batches at once, each on one thread of the query session (no "
-        "per-operator synchronisation; the faster on busy shared cores, docs/benchmarks/ingest-speed.md); "
-        "intra_op: one bulk session with bulk_threads intra-op threads",
+        "intra_op",
+        description="intra_op: one bulk session with bulk_threads intra-op threads (the faster on idle cores, "
+        "docs/benchmarks/ingest-speed.md); batches: bulk_threads batches at once, each on a 1-thread session (no "
+        "per-operator synchronisation, which helped on heavily loaded cores)",
     )
 
 
@@ -108,7 +111,12 @@ class GraphConfig(_Section):
     min_mention_chars: int = Field(3, ge=1)
     ner_batch_size: int = Field(64, ge=1, le=4096, description="spaCy nlp.pipe batch size")
     ner_processes: int = Field(
-        1, ge=1, le=64, description="spaCy nlp.pipe n_process for graph builds (worker processes when > 1)"
+        2, ge=1, le=64, description="spaCy nlp.pipe n_process for graph builds of at least ner_bulk_min_texts "
+        "passages (worker processes when > 1; never more than the machine's CPUs)"
+    )
+    ner_bulk_min_texts: int = Field(
+        500, ge=1, description="NER runs in ner_processes worker processes only for at least this many passages: "
+        "starting the workers costs seconds, more than a small incremental add gains"
     )
     ner_zh: bool = Field(
         True, description="Chinese passages (mostly Han) get jieba-based NER instead of spaCy's English; mixed get both"
@@ -131,7 +139,10 @@ class IngestConfig(_Section):
     """Index writes (`index build|add|sync`): commit batches, staging of embeddings, an input size limit."""
 
     batch_passages: int = Field(5000, ge=1, description="passages per committed batch (one transaction each)")
-    stage_every: int = Field(128, ge=1, description="embedded passages per staged commit: what a killed ingest keeps")
+    stage_every: int = Field(
+        1024, ge=1, description="embedded passages per staged commit: what a killed ingest keeps, and the texts per "
+        "encoder call (128 ran 0.8x as fast: fewer texts sort into fewer, less even token batches)"
+    )
     max_file_mb: float = Field(256.0, gt=0, description="input files larger than this are refused")
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import itertools
 import json
+import os
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -74,13 +75,21 @@ def _sorted_rows(rows: Iterable[PassageRow]) -> list[PassageRow]:
     return ordered
 
 
+def ner_workers(config: GraphConfig, n_texts: int) -> int:
+    """spaCy worker processes for NER over `n_texts` passages: `ner_processes` (at most the CPUs) for a bulk
+    job of `ner_bulk_min_texts` or more, else 1."""
+    if n_texts < config.ner_bulk_min_texts:
+        return 1
+    return max(1, min(config.ner_processes, os.cpu_count() or 1))
+
+
 def _run_ner(rows: Sequence[PassageRow], config: GraphConfig, progress: Progress) -> NerCache:
     if not rows:
         return {}
     if config.ner:
         found = extract_ner(
             [r.text for r in rows], config.ner_labels, batch_size=config.ner_batch_size, progress=progress,
-            n_process=config.ner_processes, chinese=config.ner_zh,
+            n_process=ner_workers(config, len(rows)), chinese=config.ner_zh,
         )
     else:
         found = [()] * len(rows)
