@@ -15,9 +15,11 @@ import copy
 import itertools
 import json
 import os
+import threading
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -482,6 +484,20 @@ class EntityGraph:
 G = TypeVar("G", bound=GraphRanker)
 
 
+_SEED_POOL: ThreadPoolExecutor | None = None
+_SEED_POOL_LOCK = threading.Lock()
+
+
+def seed_pool() -> ThreadPoolExecutor:
+    """The threads that run graph seeders beside the calling thread, shared by every graph retriever (retrievers
+    are made per index generation; a pool each would leave idle threads behind every write)."""
+    global _SEED_POOL
+    with _SEED_POOL_LOCK:
+        if _SEED_POOL is None:
+            _SEED_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="amsrag-graph-seed")
+        return _SEED_POOL
+
+
 class GraphRetriever(Generic[G]):
     """The entity-graph retriever: seeds from other retrievers' top hits, ranks by local PPR over
     `graph` (the embedded `EntityGraph` or the PostgreSQL one)."""
@@ -509,12 +525,15 @@ class GraphRetriever(Generic[G]):
         return to_hits(ranked, [title for _, title in described], self.name)
 
     def seed_rows(self, query: str, query_vector: np.ndarray | None = None) -> list[tuple[int, float]]:
-        """The weighted seed passages `search` would walk from (the seeders' top hits)."""
-        hit_lists = (
-            [s.search(query, k=self.config.seed_hits, query_vector=query_vector) for s in self.seeders]
-            if self.config.seed_hits
-            else []
-        )
+        """The weighted seed passages `search` would walk from (the seeders' top hits). The seeders run at
+        once: the first in this thread, the others on a shared pool (on PostgreSQL the dense seeding is a
+        round trip that BM25, ranked in-process, need not wait for)."""
+        if not self.config.seed_hits or not self.seeders:
+            return []
+        k = self.config.seed_hits
+        first, *others = self.seeders
+        pending = [seed_pool().submit(s.search, query, k=k, query_vector=query_vector) for s in others]
+        hit_lists = [first.search(query, k=k, query_vector=query_vector), *(f.result() for f in pending)]
         return self._seeds(hit_lists)
 
     def search(self, query: str, k: int = 10, query_vector: np.ndarray | None = None) -> list[Hit]:

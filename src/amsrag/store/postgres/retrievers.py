@@ -274,8 +274,12 @@ class PgDenseRetriever:
         ef = str(min(HNSW_MAX_EF, max(cfg.hnsw_ef_search, want)))
 
         def fetch(c: psycopg.Connection) -> list[tuple]:
-            with c.pipeline():  # one round trip: the search's ef, then the search
-                c.execute("SELECT set_config('hnsw.ef_search', %s, false)", (ef,))
+            # One round trip: the search's settings, local to its transaction, then the search. No parallel
+            # workers: the gated-off exact branch of DENSE_SQL is planned as a parallel scan above ~100k
+            # passages, and the workers start before its one-time filter is read (~5 ms of 12 at 200k).
+            with c.pipeline(), c.transaction():
+                c.execute("SELECT set_config('hnsw.ef_search', %s, true), "
+                          "set_config('max_parallel_workers_per_gather', '0', true)", (ef,))
                 # binary results: the candidates' vectors as text were ~3 ms of the ~5 ms search at 25k
                 cur = c.execute(sql, params, binary=True)
             return cur.fetchall()
