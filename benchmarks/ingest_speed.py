@@ -157,8 +157,17 @@ def _status_mb(field: str) -> float:
     raise KeyError(field)
 
 
+def sample_texts() -> list[str]:
+    """The sample the main run wrote (the probes and the memory probe reuse it)."""
+    path = CACHE / "ingest_speed_texts.json"
+    if not path.is_file():
+        raise SystemExit(f"{path} is missing: run benchmarks/ingest_speed.py without --probes/--mem-probe first")
+    texts: list[str] = json.loads(path.read_text())
+    return texts
+
+
 def run_memory_probe(mode: str, n: int) -> None:
-    texts = json.loads((CACHE / "ingest_speed_texts.json").read_text())
+    texts = sample_texts()
     tok = load_tokenizer(256)
     texts = sorted(texts, key=lambda t: len(tok.encode(t).ids))[-n:]
     enc = MiniLMEncoder(EmbeddingConfig(bulk_mode="batches", bulk_mem_arena=False) if mode == "batches"
@@ -226,7 +235,7 @@ def probes(out: Path, rounds: int = 2) -> None:
     """Two questions the variants above leave open, on the sample texts: how many texts one encode() call should
     get (ingest calls it once per `ingest.stage_every` passages), and whether activation-quantized int8 is both
     faster and interchangeable (cosine >= 0.999 with the shipped model's vectors)."""
-    texts = json.loads((CACHE / "ingest_speed_texts.json").read_text())
+    texts = sample_texts()
     shipped = MiniLMEncoder()
     shipped.encode(texts[:128])
     calls: dict[int, list[float]] = {}
@@ -277,16 +286,16 @@ def full_build(out: Path) -> None:
              "try:\n    main()\nexcept SystemExit as e:\n    code = e.code\nelse:\n    code = 0\n"
              "print('peak_rss_mb', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, file=sys.stderr)\n"
              "sys.exit(code)")
-    out = subprocess.run([sys.executable, "-c", child, "index", "build", str(corpus), "--index", str(dest), "--json"],
-                         capture_output=True, text=True, check=True, timeout=4 * 3600)
+    proc = subprocess.run([sys.executable, "-c", child, "index", "build", str(corpus), "--index", str(dest), "--json"],
+                          capture_output=True, text=True, check=True, timeout=4 * 3600)
     wall = time.perf_counter() - t
-    report = json.loads(out.stdout.strip().splitlines()[-1])
-    peak = float(out.stderr.strip().splitlines()[-1].split()[-1])
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    peak = float(proc.stderr.strip().splitlines()[-1].split()[-1])
     secs = report["seconds"]
     result = {"command": f"{COMMAND} --build", "passages": report["added"], "wall_seconds": round(wall, 1),
               "passages_per_s_end_to_end": round(report["added"] / wall, 2),
               "embedding_passages_per_s": round(report["embedded"] / secs["embed"], 2),
-              "graph_lines": [ln for ln in out.stderr.splitlines()
+              "graph_lines": [ln for ln in proc.stderr.splitlines()
                               if ln.startswith("graph: entities") and "done" in ln],
               "peak_rss_mb": round(peak, 1), "report_seconds": secs,
               "loadavg_at_start": [round(x, 2) for x in load_start],
