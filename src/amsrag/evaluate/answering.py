@@ -109,6 +109,9 @@ class RowAnswer:
     candidate: str = ""
     support: float | None = None  # the audit's citation support (None: not audited)
     flagged: bool | None = None  # the audit flagged the answer (None: not audited)
+    citations: tuple[str, ...] = ()
+    plan: str = ""  # the decomposer's plan type (rows that compose)
+    chain: dict[str, Any] | None = None  # the chain's trace (`ChainTrace.to_dict`)
 
 
 def audited(row: RowAnswer, audit: AuditTrace) -> RowAnswer:
@@ -155,12 +158,16 @@ class AnswerContext:
                 trace, g = answered.retrieval.trace, answered.generation
                 corrective = (float(trace["timings_ms"]["total"]), float(trace["retriever_calls"]),
                               str((trace.get("corrective") or {}).get("action")))
-                row = RowAnswer(g.answer, bool(g.abstained), answered.generate_ms, corrective, candidate_of(g))
+                chain = trace.chain
+                row = RowAnswer(g.answer, bool(g.abstained), answered.generate_ms, corrective, candidate_of(g),
+                                citations=tuple(g.citations), plan=chain.plan.kind if chain is not None else "",
+                                chain=chain.to_dict() if chain is not None else None)
                 out[name] = audited(row, self.engines[name].audit(answered, self.answerer.generator)) \
                     if self.audit else row
                 continue
             a = self.answerer.answer(job.question, job.vector, passages)
-            row = RowAnswer(a.text, a.abstained, a.ms, candidate=a.candidate)
+            row = RowAnswer(a.text, a.abstained, a.ms, candidate=a.candidate,
+                            citations=tuple(a.generation.citations) if a.generation is not None else ())
             out[name] = audited(row, self._audit_read(job.question, a, passages, multi_hop)) if self.audit else row
         return out
 

@@ -93,6 +93,7 @@ def run_eval(opts: EvalOptions, progress: Progress | None = None, log=print) -> 
     from amsrag.evaluate.answering import make_answerer
     from amsrag.evaluate.builder import BenchmarkSpec, default_cache_dir, load_or_build, parse_sizes
     from amsrag.evaluate.corpus_index import open_or_build_index
+    from amsrag.evaluate.predictions import PREDICTIONS_FILE, by_plan, plan_markdown, write_predictions
     from amsrag.evaluate.report import build_report, markdown
     from amsrag.evaluate.runner import run, tune_on_calibration
     from amsrag.evaluate.systems import parse_systems
@@ -178,7 +179,11 @@ def run_eval(opts: EvalOptions, progress: Progress | None = None, log=print) -> 
             "seconds": round(result.seconds, 1),
         }
         report = build_report(result, config, len(index), b=opts.bootstrap, seed=opts.seed)
+    plans = by_plan(result)
+    for name, table in plans.items():
+        report["systems"][name]["by_plan"] = table
     opts.out.mkdir(parents=True, exist_ok=True)
+    write_predictions(result, opts.out / PREDICTIONS_FILE)
     (opts.out / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     plots.quality_vs_calls(report, opts.out / "quality_vs_calls.png")
     plots.latency_breakdown(report, opts.out / "latency_breakdown.png")
@@ -189,5 +194,7 @@ def run_eval(opts: EvalOptions, progress: Progress | None = None, log=print) -> 
             f"after the timed retrieval, in {report['config']['answer_workers']} process(es)"
             if answerer is not None else "not computed (--no-answers)")
     text = markdown(report, opts.command, _notes(report, bench.info, mode, bench_dir))
+    if plans:
+        text += "\n\n" + plan_markdown(plans)
     (opts.out / "report.md").write_text(text + "\n")
     return report

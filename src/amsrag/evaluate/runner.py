@@ -72,6 +72,7 @@ class SystemResult:
     searches: np.ndarray | None = None  # index searches per query (a seeded retriever alone also searches its seeders)
     support: np.ndarray | None = None  # the audit's citation support per query (NaN: not audited)
     flagged: np.ndarray | None = None  # 1.0 / 0.0 the audit flagged the answer (NaN: not audited)
+    details: list[dict[str, Any] | None] = field(default_factory=list)  # per query: citations, plan, chain
 
 
 @dataclass(slots=True)
@@ -149,7 +150,8 @@ def run(engine: Engine, queries: Sequence[EvalQuery], rows: Sequence[SystemRow],
                    "calls": np.zeros(n), "searches": np.zeros(n), "strategies": [], "abst": np.full(n, np.nan),
                    "gen": np.full(n, np.nan),
                    "cand_f1": np.full(n, np.nan), "support": np.full(n, np.nan), "flagged": np.full(n, np.nan),
-                   "answers": [""] * n, "ans_ms": [], "ans_calls": [], "ans_actions": []} for row in rows}
+                   "answers": [""] * n, "details": [None] * n, "ans_ms": [], "ans_calls": [], "ans_actions": []}
+           for row in rows}
     takes_corrective = "corrective" in inspect.signature(engine.retrieve).parameters
     corrective_rows = {row.name: row.system for row in rows
                        if takes_corrective and getattr(specs[row.name], "corrective", False)}
@@ -213,6 +215,7 @@ def run(engine: Engine, queries: Sequence[EvalQuery], rows: Sequence[SystemRow],
                 m = query_metrics(a.text, q.answers, [], (), False)
                 acc["values"]["em"][i], acc["values"]["f1"][i] = m["em"], m["f1"]
                 acc["abst"][i], acc["gen"][i], acc["answers"][i] = float(a.abstained), a.ms, a.text
+                acc["details"][i] = {"citations": list(a.citations), "plan": a.plan, "chain": a.chain}
                 acc["cand_f1"][i] = query_metrics(a.candidate or a.text, q.answers, [], (), False)["f1"]
                 if a.support is not None:
                     acc["support"][i], acc["flagged"][i] = a.support, float(bool(a.flagged))
@@ -238,7 +241,8 @@ def run(engine: Engine, queries: Sequence[EvalQuery], rows: Sequence[SystemRow],
                                          acc["strategies"], acc["abst"], acc["gen"], acc["answers"], answer_path,
                                          acc["cand_f1"], acc["searches"],
                                          acc["support"] if audit and answerer is not None else None,
-                                         acc["flagged"] if audit and answerer is not None else None)
+                                         acc["flagged"] if audit and answerer is not None else None,
+                                         acc["details"])
     return RunResult(list(queries), systems, embed_ms, predictions,
                      answerer.mode if answerer else "none", answerer.name if answerer else "",
                      time.perf_counter() - t_start)

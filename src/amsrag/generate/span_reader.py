@@ -362,7 +362,7 @@ class SpanReader:
                  "yn_question": yn_q, "yn_margin": abs(float(type_p[1] - type_p[2])) / max(p_yn, 1e-6),
                  "is_yesno": 1.0 if kind in ("yes", "no") else 0.0, "is_option": 1.0 if kind == "option" else 0.0,
                  "opt_margin": opt_margin, "retrieval": ret[cited] if 0 <= cited < len(ret) else 0.0,
-                 "windows": float(len(windows))}
+                 "windows": float(len(windows)), "p_yes": float(type_p[1]), "p_no": float(type_p[2])}
         conf = self.confidence(feats)
         alts: list[Alternative] = []
         seen = {normalize_answer(answer)}
@@ -583,7 +583,7 @@ class SpanReaderGenerator:
                   retrieval_scores: Sequence[float] | None) -> Generation:
         r = self.reader.read(question, passages, retrieval_scores)
         abstained = r.abstained or r.confidence < self.threshold
-        details: dict[str, Any] = {"answer_type": r.kind, "candidate": r.answer,
+        details: dict[str, Any] = {"answer_type": r.kind, "candidate": r.answer, "candidate_passage": r.passage_id,
                                    "alternatives": [a.answer for a in r.alternatives],
                                    "threshold": self.threshold, "windows": int(r.features.get("windows", 0))}
         if abstained:

@@ -37,6 +37,7 @@ from amsrag.generate import (
 from amsrag.generate.span_reader import SpanReaderGenerator
 from amsrag.generate.targ import TargGate
 from amsrag.ingest.language import detect_language
+from amsrag.pipeline.compose import Composer
 from amsrag.pipeline.corrective import CorrectiveLoop, CorrectiveOutcome
 from amsrag.pipeline.execute import RetrieverExecutor
 from amsrag.pipeline.language import question_language
@@ -260,6 +261,7 @@ class Engine:
         self.table_route = TableRoute(index, self.config)
         self.global_route = GlobalRoute(index, self.config)
         self.max_question_chars = self.config.serve.max_question_chars  # the service sets its own limit here
+        self.composer = Composer(self)
 
     def check_question(self, question: object) -> str:
         """`check_question` against this engine's limit (every public entry point taking a question runs it)."""
@@ -454,10 +456,17 @@ class Engine:
         timings["classify"] = ms_since(t)
         label, alpha = retrieval_class(pred.label, pred.probs, pred.alpha, knows)
         if label != pred.label:  # what retrieval is configured by (the trace keeps both)
-            return ComplexityTrace(pred.label, dict(pred.probs), pred.alpha, label, alpha, pred.library,
-                                   pred.decided_by, pred.embedding)
-        return ComplexityTrace(pred.label, dict(pred.probs), pred.alpha, library=pred.library,
-                               decided_by=pred.decided_by, embedding=pred.embedding)
+            trace = ComplexityTrace(pred.label, dict(pred.probs), pred.alpha, label, alpha, pred.library,
+                                    pred.decided_by, pred.embedding)
+        else:
+            trace = ComplexityTrace(pred.label, dict(pred.probs), pred.alpha, library=pred.library,
+                                    decided_by=pred.decided_by, embedding=pred.embedding)
+        cfg = self.config.decompose
+        if spec.compose and cfg.enabled and cfg.route_by_plan and trace.embedding:
+            t = time.perf_counter()
+            trace = self.composer.route_evidence(query, trace)
+            timings["plan"] = ms_since(t)
+        return trace
 
     def _plan(self, spec: SystemSpec, complexity: ComplexityTrace | None, knows: bool) -> RoutePlan:
         cfg = self.config.router
@@ -597,7 +606,14 @@ class Engine:
                k: int | None = None, *, widest: bool = False) -> Answered:
         """The evidence for `query` (corrective step included, or skipped by a confident reader) and
         `generator`'s answer over it; what `ask` runs after the TARG gate (the eval harness runs it too).
+        A question the decomposer plans in several steps is also answered by a chain (`amsrag.pipeline.chain`),
+        whose answer replaces the plain one when it is more confident (`trace.chain` says which stood).
         `widest`: as `ask`'s (the five-way decision is skipped, the route forced to the widest)."""
+        answered = self._answer_plain(query, system, generator, query_vector, k, widest=widest)
+        return self.composer.compose(query, system, answered, self.reader_for(query, generator))
+
+    def _answer_plain(self, query: str, system: str, generator: Generator, query_vector: np.ndarray,
+                      k: int | None = None, *, widest: bool = False) -> Answered:
         generator = self.reader_for(query, generator)
         knows = bool(generator.knows)
         side = None if widest else self._side_route(query, system, query_vector, knows or self.generator_knows,

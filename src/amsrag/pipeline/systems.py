@@ -18,6 +18,7 @@ class SystemSpec:
     label_only: bool = False  # Adaptive-RAG style: route by the argmax label, ignore alpha
     corrective: bool = False  # run the corrective step (DESIGN §6) when the configuration enables it
     taxonomy: bool = False  # the five-way decision: aggregation / structured questions take their own routes
+    compose: bool = False  # multi-step questions also answered by the decomposer's chain (`pipeline.compose`)
 
     @property
     def classifies(self) -> bool:
@@ -36,9 +37,11 @@ SYSTEMS: dict[str, SystemSpec] = {
     "A3": SystemSpec("A3", True, "ca-rrf", False),
     "A4": SystemSpec("A4", True, "ca-rrf", True),
     # adaptive routes, the learned reranker over CA-RRF, MMR where the candidates are redundant, the corrective step
-    "full": SystemSpec("full", True, "learned", True, corrective=True, taxonomy=True),
+    "full": SystemSpec("full", True, "learned", True, corrective=True, taxonomy=True, compose=True),
+    # issue 36: `full` without the decomposer's chains (the plain reader's answer always stands)
+    "full-plain": SystemSpec("full-plain", True, "learned", True, corrective=True, taxonomy=True),
     # issue 19: `full` on the three-class taxonomy (every question down the text path), to price the other two
-    "full-3": SystemSpec("full-3", True, "learned", True, corrective=True),
+    "full-3": SystemSpec("full-3", True, "learned", True, corrective=True, compose=True),
     "adaptive-rag": SystemSpec("adaptive-rag", True, "rrf", False, label_only=True),
     # issue 16: the learned reranker and the query-dependent expert weights, on the fixed and adaptive routes
     "fixed-learned": SystemSpec("fixed-learned", False, "learned", False, RETRIEVERS),

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from amsrag.classify.library import LibraryVote
     from amsrag.correct.actions import Correction
     from amsrag.correct.sufficiency import Sufficiency
+    from amsrag.pipeline.chain import ChainTrace
     from amsrag.pipeline.execute import RetrieverRun
     from amsrag.pipeline.language import LanguageTrace
     from amsrag.pipeline.multihop import Expansion
@@ -225,6 +226,7 @@ class Trace(Mapping[str, Any]):
     audit: AuditTrace | None = None  # the citation-support audit (set by `ask`)
     signals: ProxySignals | None = None  # the five proxy signals of the answer (set by `ask`)
     evidence: tuple[str, ...] = ()  # the ids of the passages the generator read, in order (set by `ask`)
+    chain: ChainTrace | None = None  # the decomposer's plan and the chain that answered it (set by `answer`)
 
     @property
     def retriever_calls(self) -> int:
@@ -270,6 +272,8 @@ class Trace(Mapping[str, Any]):
             out["audit"] = self.audit.to_dict()
         if self.signals is not None:
             out["signals"] = self.signals.to_dict()
+        if self.chain is not None:
+            out["chain"] = self.chain.to_dict()
         out["timings_ms"] = dict(self.timings)
         return out
 

@@ -106,7 +106,31 @@ function renderAnswer(result) {
     }, "[" + (i + 1) + "]"));
   });
   renderAudit(result.trace || {});
+  renderChain(result.trace || {});
   $("answer-panel").classList.remove("hidden");
+}
+
+// The decomposer's plan and the chain's steps (trace.chain): each step's sub-question, answer, cited
+// passage, confidence, retrievers and time; nothing for a one-step question.
+function renderChain(trace) {
+  const box = $("chain");
+  const chain = trace.chain || {};
+  const plan = chain.plan || {};
+  if (!chain.plan || plan.kind === "single") { box.replaceChildren(); box.classList.add("hidden"); return; }
+  let head = "Plan: " + plan.kind + " (" + fmt(plan.confidence, 2) + ")";
+  if (plan.operator) head += " · " + plan.operator + " of " + (plan.entities || []).join(" / ");
+  const verdict = chain.used ? "answered by the chain: " + chain.reason
+    : chain.failed_step ? "chain failed at step " + chain.failed_step + ": " + chain.reason
+    : (chain.steps || []).length ? "the plain reader's answer stands (" + chain.reason + ")" : chain.reason;
+  const steps = (chain.steps || []).map((s, i) => el("li", { class: "chain-step" + (s.failed ? " failed" : ""),
+    "data-step": String(i + 1) },
+    el("span", { class: "chain-q" }, s.question), " → ",
+    el("strong", {}, s.answer || "—"),
+    el("span", { class: "muted" }, " [" + (s.passage || "-") + "] conf " + fmt(s.confidence, 2) + " · " +
+      (s.retrievers || []).join("+") + " · " + fmt(s.ms, 0) + " ms" + (s.failed ? " · failed: " + s.failed : ""))));
+  box.replaceChildren(el("p", { class: "muted" }, head + " — " + verdict), el("ol", {}, ...steps));
+  box.dataset.used = chain.used ? "1" : "0";
+  box.classList.remove("hidden");
 }
 
 // The citation-support audit and the proxy signals that fired (trace.audit, trace.signals).

@@ -1,0 +1,236 @@
+"""The chain executor: a decomposer's plan answered step by step with the engine's own retrieval and reader.
+
+- bridge: each step is retrieved as its own question and read; its answer fills the next step's `#1`;
+- comparison: per entity, its steps are run the same way, the last one reads the compared attribute; the
+  values are parsed (dates with their precision, numbers with scale words, places/nationalities as strings)
+  and the operator applied deterministically: "which came first, A or B" answers A or B, "are both …" yes/no;
+- a step that finds nothing (an empty or too unsure reading) fails the chain, naming the step.
+The plain reader's answer stands when the chain fails or is less confident (`Engine.answer` decides).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from amsrag.config import DecomposeConfig
+from amsrag.decompose.plan import Plan, Step
+from amsrag.decompose.values import compare
+from amsrag.generate.base import ABSTAIN, EvidencePassage
+
+
+@dataclass(frozen=True, slots=True)
+class StepReading:
+    """A reader's answer to one step: `answer` is its best answer even when it would abstain."""
+
+    answer: str
+    passage_id: str | None
+    confidence: float
+    kind: str = "span"  # span | yes | no | option
+
+
+@dataclass(frozen=True, slots=True)
+class StepEvidence:
+    passages: Sequence[EvidencePassage]
+    retrievers: tuple[str, ...]
+    calls: int
+
+
+class StepRetriever(Protocol):
+    def __call__(self, question: str) -> StepEvidence: ...
+
+
+class StepReader(Protocol):
+    def __call__(self, question: str, passages: Sequence[EvidencePassage]) -> StepReading: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ChainStep:
+    """One executed step of the trace."""
+
+    question: str
+    answer: str
+    passage_id: str | None
+    confidence: float
+    retrievers: tuple[str, ...]
+    ms: float
+    entity: str = ""
+    failed: str = ""  # why the step failed ("" when it answered)
+    support: float | None = None  # the citation audit of this step's answer against its passage (None: not audited)
+    flagged: bool | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"question": self.question, "answer": self.answer, "passage": self.passage_id,
+                               "confidence": round(self.confidence, 4), "retrievers": list(self.retrievers),
+                               "ms": round(self.ms, 3)}
+        if self.entity:
+            out["entity"] = self.entity
+        if self.failed:
+            out["failed"] = self.failed
+        if self.support is not None:
+            out["audit"] = {"support": round(self.support, 4), "flagged": self.flagged}
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class ChainTrace:
+    """What the chain did: the plan, every step, its answer and whether it replaced the plain reader's."""
+
+    plan: Plan
+    steps: tuple[ChainStep, ...] = ()
+    answer: str = ""
+    citations: tuple[str, ...] = ()
+    confidence: float = 0.0
+    used: bool = False
+    reason: str = ""
+    failed_step: int | None = None  # 1-based number of the step that failed
+    retriever_calls: int = 0
+    ms: float = 0.0
+    plain_answer: str = ""
+    plain_confidence: float | None = None
+
+    @property
+    def answered(self) -> bool:
+        return bool(self.answer) and self.failed_step is None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"plan": self.plan.to_dict(), "steps": [s.to_dict() for s in self.steps], "answer": self.answer,
+                "citations": list(self.citations), "confidence": round(self.confidence, 4), "used": self.used,
+                "reason": self.reason, "failed_step": self.failed_step, "retriever_calls": self.retriever_calls,
+                "ms": round(self.ms, 3), "plain_answer": self.plain_answer,
+                "plain_confidence": self.plain_confidence}
+
+
+_PRED_STOP = frozenset({"a", "an", "the", "of", "in", "on", "for", "to", "by", "with", "from", "at", "as", "is", "are",
+                        "was", "were", "be", "located", "situated", "considered", "known", "type", "types", "kind"})
+
+
+def predicate_words(text: str) -> set[str]:
+    """Content words, singular ("games" -> "game"), lower case."""
+    out = set()
+    for w in re.findall(r"[a-z0-9]+", text.lower()):
+        if w in _PRED_STOP:
+            continue
+        if len(w) > 3 and w.endswith("ies"):
+            w = w[:-3] + "y"
+        elif len(w) > 3 and w.endswith("s") and not w.endswith("ss"):
+            w = w[:-1]
+        out.add(w)
+    return out
+
+
+@dataclass(slots=True)
+class _Run:
+    steps: list[ChainStep] = field(default_factory=list)
+    calls: int = 0
+
+
+class ChainRunner:
+    """Runs plans with `retrieve` (a step's evidence) and `read` (a step's answer)."""
+
+    def __init__(self, retrieve: StepRetriever, read: StepReader, config: DecomposeConfig,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        self.retrieve, self.read, self.config, self.clock = retrieve, read, config, clock
+
+    def run(self, plan: Plan) -> ChainTrace:
+        t0 = self.clock()
+        run = _Run()
+        if plan.kind == "bridge" and plan.steps:
+            trace = self._bridge(plan, run)
+        elif plan.kind == "comparison" and plan.chains and plan.operator is not None:
+            trace = self._comparison(plan, run)
+        else:
+            why = plan.notes[0] if plan.notes else f"a {plan.kind} plan has no steps the executor runs"
+            trace = ChainTrace(plan, reason=why)
+        return ChainTrace(trace.plan, tuple(run.steps), trace.answer, trace.citations, trace.confidence, False,
+                          trace.reason, trace.failed_step, run.calls, (self.clock() - t0) * 1000)
+
+    def _step(self, run: _Run, step: Step, previous: str, entity: str = "") -> ChainStep:
+        t = self.clock()
+        question = step.filled(previous)
+        evidence = self.retrieve(question)
+        run.calls += evidence.calls
+        reading = self.read(question, evidence.passages)
+        answer = reading.answer if reading.answer != ABSTAIN else ""
+        failed = ""
+        if not answer:
+            failed = "no answer in the retrieved passages"
+        elif reading.confidence < self.config.min_step_confidence:
+            failed = f"reading too unsure ({reading.confidence:.3f} < {self.config.min_step_confidence})"
+        done = ChainStep(question, answer, reading.passage_id, reading.confidence, evidence.retrievers,
+                         (self.clock() - t) * 1000, entity, failed)
+        run.steps.append(done)
+        return done
+
+    def _chain(self, run: _Run, steps: Sequence[Step], entity: str = "") -> ChainStep | None:
+        """The last step's reading, or None when a step failed (it is the last in `run.steps`)."""
+        previous = ""
+        last: ChainStep | None = None
+        for step in steps:
+            last = self._step(run, step, previous, entity)
+            if last.failed:
+                return None
+            previous = last.answer
+        return last
+
+    def _bridge(self, plan: Plan, run: _Run) -> ChainTrace:
+        last = self._chain(run, plan.steps)
+        if last is None:
+            n = len(run.steps)
+            return ChainTrace(plan, reason=f"step {n} failed: {run.steps[-1].failed}", failed_step=n)
+        confidence = min(s.confidence for s in run.steps)
+        cites = tuple(dict.fromkeys(s.passage_id for s in run.steps if s.passage_id))
+        return ChainTrace(plan, answer=last.answer, citations=cites, confidence=confidence,
+                          reason=f"{len(run.steps)} hops")
+
+    def _check(self, run: _Run, step: Step, predicate: str) -> ChainStep:
+        """A "both" check: does the entity's own passage (the retrieved one titled by it, else the first) say it is
+        `predicate`? Yes when every content word of the predicate is in it (plural or singular)."""
+        t = self.clock()
+        evidence = self.retrieve(step.question)
+        run.calls += evidence.calls
+        name = step.entity.lower()
+        passage = next((p for p in evidence.passages if name and name in p.title.lower()),
+                       evidence.passages[0] if evidence.passages else None)
+        if passage is None:
+            done = ChainStep(step.question, "", None, 0.0, evidence.retrievers, (self.clock() - t) * 1000,
+                             step.entity, "no passage found")
+        else:
+            need = predicate_words(predicate)
+            have = predicate_words(f"{passage.title} {passage.text}")
+            share = len(need & have) / max(len(need), 1)
+            done = ChainStep(step.question, "yes" if share == 1.0 else "no", passage.id, share if share == 1.0
+                             else 1.0 - share, evidence.retrievers, (self.clock() - t) * 1000, step.entity)
+        run.steps.append(done)
+        return done
+
+    def _comparison(self, plan: Plan, run: _Run) -> ChainTrace:
+        assert plan.operator is not None
+        values: list[str] = []
+        for entity, steps in zip(plan.entities, plan.chains, strict=False):
+            if plan.operator == "both" and plan.predicate:
+                checked = self._check(run, steps[0], plan.predicate)
+                if checked.failed:
+                    n = len(run.steps)
+                    return ChainTrace(plan, reason=f"step {n} ({entity}) failed: {checked.failed}", failed_step=n)
+                values.append(checked.answer)
+                continue
+            last = self._chain(run, steps, entity)
+            if last is None:
+                n = len(run.steps)
+                return ChainTrace(plan, reason=f"step {n} ({entity}) failed: {run.steps[-1].failed}", failed_step=n)
+            values.append(last.answer)
+        decision = compare(plan.operator, values)
+        cites = tuple(dict.fromkeys(s.passage_id for s in run.steps if s.passage_id))
+        confidence = min(s.confidence for s in run.steps)
+        shown = ", ".join(f"{e}: {v}" for e, v in zip(plan.entities, values, strict=False))
+        if decision.winner is not None:
+            return ChainTrace(plan, answer=plan.entities[decision.winner], citations=cites, confidence=confidence,
+                              reason=f"{plan.operator} of {shown}")
+        if decision.yes is not None:
+            return ChainTrace(plan, answer="yes" if decision.yes else "no", citations=cites, confidence=confidence,
+                              reason=f"{plan.operator} of {shown}")
+        return ChainTrace(plan, reason=f"no decision: {decision.reason} ({shown})", failed_step=len(run.steps))

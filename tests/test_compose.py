@@ -1,0 +1,129 @@
+"""Multi-hop questions answered by the decomposer's plan and the chain executor, on real questions and paragraphs
+(tests/fixtures/compose/SOURCES.md), through `Engine.ask` with the shipped decomposer and span reader."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from amsrag.decompose.tagger import DecomposerArtifactError, DecomposerModel, TaggerDecomposer, default_directory
+from amsrag.types import Passage
+
+FIXTURE = Path(__file__).parent / "fixtures" / "compose"
+
+
+def _questions() -> dict[str, dict]:
+    rows = [json.loads(x) for x in (FIXTURE / "questions.jsonl").read_text("utf-8").splitlines() if x]
+    return {r["case"]: r for r in rows}
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory):
+    from amsrag.pipeline import Engine
+    from amsrag.store import EmbeddedIndex
+
+    rows = [json.loads(x) for x in (FIXTURE / "passages.jsonl").read_text("utf-8").splitlines() if x]
+    index = EmbeddedIndex.create(tmp_path_factory.mktemp("compose") / "index")
+    index.add([Passage(id=r["id"], title=r["title"], text=r["text"]) for r in rows])
+    with Engine(index) as e:
+        yield e
+
+
+@pytest.fixture(scope="module")
+def decomposer(engine):
+    return engine.composer.decomposer
+
+
+def test_comparison_of_dates_answers_with_the_earlier_entity(engine):
+    q = _questions()["comparison"]
+    result = engine.ask(q["question"])
+    chain = result.trace.chain
+    assert chain is not None and chain.plan.kind == "comparison" and chain.plan.operator == "earlier"
+    assert chain.plan.entities == ("The Mayor Of 44Th Street", "Crime After Crime (Film)")
+    assert len(chain.steps) == 2 and all(s.answer for s in chain.steps)
+    assert chain.answer == q["answers"][0]
+    if chain.used:  # the chain's answer stood: it is the answer, cited by both steps' passages
+        assert result.answer == q["answers"][0]
+        assert set(result.citations) == {s.passage_id for s in chain.steps}
+    d = result.to_dict()["trace"]["chain"]
+    assert d["plan"]["kind"] == "comparison" and len(d["steps"]) == 2
+
+
+def test_bridge_fills_the_second_hop_with_the_first_answer(engine):
+    q = _questions()["bridge"]
+    chain = engine.ask(q["question"]).trace.chain
+    assert chain is not None and chain.plan.kind == "bridge" and len(chain.plan.steps) == 2
+    first, second = chain.steps
+    assert "Last Rampage" in first.question
+    assert first.answer and first.answer in second.question  # #1 filled with the first hop's answer
+    assert chain.answer == q["answers"][0]
+
+
+def test_both_question_answers_yes_from_two_checks(engine):
+    q = _questions()["both"]
+    result = engine.ask(q["question"])
+    chain = result.trace.chain
+    assert chain is not None and chain.plan.kind == "comparison" and chain.plan.operator == "both"
+    assert [s.entity for s in chain.steps] == ["Medici", "Senet"]
+    assert chain.answer == "yes"
+
+
+def test_a_second_hop_that_finds_nothing_fails_naming_the_step(engine):
+    q = _questions()["bridge-missing"]
+    result = engine.ask(q["question"])
+    chain = result.trace.chain
+    assert chain is not None and chain.plan.kind == "bridge"
+    assert chain.failed_step == 2 and not chain.used
+    assert chain.reason.startswith("step 2 failed")
+    assert result.answer != q["answers"][0]  # the answer's paragraph is not in the index
+
+
+def test_implicit_question_is_planned_as_such_and_read_plainly(engine, decomposer):
+    q = _questions()["implicit"]
+    assert decomposer.decompose(q["question"]).kind == "implicit"
+    chain = engine.ask(q["question"]).trace.chain
+    assert chain is not None and chain.plan.kind == "implicit" and not chain.used and not chain.steps
+
+
+def test_one_hop_question_gets_a_single_plan_and_no_chain(decomposer):
+    plan = decomposer.decompose("Who wrote the novel Frankenstein?")
+    assert plan.kind == "single" and not plan.multi_step
+
+
+def test_full_plain_never_composes(engine):
+    q = _questions()["comparison"]
+    assert engine.ask(q["question"], system="full-plain").trace.chain is None
+
+
+def test_missing_or_corrupt_artifact_is_a_clear_error_naming_the_file(tmp_path):
+    with pytest.raises(DecomposerArtifactError, match="decomposer.npz is missing"):
+        DecomposerModel.load(tmp_path)
+    for name in ("decomposer.npz", "decomposer.json"):
+        shutil.copy(default_directory() / name, tmp_path / name)
+    (tmp_path / "decomposer.npz").write_bytes(b"not a numpy archive")
+    with pytest.raises(DecomposerArtifactError, match=str(tmp_path)):
+        DecomposerModel.load(tmp_path)
+    shutil.copy(default_directory() / "decomposer.npz", tmp_path / "decomposer.npz")
+    card = json.loads((tmp_path / "decomposer.json").read_text("utf-8"))
+    card["bank_templates"] = card["bank_templates"][:-1]
+    (tmp_path / "decomposer.json").write_text(json.dumps(card), "utf-8")
+    with pytest.raises(DecomposerArtifactError, match="does not match its card"):
+        DecomposerModel.load(tmp_path)
+
+
+def test_shipped_card_reports_held_out_and_leave_one_out_accuracy():
+    model = DecomposerModel.load()
+    metrics = model.card["metrics"]
+    assert metrics["test"]["n"] > 500 and 0 < metrics["test"]["type_accuracy"] <= 1
+    assert set(metrics["leave_one_dataset_out"]) == {"2wikimultihopqa", "musique", "hotpotqa", "strategyqa"}
+    assert len(model.card["data_files_sha256"]) >= 8
+    assert np.isfinite(model.type_w).all() and model.bank.shape[0] == len(model.bank_templates)
+
+
+def test_decomposer_loads_with_the_engine_encoder(engine):
+    dec = engine.composer.decomposer
+    assert isinstance(dec, TaggerDecomposer) and dec.encoder is engine.routing_encoder
