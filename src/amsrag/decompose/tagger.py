@@ -283,6 +283,9 @@ class TaggerDecomposer:
             chains = tuple((Step(f"What is {e}?", e),) for e in entities)
             return Plan("comparison", probs, chains=chains, entities=entities, operator=operator, value=value,
                         predicate=predicate)
+        if not len(self.model.bank_templates):
+            return Plan("comparison", probs, entities=entities, operator=operator, value=value,
+                        notes=("the artifact has no comparison templates",))
         templates, similarity = self.nearest_templates(question, entities)
         chains = tuple(tuple(Step(t.replace("{E}", e if i == 0 else SLOT), e) for i, t in enumerate(templates))
                        for e in entities)

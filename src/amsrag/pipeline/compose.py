@@ -123,17 +123,17 @@ class Composer:
             return answered
         plan = self.plan(query, generator)
         plain = answered.generation
+        candidate = str(plain.details.get("candidate") or "") if plain.abstained else plain.answer
         if not plan.multi_step or plan.confidence < cfg.min_plan_confidence:
             why = "one step" if not plan.multi_step else (
                 f"plan confidence {plan.confidence:.3f} < {cfg.min_plan_confidence} (decompose.min_plan_confidence)")
-            chain = ChainTrace(plan, reason=why, plain_answer=plain.answer, plain_confidence=plain.confidence)
+            chain = ChainTrace(plan, reason=why, plain_answer=candidate, plain_confidence=plain.confidence)
             return replace(answered, retrieval=replace(answered.retrieval, trace=replace(trace, chain=chain)))
         step_passages: dict[str, ScoredPassage] = {}
         runner = ChainRunner(lambda q: self._evidence(q, step_passages), lambda q, ps: self._read(generator, q, ps),
                              cfg)
         chain = runner.run(plan)
         plain_conf = float(plain.confidence or 0.0)  # the reader's calibrated probability, abstained or not
-        candidate = str(plain.details.get("candidate") or "") if plain.abstained else plain.answer
         calibration = None if self.calibration_off else self.calibration
         if chain.answered and calibration is not None:
             features = chain_features(plan, [s.confidence for s in chain.steps], chain.answer, candidate, plain_conf)
