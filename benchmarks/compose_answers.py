@@ -105,6 +105,13 @@ def main() -> int:
         sel = [i for i in ids if ds == "all" or by_system[args.base][i]["dataset"] == ds]
         tests[ds] = paired([by_system[args.base][i]["f1"] for i in sel], [by_system[args.system][i]["f1"] for i in sel])
     out["paired_f1"] = tests
+    chains = [r["chain"] for r in by_system[args.system].values() if r.get("chain") and r["chain"].get("steps")]
+    two_hop = sorted(c["ms"] for c in chains if c["plan"]["kind"] == "bridge" and len(c["steps"]) == 2)
+    out["chains"] = {"ran": len(chains), "used": sum(bool(c.get("used")) for c in chains),
+                     "failed": sum(c.get("failed_step") is not None for c in chains),
+                     "retriever_calls_per_chain": mean([float(c["retriever_calls"]) for c in chains]),
+                     "two_hop_bridges": len(two_hop),
+                     "two_hop_ms_p50": round(two_hop[len(two_hop) // 2], 1) if two_hop else None}
     text = json.dumps(out, indent=1)
     if args.out:
         args.out.write_text(text + "\n", encoding="utf-8")

@@ -9,6 +9,7 @@ and confidence), so it is replayed on evaluation runs made without the file, and
 
     python benchmarks/compose_policy.py fit --run CAL_RUN --out src/amsrag/data/decomposer/chain.json
     python benchmarks/compose_policy.py replay --run EVAL_RUN --calibration src/amsrag/data/decomposer/chain.json
+    (or, within one run: fit --half cal, replay --half test)
 """
 
 from __future__ import annotations
@@ -46,14 +47,20 @@ def answered(chain: dict[str, Any]) -> bool:
     return bool(chain["answer"]) and chain.get("failed_step") is None
 
 
-def rows_of(run: Path, system: str) -> list[dict[str, Any]]:
+def half_of(question: str) -> str:
+    """A stable half of a run's questions by hash: `cal` or `test`."""
+    return "cal" if int(hashlib.sha256(question.encode("utf-8")).hexdigest()[:8], 16) % 2 == 0 else "test"
+
+
+def rows_of(run: Path, system: str, half: str = "all") -> list[dict[str, Any]]:
     lines = (run / "predictions.jsonl").read_text(encoding="utf-8").splitlines()
-    return [r for r in map(json.loads, lines) if r["system"] == system]
+    return [r for r in map(json.loads, lines)
+            if r["system"] == system and (half == "all" or half_of(r["question"]) == half)]
 
 
 def cmd_fit(args: argparse.Namespace) -> None:
     records = []
-    for r in rows_of(args.run, "full"):
+    for r in rows_of(args.run, "full", args.half):
         chain = r.get("chain")
         if not ran(chain):
             continue
@@ -65,8 +72,9 @@ def cmd_fit(args: argparse.Namespace) -> None:
                         "plain_confidence": float(chain.get("plain_confidence") or 0.0)})
     card = fit(records, args.coverage)
     pred = args.run / "predictions.jsonl"
-    card.update({"questions": len(rows_of(args.run, "full")), "multi_step": len(records),
-                 "run": str(args.run), "predictions_sha256": hashlib.sha256(pred.read_bytes()).hexdigest(),
+    card.update({"questions": len(rows_of(args.run, "full", args.half)), "multi_step": len(records),
+                 "run": str(args.run), "half": args.half,
+                 "predictions_sha256": hashlib.sha256(pred.read_bytes()).hexdigest(),
                  "command": "python benchmarks/compose_policy.py fit --run RUN --out chain.json (RUN: amsrag eval "
                             "--systems full --no-audit on calibration questions disjoint from evaluated ones)"})
     args.out.write_text(json.dumps(card, indent=1) + "\n", encoding="utf-8")
@@ -96,7 +104,7 @@ def cmd_replay(args: argparse.Namespace) -> None:
     if cal is None:
         raise SystemExit(f"{args.calibration}: not found")
     out_rows = []
-    for r in rows_of(args.run, "full"):
+    for r in rows_of(args.run, "full", args.half):
         answer = policy(r, cal)
         abst = answer == ABSTAIN
         out_rows.append({**r, "system": "full-calibrated", "prediction": answer, "abstained": abst,
@@ -117,9 +125,12 @@ def main() -> int:
     f.add_argument("--run", type=Path, required=True)
     f.add_argument("--out", type=Path, required=True)
     f.add_argument("--coverage", type=float, default=0.8)
+    f.add_argument("--half", choices=("all", "cal", "test"), default="all",
+                   help="fit on one hash half of the run's questions (replay on the other)")
     r = sub.add_parser("replay")
     r.add_argument("--run", type=Path, required=True)
     r.add_argument("--calibration", type=Path, required=True)
+    r.add_argument("--half", choices=("all", "cal", "test"), default="all")
     args = ap.parse_args()
     cmd_fit(args) if args.cmd == "fit" else cmd_replay(args)
     return 0

@@ -129,3 +129,15 @@ def test_shipped_card_reports_held_out_and_leave_one_out_accuracy():
 def test_decomposer_loads_with_the_engine_encoder(engine):
     dec = engine.composer.decomposer
     assert isinstance(dec, TaggerDecomposer) and dec.encoder is engine.routing_encoder
+
+
+def test_ask_prints_the_plan_and_each_step(engine):
+    from typer.testing import CliRunner
+
+    from amsrag.cli.main import app
+
+    q = _questions()["both"]
+    res = CliRunner().invoke(app, ["ask", "--index", str(engine.index.path), "--no-log", q["question"]])
+    assert res.exit_code == 0, res.output
+    assert "plan comparison" in res.output and "both of Medici / Senet" in res.output
+    assert "1. What is Medici?" in res.output and "2. What is Senet?" in res.output

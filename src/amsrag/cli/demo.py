@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from amsrag.cli.chain_view import print_chain
 from amsrag.config import amsrag_home
 from amsrag.errors import AmsragError
 from amsrag.progress import progress_for
@@ -166,6 +167,7 @@ def _routes(out: Console, index, questions: list[QAExample]) -> None:
         for p in cited:
             out.print(f"  cited: {escape(p.title or p.id)}" + (" [green](gold)[/]" if p.id in gold else ""),
                       highlight=False)
+        print_chain(answer.trace, out)
     out.print("")
     _answers(out, engine, questions)
     _beyond_passages(out, engine)

@@ -15,6 +15,7 @@ from rich.text import Text
 from typer.core import TyperGroup
 
 from amsrag.cli.audit import audit_app
+from amsrag.cli.chain_view import print_chain
 from amsrag.cli.classifier import classifier_app
 from amsrag.cli.common import (
     IndexOpt,
@@ -186,7 +187,7 @@ def ask(
                             (" ".join("[" + c + "]" for c in result.citations), "dim")),
               highlight=False, soft_wrap=True)
     print_audit(result.trace)
-    print_chain(result.trace)
+    print_chain(result.trace, out)
     if result.abstained and g.get("candidate") and g["candidate"] != result.answer:
         out.print(Text(f"best candidate, below the confidence threshold {g.get('threshold')}: {g['candidate']}",
                        style="dim"), highlight=False, soft_wrap=True)
@@ -201,35 +202,6 @@ def ask(
         if p is not None:
             out.print(Text(f"[{cid}] {p.title}: {p.text[:160]}{'…' if len(p.text) > 160 else ''}", style="dim"),
                       highlight=False)
-
-
-def print_chain(trace: Mapping[str, Any]) -> None:
-    """The decomposer's plan and the chain's steps, under the answer (nothing for a one-step question)."""
-    chain = trace.get("chain") or {}
-    plan = chain.get("plan") or {}
-    if not chain or plan.get("kind", "single") == "single":
-        return
-    head = f"plan {plan['kind']} ({plan['confidence']:.2f})"
-    if plan.get("operator"):
-        head += f", {plan['operator']} of {' / '.join(plan.get('entities', []))}"
-    if chain.get("steps"):
-        verdict = "answered by the chain" if chain.get("used") else (
-            f"the plain reader's answer stands: {chain.get('reason')}" if chain.get("failed_step") is None
-            else f"chain failed at step {chain['failed_step']}: {chain.get('reason')}")
-        head += f": {verdict}"
-        if chain.get("used"):
-            head += f" ({chain.get('reason')})"
-    else:
-        head += f": {chain.get('reason')}"
-    out.print(Text(head, style="dim"), highlight=False, soft_wrap=True)
-    for i, step in enumerate(chain.get("steps", []), 1):
-        answer = step["answer"] or "—"
-        tail = f"  failed: {step['failed']}" if step.get("failed") else ""
-        if step.get("audit"):
-            tail += f"  audit {step['audit']['support']:.2f}{' (flagged)' if step['audit']['flagged'] else ''}"
-        out.print(Text(f"  {i}. {step['question']} → {answer} [{step.get('passage') or '-'}] "
-                       f"conf {step['confidence']:.2f}, {'+'.join(step['retrievers'])}, {step['ms']:.0f} ms{tail}",
-                       style="dim"), highlight=False, soft_wrap=True)
 
 
 def print_audit(trace: Mapping[str, Any]) -> None:
