@@ -38,10 +38,10 @@ from amsrag.cli.reader import reader_app
 from amsrag.cli.review import review_app
 from amsrag.cli.route import route_app
 from amsrag.cli.tables import tables_app, taxonomy_app, themes_app
-from amsrag.config import GeneratorConfig
 from amsrag.errors import AmsragError, InputError
 
 if TYPE_CHECKING:
+    from amsrag.config import GeneratorConfig
     from amsrag.pipeline import Engine
     from amsrag.pipeline.engine import AnswerResult
 
