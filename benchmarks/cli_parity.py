@@ -3,6 +3,8 @@ with the timings dropped: the proof that moving imports changed no answer.
 
     python benchmarks/cli_parity.py --index $AMSRAG_HOME/demo-index --src OLD/src --out before.json
     python benchmarks/cli_parity.py --index $AMSRAG_HOME/demo-index --src src --out after.json --against before.json
+    # with `amsrag serve --index $AMSRAG_HOME/demo-index` running: ask through the discovered service
+    python benchmarks/cli_parity.py --index ... --commands ask --ask-args= --out served.json --against before.json
 
 The questions: every demo question (one-hop, multi-hop and comparison: the graph and the audit's NER), the
 demo's table questions (the table route), and two corpus-wide ones (the themes).
@@ -53,18 +55,20 @@ def main() -> None:
     ap.add_argument("--index", required=True)
     ap.add_argument("--src", type=Path, default=ROOT / "src", help="the source tree to run (PYTHONPATH)")
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--against", type=Path, help="an earlier --out to compare with")
+    ap.add_argument("--against", type=Path, help="an earlier --out to compare with (on the commands run)")
+    ap.add_argument("--commands", default="ask,retrieve", help="which of ask,retrieve to run")
+    ap.add_argument("--ask-args", default="--no-log", help="extra ask options (--no-log answers locally)")
     args = ap.parse_args()
     results: dict[str, Any] = {}
     for q in questions():
-        for command in ("ask", "retrieve"):
-            extra = ["--no-log"] if command == "ask" else []
+        for command in args.commands.split(","):
+            extra = args.ask_args.split() if command == "ask" else []
             results[f"{command}: {q}"] = run(args.src, [command, q, "--index", args.index, "--json", *extra])
             print(f"{command}: {q[:70]}", file=sys.stderr, flush=True)
     args.out.write_text(json.dumps(results, indent=1, ensure_ascii=False, sort_keys=True) + "\n", "utf-8")
     if args.against:
         before = json.loads(args.against.read_text("utf-8"))
-        differ = [key for key in sorted(set(before) | set(results)) if before.get(key) != results.get(key)]
+        differ = [key for key in sorted(results) if before.get(key) != results[key]]
         print(f"{len(results)} outputs, {len(differ)} differ from {args.against}")
         for key in differ:
             print(f"  differs: {key}")
