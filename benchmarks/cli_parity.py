@@ -25,10 +25,13 @@ DEMO = ROOT / "src" / "amsrag" / "data" / "demo"
 CORPUS_QUESTIONS = ["What topics do these documents cover?", "Summarize the main themes of the corpus."]
 
 
-def questions() -> list[str]:
+def questions(sample: bool = False) -> list[str]:
+    """Every demo question, table question and corpus-wide question; `sample`: the first four demo questions
+    (multi-hop bridge and comparison among them), two table questions and the corpus-wide ones."""
     found = []
-    for name in ("questions.jsonl", "table_questions.jsonl"):
-        found += [json.loads(line)["question"] for line in (DEMO / name).read_text("utf-8").splitlines() if line]
+    for name, first in (("questions.jsonl", 4), ("table_questions.jsonl", 2)):
+        rows = [json.loads(line)["question"] for line in (DEMO / name).read_text("utf-8").splitlines() if line]
+        found += rows[:first] if sample else rows
     return found + CORPUS_QUESTIONS
 
 
@@ -56,11 +59,12 @@ def main() -> None:
     ap.add_argument("--src", type=Path, default=ROOT / "src", help="the source tree to run (PYTHONPATH)")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--against", type=Path, help="an earlier --out to compare with (on the commands run)")
+    ap.add_argument("--sample", action="store_true", help="8 of the questions, every kind (a busy machine)")
     ap.add_argument("--commands", default="ask,retrieve", help="which of ask,retrieve to run")
     ap.add_argument("--ask-args", default="--no-log", help="extra ask options (--no-log answers locally)")
     args = ap.parse_args()
     results: dict[str, Any] = {}
-    for q in questions():
+    for q in questions(args.sample):
         for command in args.commands.split(","):
             extra = args.ask_args.split() if command == "ask" else []
             results[f"{command}: {q}"] = run(args.src, [command, q, "--index", args.index, "--json", *extra])
