@@ -6,7 +6,6 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-import numpy as np
 import typer
 from rich.markup import escape
 from rich.table import Table
@@ -142,6 +141,8 @@ def calibrate_cmd(
 ) -> None:
     """Refit the hop head's temperature on YOUR labelled questions (a few hundred) and store it in the index
     configuration: routing then acts on confidences calibrated on your own traffic."""
+    import numpy as np
+
     from amsrag.calibration import ece, fit_temperature
     from amsrag.classify.features import features_batch
     from amsrag.classify.model import ComplexityClassifier

@@ -6,14 +6,16 @@ import json
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from amsrag.config import GeneratorConfig
 from amsrag.ingest.formats import FORMATS
+
+if TYPE_CHECKING:
+    from amsrag.config import GeneratorConfig
 
 out = Console()
 err = Console(stderr=True)

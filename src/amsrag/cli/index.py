@@ -5,18 +5,19 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Annotated, get_args
+from typing import TYPE_CHECKING, Annotated, get_args
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
 from amsrag.cli.common import FormatOpt, IndexOpt, JsonOpt, QuietOpt, emit, err, out
-from amsrag.config import AmsragConfig, EmbeddingConfig
 from amsrag.errors import InputError
-from amsrag.indexing.job import JobReport
 from amsrag.progress import progress_for
-from amsrag.store.base import PassageIndex
+
+if TYPE_CHECKING:
+    from amsrag.indexing.job import JobReport
+    from amsrag.store.base import PassageIndex
 
 index_app = typer.Typer(no_args_is_help=True, help="Build and maintain an index directory.")
 
@@ -69,6 +70,7 @@ def index_build(
     quiet: QuietOpt = False,
 ) -> None:
     """Create a new index from INPUT files or folders."""
+    from amsrag.config import AmsragConfig, EmbeddingConfig
     from amsrag.indexing import ingest_inputs
     from amsrag.store.open import create_index, remove_empty_index
 

@@ -40,10 +40,10 @@ from amsrag.cli.reader import reader_app
 from amsrag.cli.review import review_app
 from amsrag.cli.route import route_app
 from amsrag.cli.tables import tables_app, taxonomy_app, themes_app
-from amsrag.config import GeneratorConfig
 from amsrag.errors import AmsragError, InputError
 
 if TYPE_CHECKING:
+    from amsrag.config import GeneratorConfig
     from amsrag.pipeline import Engine
     from amsrag.pipeline.engine import AnswerResult
 
@@ -144,7 +144,8 @@ def retrieve(
 @app.command("ask")
 def ask(
     query: Annotated[str, typer.Argument(help="the question")],
-    index: IndexOpt,
+    index: Annotated[str | None, typer.Option(
+        "--index", help="index directory or postgresql:// URL (may be left out with --server)")] = None,
     system: SystemOpt = "full",
     generator: Annotated[str | None, typer.Option(
         "--generator",
@@ -155,9 +156,42 @@ def ask(
                                                  "http://127.0.0.1:8080/v1")] = None,
     log: Annotated[bool | None, typer.Option(
         "--log/--no-log", help="record the answer in the index's query log (default: [query_log] enabled)")] = None,
+    server: Annotated[str | None, typer.Option(
+        "--server", help="ask the running `amsrag serve` at this URL (default: the service the index directory "
+        "announces, if one runs; key: $AMSRAG_API_KEY)")] = None,
+    local: Annotated[bool, typer.Option(
+        "--local", help="answer in this process even when a service runs for the index")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Answer with citations from the retrieved passages, and show the route taken."""
+    from amsrag.cli.remote import ServiceUnavailable, find_service
+
+    local_options = [name for name, value in (("--generator", generator), ("--model", model),
+                                              ("--base-url", base_url), ("--log/--no-log", log)) if value is not None]
+    service = find_service(index, server, local, local_options)
+    if service is not None:
+        try:
+            answer = service.ask(query, system)
+        except ServiceUnavailable as exc:
+            if not service.discovered:
+                raise InputError(str(exc)) from None
+            err.print(f"[yellow]warning:[/] {escape(str(exc))}; answering locally", highlight=False, soft_wrap=True)
+        else:
+            sources = {p["id"]: (p.get("title", ""), p.get("text", "")) for p in answer.pop("sources", [])}
+            answer.pop("titles", None)
+            if as_json:
+                emit(answer)
+                return
+            print_answer(answer["answer"], answer["citations"], answer["abstained"], answer["trace"], sources)
+            return
+    if index is None:
+        raise InputError("--index is required (or --server URL: ask a running service)")
+    ask_locally(query, index, system, generator, model, base_url, log, as_json)
+
+
+def ask_locally(query: str, index: str, system: str, generator: str | None, model: str | None,
+                base_url: str | None, log: bool | None, as_json: bool) -> None:
+    """`ask` in this process: open the index, load the generator, answer."""
     from amsrag.generate import make_generator
     from amsrag.pipeline import Engine
 
@@ -166,14 +200,22 @@ def ask(
         gen_config = generator_config(engine.config.generator, generator, model, base_url)
         gen = make_generator(gen_config, encoder=engine.index.encoder)
         result = engine.ask(query, system=system, generator=gen)
-        answer_passages = [p for p in (engine.index.get(c) for c in result.citations) if p is not None]
+        answer_passages = {c: (p.title, p.text) for c, p in ((c, engine.index.get(c)) for c in result.citations)
+                           if p is not None}
         if log if log is not None else engine.config.query_log.enabled:
             log_answer(engine, result, gen_config)
     if as_json:
         emit(result.to_dict())
         return
-    print_trace(result.trace)
-    g = result.trace["generator"]
+    print_answer(result.answer, result.citations, result.abstained, result.trace, answer_passages)
+
+
+def print_answer(answer: str, citations: list[str], abstained: bool, trace: Mapping[str, Any],
+                 passages: Mapping[str, tuple[str, str]]) -> None:
+    """An answer as `ask` prints it: the trace, the generator line, the answer with its citations, the audit,
+    the table route's statement and the cited passages (`passages`: title and text by id)."""
+    print_trace(trace)
+    g = trace["generator"]
     line = f"generator {g['name']}: {g['prompt_tokens']} prompt + {g['output_tokens']} output tokens, {g['ms']:.1f} ms"
     if g.get("confidence") is not None:
         line += f", confidence {g['confidence']:.3f}"
@@ -183,24 +225,23 @@ def ask(
         err.print(f"[yellow]warning:[/] generator {escape(str(g['requested']))} failed ({escape(str(g['error']))}); "
                   "the answer is the extractive one (retrieval only)", highlight=False, soft_wrap=True)
     out.print()
-    out.print(Text.assemble((result.answer, "bold"), "  ",
-                            (" ".join("[" + c + "]" for c in result.citations), "dim")),
+    out.print(Text.assemble((answer, "bold"), "  ", (" ".join("[" + c + "]" for c in citations), "dim")),
               highlight=False, soft_wrap=True)
-    print_audit(result.trace)
-    print_chain(result.trace, out)
-    if result.abstained and g.get("candidate") and g["candidate"] != result.answer:
+    print_audit(trace)
+    print_chain(trace, out)
+    if abstained and g.get("candidate") and g["candidate"] != answer:
         out.print(Text(f"best candidate, below the confidence threshold {g.get('threshold')}: {g['candidate']}",
                        style="dim"), highlight=False, soft_wrap=True)
-    structured = result.trace.get("structured")
+    structured = trace.get("structured")
     if structured and structured.get("sql"):
         out.print(Text(f"table {structured['table']}, confidence {structured['confidence']:.3f}: "
                        f"{structured['sql']}", style="dim"), highlight=False, soft_wrap=True)
         for row in structured.get("cited", []):
             out.print(Text(f"[{row['id']}] {row['text'][:160]}", style="dim"), highlight=False)
-    for cid in result.citations:
-        p = next((p for p in answer_passages if p.id == cid), None)
-        if p is not None:
-            out.print(Text(f"[{cid}] {p.title}: {p.text[:160]}{'…' if len(p.text) > 160 else ''}", style="dim"),
+    for cid in citations:
+        if cid in passages:
+            title, text = passages[cid]
+            out.print(Text(f"[{cid}] {title}: {text[:160]}{'…' if len(text) > 160 else ''}", style="dim"),
                       highlight=False)
 
 

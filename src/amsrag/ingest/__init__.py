@@ -1,20 +1,25 @@
 """Ingestion: detect input formats, load QA data sets, read and chunk passages for an index.
 
 Formats: jsonl, text, markdown (passage inputs); hotpotqa, musique, nq, squad, flashrag,
-questions, qa-jsonl, retrievalqa, corpus (data sets). See `FORMAT_DESCRIPTIONS`.
-"""
+questions, qa-jsonl, retrievalqa, corpus (data sets). See `FORMAT_DESCRIPTIONS`. The names below are
+imported on first use (`amsrag.lazy`)."""
 
-from amsrag.ingest.api import iter_passages, load_qa
-from amsrag.ingest.chunking import TokenCounter, chunk_text, split_sentences
-from amsrag.ingest.datasets import DATASET_COMPLEXITY, answers_of, dataset_from_name
-from amsrag.ingest.formats import (
-    DATASET_FORMATS,
-    FORMAT_DESCRIPTIONS,
-    FORMATS,
-    PASSAGE_FORMATS,
-    check_format,
-    detect_format,
-)
+from typing import TYPE_CHECKING
+
+from amsrag.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from amsrag.ingest.api import iter_passages, load_qa
+    from amsrag.ingest.chunking import TokenCounter, chunk_text, split_sentences
+    from amsrag.ingest.datasets import DATASET_COMPLEXITY, answers_of, dataset_from_name
+    from amsrag.ingest.formats import (
+        DATASET_FORMATS,
+        FORMAT_DESCRIPTIONS,
+        FORMATS,
+        PASSAGE_FORMATS,
+        check_format,
+        detect_format,
+    )
 
 __all__ = [
     "DATASET_COMPLEXITY",
@@ -32,3 +37,12 @@ __all__ = [
     "load_qa",
     "split_sentences",
 ]
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "iter_passages": "amsrag.ingest.api", "load_qa": "amsrag.ingest.api", "TokenCounter": "amsrag.ingest.chunking",
+    "chunk_text": "amsrag.ingest.chunking", "split_sentences": "amsrag.ingest.chunking",
+    "DATASET_COMPLEXITY": "amsrag.ingest.datasets", "answers_of": "amsrag.ingest.datasets",
+    "dataset_from_name": "amsrag.ingest.datasets", "DATASET_FORMATS": "amsrag.ingest.formats",
+    "FORMAT_DESCRIPTIONS": "amsrag.ingest.formats", "FORMATS": "amsrag.ingest.formats",
+    "PASSAGE_FORMATS": "amsrag.ingest.formats", "check_format": "amsrag.ingest.formats",
+    "detect_format": "amsrag.ingest.formats",
+})

@@ -1,7 +1,17 @@
-"""The HTTP service: `amsrag serve` (FastAPI + uvicorn), an OpenAI-compatible endpoint and the web UI."""
+"""The HTTP service: `amsrag serve` (FastAPI + uvicorn), an OpenAI-compatible endpoint and the web UI.
+The names below are imported on first use (`amsrag.lazy`)."""
 
-from amsrag.serve.app import create_app
-from amsrag.serve.run import run, serve_config
-from amsrag.serve.service import Service
+from typing import TYPE_CHECKING
+
+from amsrag.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from amsrag.serve.app import create_app
+    from amsrag.serve.run import run, serve_config
+    from amsrag.serve.service import Service
 
 __all__ = ["Service", "create_app", "run", "serve_config"]
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "create_app": "amsrag.serve.app", "run": "amsrag.serve.run", "serve_config": "amsrag.serve.run",
+    "Service": "amsrag.serve.service",
+})

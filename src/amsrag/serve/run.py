@@ -9,6 +9,7 @@ from pathlib import Path
 
 from amsrag.config import AmsragConfig, ServeConfig
 from amsrag.errors import InputError
+from amsrag.serve.discovery import remove_discovery, write_discovery
 from amsrag.serve.limits import is_loopback
 
 KEYS_ENV = "AMSRAG_API_KEYS"
@@ -78,8 +79,12 @@ def run(index_dir: str | Path, host: str | None = None, port: int | None = None,
         engine.close()
         raise
     app = create_app(service)
+    # `amsrag ask` on this index finds the service through this file (an index directory, a fixed port)
+    announced = write_discovery(Path(index_dir), cfg.host, cfg.port) if cfg.port and Path(index_dir).is_dir() else None
     try:
         uvicorn.run(app, host=cfg.host, port=cfg.port, access_log=access_log, log_level="info",
                     timeout_keep_alive=30, timeout_graceful_shutdown=10)
     finally:
+        if announced is not None:
+            remove_discovery(announced)
         service.close()

@@ -50,7 +50,6 @@ from amsrag.structured.catalog import (
     sql_name_for,
     validate_tables,
 )
-from amsrag.structured.guard import SqlExecutionError, guard
 from amsrag.structured.search import CatalogSearch, TableSearch
 from amsrag.structured.table import (
     Table,
@@ -414,6 +413,8 @@ class SqliteTableRunner:
                 names = frozenset(r[0].lower() for r in conn.execute(f"SELECT sql_name FROM {CATALOG}"))
             except sqlite3.DatabaseError as exc:
                 raise IndexCorruptError(f"table store {self.path}: {exc}") from exc
+            from amsrag.structured.guard import guard  # sqlglot: only when a statement runs
+
             checked = guard(sql, names, "sqlite", self.row_limit + 1, list(params))
             self._allowed = names
             deadline = time.monotonic() + self.timeout_s
@@ -436,6 +437,8 @@ class SqliteTableRunner:
             except sqlite3.Error as exc:
                 if timed_out:
                     raise SqlTimeout(f"the statement ran longer than {self.timeout_s:g} s and was stopped") from None
+                from amsrag.structured.guard import SqlExecutionError
+
                 raise SqlExecutionError(f"the statement failed: {exc}") from None
             finally:
                 conn.set_progress_handler(None, 0)

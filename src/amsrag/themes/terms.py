@@ -8,6 +8,7 @@ theme, f(t) the term's count across all themes.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -16,16 +17,23 @@ import numpy as np
 import Stemmer
 from bm25s.stopwords import STOPWORDS_EN
 from scipy import sparse
-from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-STOPWORDS: frozenset[str] = frozenset(STOPWORDS_EN) | frozenset(ENGLISH_STOP_WORDS)
 _WORD = re.compile(r"\b[^\W\d_]{3,}\b")
 _STEMMER = Stemmer.Stemmer("english")
 
 
+@functools.cache
+def stopwords() -> frozenset[str]:
+    """The words never used as labels: bm25s's and scikit-learn's English lists (scikit-learn imported here,
+    on the first label, not with the module: the index opens without it)."""
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    return frozenset(STOPWORDS_EN) | frozenset(ENGLISH_STOP_WORDS)
+
+
 def tokenize(text: str) -> list[str]:
     """The label tokens of `text`, in order."""
-    return [t for t in _WORD.findall(text.lower()) if t not in STOPWORDS]
+    return [t for t in _WORD.findall(text.lower()) if t not in stopwords()]
 
 
 def stem(words: Iterable[str]) -> list[str]:

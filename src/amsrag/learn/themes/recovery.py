@@ -18,7 +18,7 @@ from amsrag.embed import MiniLMEncoder
 from amsrag.ingest import load_qa
 from amsrag.themes import Themes, build_themes
 from amsrag.themes.build import choose_k
-from amsrag.themes.terms import STOPWORDS, stem
+from amsrag.themes.terms import stem, stopwords
 from amsrag.types import Passage
 
 SQUAD_FILE = Path("squad") / "squad_v1.1_subset_20articles.json"
@@ -43,7 +43,7 @@ def squad_data(data_dir: Path, cache: Path) -> tuple[list[Passage], np.ndarray]:
 
 
 def head_words(title: str) -> tuple[str, list[str]]:
-    tokens = [t for t in re.findall(r"\b[^\W\d_]{3,}\b", title.lower()) if t not in STOPWORDS]
+    tokens = [t for t in re.findall(r"\b[^\W\d_]{3,}\b", title.lower()) if t not in stopwords()]
     head = max(tokens, key=len) if tokens else ""  # max keeps the first of equal length
     return head, [t for t in tokens if len(t) >= 4]
 

@@ -1,0 +1,28 @@
+"""Names a package `__init__` exports, imported on first use (PEP 562), so importing one light submodule
+(`amsrag.store.base`, `amsrag.ingest.formats`) does not load its heavy siblings (scikit-learn through the
+themes, spaCy, onnxruntime) and `amsrag --help` stays fast."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any
+
+
+def lazy_exports(package: str, exports: Mapping[str, str]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """The `__getattr__` and `__dir__` of `package`: `exports` maps each public name to the module that
+    defines it; the first access imports that module and keeps the value on the package."""
+
+    def __getattr__(name: str) -> Any:
+        module = exports.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        setattr(sys.modules[package], name, value)
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted(set(vars(sys.modules[package])) | set(exports))
+
+    return __getattr__, __dir__
