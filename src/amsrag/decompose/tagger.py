@@ -223,7 +223,7 @@ class TaggerDecomposer:
     def decompose(self, question: str) -> Plan:
         states = self.encoder.token_states([question])[0]
         probs = self.model.type_probs(type_features(states, question))
-        by_kind = {k: float(p) for k, p in zip(PLAN_KINDS, probs, strict=False)}
+        by_kind: dict[str, float] = {k: float(p) for k, p in zip(PLAN_KINDS, probs, strict=True)}
         kind: PlanKind = PLAN_KINDS[int(np.argmax(probs))]
         tags = self.model.tag_probs(token_features(states, question))
         if kind == "comparison":
@@ -280,15 +280,15 @@ class TaggerDecomposer:
             predicate = both_predicate(question, entities)
             if not predicate:
                 return Plan("comparison", probs, entities=entities, notes=("no predicate to check",))
-            chains = tuple((Step(f"What is {e}?", e),) for e in entities)
-            return Plan("comparison", probs, chains=chains, entities=entities, operator=operator, value=value,
+            checks = tuple((Step(f"What is {e}?", e),) for e in entities)
+            return Plan("comparison", probs, chains=checks, entities=entities, operator=operator, value=value,
                         predicate=predicate)
         if not len(self.model.bank_templates):
             return Plan("comparison", probs, entities=entities, operator=operator, value=value,
                         notes=("the artifact has no comparison templates",))
         templates, similarity = self.nearest_templates(question, entities)
-        chains = tuple(tuple(Step(t.replace("{E}", e if i == 0 else SLOT), e) for i, t in enumerate(templates))
-                       for e in entities)
+        chains: tuple[tuple[Step, ...], ...] = tuple(
+            tuple(Step(t.replace("{E}", e if i == 0 else SLOT), e) for i, t in enumerate(templates)) for e in entities)
         return Plan("comparison", probs, chains=chains, entities=entities, operator=operator, value=value,
                     notes=(f"sub-questions of the nearest training comparison (cosine {similarity:.2f})",))
 
