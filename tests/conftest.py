@@ -17,6 +17,7 @@ SLICE = FIXTURES / "retrieval_slice"
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")  # no usage reports from the Haystack tests
 
 
 def read_slice_passages() -> list[Passage]:
