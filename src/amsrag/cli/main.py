@@ -32,6 +32,7 @@ from amsrag.cli.eval import eval_command
 from amsrag.cli.evaluator import evaluator_app
 from amsrag.cli.fusion import fusion_app
 from amsrag.cli.index import index_app
+from amsrag.cli.mcp import mcp_command
 from amsrag.cli.monitor import monitor_app
 from amsrag.cli.querylog import querylog_app
 from amsrag.cli.reader import reader_app
@@ -76,6 +77,7 @@ app.add_typer(querylog_app, name="querylog")
 app.add_typer(review_app, name="review")
 app.add_typer(monitor_app, name="monitor")
 app.command("eval")(eval_command)
+app.command("mcp")(mcp_command)
 
 
 @app.command("search")
