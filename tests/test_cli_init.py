@@ -27,7 +27,7 @@ def test_init_writes_every_key_commented_and_reads_back(tmp_path: Path, monkeypa
     assert AmsragConfig.load(tmp_path / "amsrag.toml") == AmsragConfig()
     for section, field in AmsragConfig.model_fields.items():
         assert f"[{section}]" in text
-        for key, info in field.annotation.model_fields.items():  # type: ignore[union-attr]
+        for key in field.annotation.model_fields:  # type: ignore[union-attr]
             assert f"\n{key} = " in text or f"# {key} = (unset)" in text or f"[{section}.{key}" in text, key
     assert "# dense encoder of an index: all-MiniLM-L6-v2-int8" in text
     refused = runner.invoke(app, ["init"])

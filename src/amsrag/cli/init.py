@@ -38,7 +38,7 @@ def commented_toml(config: AmsragConfig, origin: str, name: str) -> str:
 
     lines = [HEADER.format(origin=origin, name=name)]
     data = config.model_dump(mode="json")
-    for section, field in AmsragConfig.model_fields.items():
+    for section in AmsragConfig.model_fields:
         model: BaseModel = getattr(config, section)
         values = data[section]
         lines += ["", *_comment(type(model).__doc__), f"[{section}]"]
