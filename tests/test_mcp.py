@@ -42,6 +42,7 @@ def test_tools_in_process_equal_the_engine_and_the_cli(api_index, api_index_dir:
     server = build_server(api_index, ServeConfig(max_question_chars=300, max_k=20))
     stored = api_index.retrieve(QUESTIONS[1], k=3).passages[0].id
     calls = [("search", {"query": QUESTIONS[1], "k": 3}), ("ask", {"question": QUESTIONS[0]}),
+             ("search", {"query": QUESTIONS[2]}),
              ("get_passage", {"id": stored}), ("get_passage", {"id": "no/such#0"}),
              ("search", {"query": "x" * 301}), ("search", {"query": QUESTIONS[1], "k": 21}),
              ("ask", {"question": QUESTIONS[0], "system": "nope"})]
@@ -50,10 +51,11 @@ def test_tools_in_process_equal_the_engine_and_the_cli(api_index, api_index_dir:
         async with Client(server) as client:
             return await tools_and_calls(client, calls)
 
-    tools, (search, ask, passage, missing, too_long, too_many, bad_system) = run(session)
+    tools, (search, ask, routed_k, passage, missing, too_long, too_many, bad_system) = run(session)
     assert set(tools) == {"search", "ask", "get_passage"}
     schema = tools["search"].input_schema["properties"]
-    assert schema["query"]["maxLength"] == 300 and schema["k"]["maximum"] == 20
+    k_bounds = [branch.get("maximum") for branch in schema["k"].get("anyOf", [schema["k"]])]
+    assert schema["query"]["maxLength"] == 300 and 20 in k_bounds
     assert tools["ask"].input_schema["required"] == ["question"] and tools["ask"].output_schema is not None
 
     expected = api_index.retrieve(QUESTIONS[1], k=3)
@@ -62,6 +64,8 @@ def test_tools_in_process_equal_the_engine_and_the_cli(api_index, api_index_dir:
         (p.id, p.score, i) for i, p in enumerate(expected.passages, 1)]
     assert got["route"]["strategy"] == expected.trace.strategy
     assert got["passages"][0]["source"].endswith("observatory.md")
+    assert [p["id"] for p in routed_k.structured_content["passages"]] == [
+        p.id for p in api_index.retrieve(QUESTIONS[2]).passages]
 
     cli = CliRunner().invoke(app, ["ask", QUESTIONS[0], "--index", str(api_index_dir), "--json", "--no-log"])
     assert cli.exit_code == 0, cli.output

@@ -61,7 +61,8 @@ def build_server(index: Index, limits: ServeConfig) -> MCPServer:
 
     @server.tool(description="Passages the index holds for a question, best first, found by adaptive retrieval "
                              "(routing, several retrievers, fusion), with the route taken.")
-    async def search(query: Question, k: Annotated[int, Field(ge=1, le=limits.max_k)] = 5,
+    async def search(query: Question, k: Annotated[int | None, Field(
+            ge=1, le=limits.max_k, description="passages to return (default: the route's own number)")] = None,
                      system: System = "full") -> SearchOut:
         check_system(system)
         result = await bounded(engine.retrieve, query, system, k)
