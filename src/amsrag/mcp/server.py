@@ -42,7 +42,7 @@ def build_server(index: Index, limits: ServeConfig) -> MCPServer:
                                     description="the question, in natural language")]
     System = Annotated[str, Field(json_schema_extra={"enum": list(systems)},
                                   description="the retrieval system (full: adaptive routing)")]
-    server = MCPServer("amsrag", version=__version__, instructions=INSTRUCTIONS)
+    server = MCPServer("amsrag", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
 
     async def bounded(fn: Callable[..., T], *args: Any) -> T:
         """`fn(*args)` on a worker thread, at most max_running at once, within request_timeout_s."""
