@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from amsrag.types import Passage, QAExample
+from api_index import api_index, api_index_dir  # noqa: F401  (the Python API, adapter and MCP tests' index)
 from pg_server import pg_built_index, pg_server, pg_url  # noqa: F401  (PostgreSQL fixtures, see pg_server.py)
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -16,6 +17,7 @@ SLICE = FIXTURES / "retrieval_slice"
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")  # no usage reports from the Haystack tests
 
 
 def read_slice_passages() -> list[Passage]:

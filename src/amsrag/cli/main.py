@@ -34,6 +34,8 @@ from amsrag.cli.eval import eval_command
 from amsrag.cli.evaluator import evaluator_app
 from amsrag.cli.fusion import fusion_app
 from amsrag.cli.index import index_app
+from amsrag.cli.init import init_command
+from amsrag.cli.mcp import mcp_command
 from amsrag.cli.monitor import monitor_app
 from amsrag.cli.querylog import querylog_app
 from amsrag.cli.reader import reader_app
@@ -79,6 +81,22 @@ app.add_typer(querylog_app, name="querylog")
 app.add_typer(review_app, name="review")
 app.add_typer(monitor_app, name="monitor")
 app.command("eval")(eval_command)
+app.command("mcp")(mcp_command)
+app.command("init")(init_command)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from amsrag import __version__
+
+        out.print(f"amsrag {__version__}", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def root(version: Annotated[bool, typer.Option("--version", is_eager=True, callback=_print_version,
+                                               help="print the version and exit")] = False) -> None:
+    """amsrag: adaptive multi-source RAG."""
 
 
 @app.command("search")
