@@ -92,6 +92,7 @@ def test_self_ask_replies_become_plans():
     cmp = parse_reply("Which film came out first, Kiss and Tell or The Big Sleep?",
                       "Compare: Kiss and Tell | The Big Sleep\nFollow up: When did {E} come out?")
     assert cmp.kind == "comparison" and cmp.operator == "earlier" and cmp.value == "date"
-    assert [c[0].question for c in cmp.chains] == ["When did Kiss and Tell come out?", "When did The Big Sleep come out?"]
+    assert [c[0].question for c in cmp.chains] == ["When did Kiss and Tell come out?",
+                                                   "When did The Big Sleep come out?"]
     bad = parse_reply("Who wrote Hamlet?", "I think it was Shakespeare.")
     assert bad.kind == "single" and bad.notes
