@@ -144,6 +144,10 @@ class IngestConfig(_Section):
         "encoder call (128 ran 0.8x as fast: fewer texts sort into fewer, less even token batches)"
     )
     max_file_mb: float = Field(256.0, gt=0, description="input files larger than this are refused")
+    max_pages: int = Field(5000, ge=1, description="PDF pages / slides per document; a longer one is skipped")
+    max_markup_mb: float = Field(
+        64.0, gt=0, description="HTML file size, DOCX / PPTX size unzipped: a larger document is skipped")
+    max_text_mb: float = Field(32.0, gt=0, description="text extracted from one document; past it the file is skipped")
 
 
 class ClassifierConfig(_Section):
