@@ -5,6 +5,7 @@ Fixtures: tests/fixtures/documents (SOURCES.md there gives each file's origin an
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import zipfile
 from pathlib import Path
@@ -12,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from amsrag.config import ChunkConfig
-from amsrag.ingest.blocks import document_passages, extracted_text, page_label
+from amsrag.ingest.blocks import document_passages, extracted_text
 from amsrag.ingest.chunking import TokenCounter
+from amsrag.ingest.citations import citation_label, citation_of, page_label
 from amsrag.ingest.formats import detect_format
 from amsrag.ingest.parsers import ParseBudget, SkippedDocument, parse_document
 from amsrag.ingest.parsers.pdf import dehyphenate, running_lines
@@ -216,3 +218,59 @@ def test_folder_indexes_around_bad_documents_and_keeps_citations(backend: str, t
     assert {k: root.metadata[k] for k in ("page", "section", "type")} == {
         "page": 1, "section": "GNU/Linux tutorials › Console basics › The root account", "type": "pdf"}
     assert root.metadata["char_end"] - root.metadata["char_start"] == len(root.text)
+    # `ask` prints the citation; the API's retrieve and ask carry it as a structured field
+    from test_indexing import invoke
+
+    question = "How do I gain the root shell prompt with the root password?"
+    code, out = invoke("ask", question, "--index", target, "--no-log")
+    assert code == 0, out
+    printed = " ".join(out.split())  # the console wraps long lines
+    assert re.search(r"\[kb/debian-reference-p30-33\.pdf#\d+\] debian-reference-p30-33\.pdf p\. [1-4] · GNU/Linux "
+                     r"tutorials › Console basics › ", printed), printed
+    from amsrag.config import ServeConfig
+    from amsrag.pipeline import Engine
+    from amsrag.serve import Service
+
+    service = Service(Engine.open(target), ServeConfig())
+    try:
+        retrieved = service.retrieve(question, "full", 3)["passages"]
+        asked = service.ask(question, "full")["sources"]
+    finally:
+        service.close()
+    cited = [p["citation"] for p in retrieved + asked]
+    assert all(c is not None and c["label"].startswith(c["source"]) for c in cited)
+    pdf = [c for c in cited if c["source"] == "debian-reference-p30-33.pdf"]
+    assert pdf and all(1 <= c["page"] <= 4 and c["char_end"] > c["char_start"] for c in pdf)
+    assert all(c["label"] == f"{c['source']} p. {c['page']} · {c['section']}" for c in pdf if "page_end" not in c)
+
+
+def test_citation_labels() -> None:
+    pdf = {"source": "guides/admin-guide.pdf", "type": "pdf", "page": 14, "section": "Installation › Building"}
+    assert citation_label(pdf) == "guides/admin-guide.pdf p. 14 · Installation › Building"
+    assert citation_label({**pdf, "page_end": 15}) == "guides/admin-guide.pdf pp. 14-15 · Installation › Building"
+    assert citation_label({"source": "install.html", "type": "html", "section": ""}) == "install.html"
+    assert citation_of({"source": "hotpotqa"}) is None  # a data set's passages name no file
+    got = citation_of({**pdf, "char_start": 0, "char_end": 9, "chunk": 3})
+    assert got == {"source": "guides/admin-guide.pdf", "page": 14, "section": "Installation › Building",
+                   "char_start": 0, "char_end": 9, "label": citation_label(pdf)}
+
+
+@pytest.mark.slow
+def test_sync_keeps_what_a_now_unreadable_file_had_stored(tmp_path: Path) -> None:
+    from test_indexing import invoke
+
+    folder = folder_with_bad_documents(tmp_path / "kb")
+    target = str(tmp_path / "idx")
+    _, before = build_and_read(folder, target)
+    shutil.copy(DOCS / "encrypted.pdf", folder / "debian-reference-p30-33.pdf")  # the file is replaced by a locked one
+    (folder / "slides.pptx").unlink()
+    code, out = invoke("index", "sync", str(folder), "--index", target)
+    assert code == 0, out
+    assert "skipped: encrypted (the PDF needs a password): kb/debian-reference-p30-33.pdf" in " ".join(out.split())
+    from amsrag.store.open import open_index
+
+    with open_index(target) as idx:
+        after = {p.id: p for p in idx.iter_passages()}
+    pdf_ids = {pid for pid in before if pid.startswith("kb/debian-reference-p30-33.pdf#")}
+    assert pdf_ids and pdf_ids <= set(after)  # nothing stored from it is lost
+    assert not any(pid.startswith("kb/slides.pptx#") for pid in after)  # a removed file still leaves the index

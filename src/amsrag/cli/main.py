@@ -193,11 +193,13 @@ def ask(
                        f"{structured['sql']}", style="dim"), highlight=False, soft_wrap=True)
         for row in structured.get("cited", []):
             out.print(Text(f"[{row['id']}] {row['text'][:160]}", style="dim"), highlight=False)
+    from amsrag.ingest.citations import citation_label
+
     for cid in result.citations:
         p = next((p for p in answer_passages if p.id == cid), None)
-        if p is not None:
-            out.print(Text(f"[{cid}] {p.title}: {p.text[:160]}{'…' if len(p.text) > 160 else ''}", style="dim"),
-                      highlight=False)
+        if p is not None:  # a document's passage cites its file, page and section: "guide.pdf p. 14 · Install"
+            out.print(Text(f"[{cid}] {citation_label(p.metadata) or p.title}: {p.text[:160]}"
+                           f"{'…' if len(p.text) > 160 else ''}", style="dim"), highlight=False)
 
 
 def print_audit(trace: Mapping[str, Any]) -> None:

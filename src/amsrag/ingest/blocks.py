@@ -184,15 +184,6 @@ def _sections(doc: ParsedDocument, counter: TokenCounter, starts: Sequence[int])
     return [s for s in sections if s.blocks]
 
 
-def page_label(metadata: dict[str, Any]) -> str:
-    """`p. 14` or `pp. 14-15` for a passage with pages, else ""."""
-    page = metadata.get("page")
-    if page is None:
-        return ""
-    end = metadata.get("page_end")
-    return f"pp. {page}-{end}" if end and end != page else f"p. {page}"
-
-
 def document_passages(doc: ParsedDocument, doc_id: str, source: str, fmt: str, config: ChunkConfig | None = None,
                       counter: TokenCounter | None = None, metadata: dict[str, Any] | None = None) -> list[Passage]:
     """The passages of a parsed document: ids `{doc_id}#{n}`, citations in their metadata (module doc)."""
