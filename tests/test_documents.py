@@ -168,8 +168,10 @@ def test_bad_documents_are_skipped_with_their_reason(tmp_path: Path) -> None:
     with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as z:
         for info in zipfile.ZipFile(DOCS / "handbook.docx").infolist():
             z.writestr(info, zipfile.ZipFile(DOCS / "handbook.docx").read(info))
-        z.writestr("word/media/filler.bin", b"\0" * (3 << 20))
-    assert skipped(bomb, "docx", ParseBudget(max_markup_bytes=2 << 20)).startswith("unzips to 3.")
+        z.writestr("word/filler.xml", b"<a>" + b" " * (3 << 20) + b"</a>")
+        z.writestr("word/media/filler.bin", b"\0" * (5 << 20))
+    assert skipped(bomb, "docx", ParseBudget(max_markup_bytes=2 << 20)).startswith("its XML unzips to 3.")
+    assert skipped(bomb, "docx", ParseBudget(max_package_bytes=4 << 20)).startswith("unzips to 8.")
     assert "of HTML, more than ingest.max_markup_mb" in skipped(DOCS / "policy-diversions.html", "html",
                                                                 ParseBudget(max_markup_bytes=4096))
     binary_html = tmp_path / "saved.html"

@@ -104,7 +104,8 @@ class Job:
         self.notice = notice or (lambda message: None)
         ingest = self.config.ingest
         self.reader = FileReader(self.config.chunking, ingest.max_file_mb, ParseBudget(
-            ingest.max_pages, int(ingest.max_markup_mb * (1 << 20)), int(ingest.max_text_mb * (1 << 20))))
+            ingest.max_pages, int(ingest.max_markup_mb * (1 << 20)), int(ingest.max_text_mb * (1 << 20)),
+            int(ingest.max_file_mb * (1 << 20))))
         self.fmt = fmt
         self.report = JobReport()
         self.doc_ids: set[str] = set()  # documents met by `scan`

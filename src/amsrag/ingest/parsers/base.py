@@ -37,11 +37,13 @@ class ParsedDocument:
 @dataclass(frozen=True, slots=True)
 class ParseBudget:
     """Per-file limits that bound a parser's memory (config `ingest.max_pages`, `ingest.max_markup_mb`,
-    `ingest.max_text_mb`)."""
+    `ingest.max_text_mb`, `ingest.max_file_mb`). Parsing HTML takes ~16x its size at the peak (a 50 MB page:
+    850 MB), so markup is held to 16 MiB by default."""
 
     max_pages: int = 5000
-    max_markup_bytes: int = 64 << 20  # HTML file size; DOCX / PPTX size once unzipped
+    max_markup_bytes: int = 16 << 20  # HTML file size; DOCX / PPTX XML parts once unzipped
     max_text_chars: int = 32 << 20
+    max_package_bytes: int = 256 << 20  # DOCX / PPTX with their media once unzipped (ingest.max_file_mb)
 
 
 class SkippedDocument(InputError):

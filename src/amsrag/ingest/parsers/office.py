@@ -5,8 +5,8 @@ paragraphs (`List …` styles) one list block per run, code styles a code block,
 lays them out at display time). PPTX: one page per slide; its title a level-1 heading, its other text
 frames text (indented paragraphs as lists), its tables and its notes after them.
 
-Both are zip files: a file that is not one, or whose members unzip past the markup budget (a zip bomb),
-is skipped before the library opens it.
+Both are zip files: a file that is not one, whose XML parts unzip past the markup budget or whose members
+unzip past the file budget (a zip bomb) is skipped before the library opens it.
 """
 
 from __future__ import annotations
@@ -37,10 +37,14 @@ def check_package(path: Path, kind: str, budget: ParseBudget) -> None:
         raise SkippedDocument(path, f"corrupt {kind} (damaged member {bad})")
     if "[Content_Types].xml" not in names:
         raise SkippedDocument(path, f"not a {kind} (a zip without [Content_Types].xml); check the file's extension")
-    unpacked = sum(i.file_size for i in infos)
-    if unpacked > budget.max_markup_bytes:
-        raise SkippedDocument(path, f"unzips to {mib(unpacked)}, more than ingest.max_markup_mb "
+    markup = sum(i.file_size for i in infos if i.filename.endswith((".xml", ".rels")))
+    if markup > budget.max_markup_bytes:
+        raise SkippedDocument(path, f"its XML unzips to {mib(markup)}, more than ingest.max_markup_mb "
                                     f"({mib(budget.max_markup_bytes)})")
+    unpacked = sum(i.file_size for i in infos)
+    if unpacked > budget.max_package_bytes:
+        raise SkippedDocument(path, f"unzips to {mib(unpacked)}, more than ingest.max_file_mb "
+                                    f"({mib(budget.max_package_bytes)})")
 
 
 def _open_with(path: Path, kind: str, opener: Any) -> Any:
