@@ -37,8 +37,8 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from amsrag.config import cache_root  # noqa: E402
 
-PACKAGES = ("debian-reference-en", "debian-reference-common", "debian-handbook", "apt-doc", "debian-faq", "debian-policy",
-            "developers-reference", "maint-guide", "harden-doc", "debian-kernel-handbook",
+PACKAGES = ("debian-reference-en", "debian-reference-common", "debian-handbook", "apt-doc", "debian-faq",
+            "debian-policy", "developers-reference", "maint-guide", "harden-doc", "debian-kernel-handbook",
             "texlive-latex-recommended-doc", "octave-doc", "gnuplot-doc")
 # (PDF, its HTML chapters) of the manuals Debian ships in both forms
 MANUALS = (
@@ -91,23 +91,24 @@ def amsrag_path(files: list[tuple[Path, str]]) -> dict[str, Any]:
     counter = TokenCounter()
     out: dict[str, dict[str, Any]] = {}
     for path, fmt in files:
-        row = out.setdefault(fmt, {"files": 0, "indexed": 0, "skipped": Counter(), "pages": 0, "bytes": 0,
-                                   "parse_s": 0.0, "chunk_s": 0.0, "passages": 0, "chars": 0})
+        row = out.setdefault(fmt, {"files": 0, "indexed": 0, "skipped": Counter(), "skipped_files": [], "pages": 0,
+                                   "bytes": 0, "parse_s": 0.0, "chunk_s": 0.0, "passages": 0, "chars": 0})
         row["files"] += 1
         row["bytes"] += path.stat().st_size
-        t = time.perf_counter()
+        t = time.process_time()
         try:
             doc = parse_document(path, fmt)
         except SkippedDocument as exc:
-            row["parse_s"] += time.perf_counter() - t
+            row["parse_s"] += time.process_time() - t
             row["skipped"][exc.reason.split(" (")[0]] += 1
+            row["skipped_files"].append(str(path))
             continue
-        row["parse_s"] += time.perf_counter() - t
+        row["parse_s"] += time.process_time() - t
         row["pages"] += doc.pages or 0
         row["chars"] += sum(len(b.text) for b in doc.blocks)
-        t = time.perf_counter()
+        t = time.process_time()
         passages = document_passages(doc, path.name, path.name, fmt, counter=counter)
-        row["chunk_s"] += time.perf_counter() - t
+        row["chunk_s"] += time.process_time() - t
         row["passages"] += len(passages)
         row["indexed"] += bool(passages)
     for row in out.values():
@@ -204,14 +205,14 @@ def compare_pdf(root: Path, pdf_step: int, pdf_pages: int) -> dict[str, Any]:
         got_all: Counter[str] = Counter()
         truth_all: Counter[str] = Counter()
         for path, limit in [(m, 100_000) for m, _ in manuals] + [(p, pdf_pages) for p in others]:
-            t = time.perf_counter()
+            t = time.process_time()
             try:
                 texts = extract(path, limit)
             except Exception as exc:  # a library failing on a file is counted, the run goes on
                 errors += 1
                 print(f"{name}: {path.name}: {type(exc).__name__}: {exc}", file=sys.stderr)
                 continue
-            seconds += time.perf_counter() - t
+            seconds += time.process_time() - t
             if name.startswith("amsrag"):
                 import pypdfium2 as pdfium
 
@@ -292,13 +293,13 @@ def compare_html(root: Path, sample: list[Path]) -> dict[str, Any]:
             have = {norm_title(h) for h in headings}
             titles += len(want)
             found += sum(any(w and w in h for h in have) for w in want)
-        t = time.perf_counter()
+        t = time.process_time()
         size = 0
         for path in sample:
             data = path.read_bytes()
             size += len(data)
             extract(data, path)
-        seconds = time.perf_counter() - t
+        seconds = time.process_time() - t
         out["extractors"][name] = {**overlap(got_all, truth_all), "headings_found": round(found / max(titles, 1), 4),
                                    "files_per_s": round(len(sample) / seconds, 1),
                                    "mb_per_s": round(size / (1 << 20) / seconds, 2)}
@@ -314,22 +315,28 @@ def main() -> None:
     parser.add_argument("--pdf-step", type=int, default=4, help="every N-th other PDF in the library comparison")
     parser.add_argument("--pdf-pages", type=int, default=30, help="first pages of each other PDF compared")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks" / "parsers.json")
+    parser.add_argument("--parts", default="amsrag,html,pdf", help="which parts to run (merged into --out)")
     args = parser.parse_args()
     if args.fetch:
         fetch(args.root)
         return
     root = args.root / "root"
     files = the_set(root, args.html_step)
-    result: dict[str, Any] = {
+    result: dict[str, Any] = json.loads(args.out.read_text()) if args.out.exists() else {}
+    result.update({
         "command": " ".join(sys.argv), "machine": platform.processor() or platform.machine(),
         "packages": json.loads((args.root / "versions.json").read_text()) if (args.root / "versions.json").exists()
         else list(PACKAGES),
-        "set": dict(Counter(fmt for _, fmt in files)),
-    }
-    result["amsrag"] = amsrag_path(files)
-    print(json.dumps(result["amsrag"], indent=1), file=sys.stderr)
-    result["html"] = compare_html(root, [p for p, fmt in files if fmt == "html"])
-    result["pdf"] = compare_pdf(root, args.pdf_step, args.pdf_pages)
+        "set": dict(Counter(fmt for _, fmt in files)), "timing": "CPU seconds of this process (one core)",
+    })
+    parts = args.parts.split(",")
+    if "amsrag" in parts:
+        result["amsrag"] = amsrag_path(files)
+        print(json.dumps(result["amsrag"], indent=1), file=sys.stderr)
+    if "html" in parts:
+        result["html"] = compare_html(root, [p for p, fmt in files if fmt == "html"])
+    if "pdf" in parts:
+        result["pdf"] = compare_pdf(root, args.pdf_step, args.pdf_pages)
     args.out.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
     print(f"wrote {args.out}")
 
