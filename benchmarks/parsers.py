@@ -13,7 +13,8 @@ HTML file in sorted order (symlinks left out), and the DOCX / PPTX fixtures of t
    three manuals that Debian also ships as HTML: word recall and precision of each library's text against the
    manual's HTML text (amsrag's HTML path; multisets of lower-cased words), and the share of broken words
    (a word the PDF splits or glues that the HTML never has, among the PDF's words not in the HTML).
-3. HTML extractors (amsrag's selectolax walker, trafilatura, selectolax body text as the floor) on the Debian
+3. Page numbers: 50 passages drawn from the PDFs, each checked against PDFium's raw text of its pages.
+4. HTML extractors (amsrag's selectolax walker, trafilatura, selectolax body text as the floor) on the Debian
    Policy pages against their reStructuredText sources (shipped beside them): word recall / precision, and
    the share of the source's section titles that come out as headings; files/s over the HTML sample.
 """
@@ -120,6 +121,50 @@ def amsrag_path(files: list[tuple[Path, str]]) -> dict[str, Any]:
         row["passages_per_s_chunking"] = round(row["passages"] / max(row["chunk_s"], 1e-9), 1)
         row["parse_s"], row["chunk_s"] = round(row["parse_s"], 2), round(row["chunk_s"], 2)
     return out
+
+
+def raw_page(doc: Any, page: int, squash: Callable[[str], str]) -> str:
+    textpage = doc[page - 1].get_textpage()
+    return squash(textpage.get_text_range().replace("\ufffe", "").replace("\x02", ""))
+
+
+def page_check(files: list[tuple[Path, str]], n: int, seed: int = 38) -> dict[str, Any]:
+    """`n` passages drawn (seeded) from the set's PDFs: is the passage's first line (up to 40 letters and
+    digits) on its `page` and its last on its `page_end` (or `page`) in PDFium's raw text of that page?
+    Letters and digits only, so joins of hyphenated words and of lines do not count against it."""
+    import random
+
+    import pypdfium2 as pdfium
+
+    from amsrag.ingest.blocks import document_passages
+    from amsrag.ingest.chunking import TokenCounter
+    from amsrag.ingest.parsers import SkippedDocument, parse_document
+
+    def squash(text: str) -> str:
+        return "".join(c for c in text.lower() if c.isalnum())
+
+    rng = random.Random(seed)
+    pdfs = [p for p, fmt in files if fmt == "pdf"]
+    counter = TokenCounter()
+    checked: list[dict[str, Any]] = []
+    while len(checked) < n:
+        path = rng.choice(pdfs)
+        try:
+            passages = document_passages(parse_document(path, "pdf"), path.name, path.name, "pdf", counter=counter)
+        except SkippedDocument:
+            continue
+        p = rng.choice(passages)
+        lines = [line for line in p.text.splitlines() if squash(line)] or [p.text]
+        first, last = squash(lines[0])[:40], squash(lines[-1])[-40:]
+        doc = pdfium.PdfDocument(str(path))
+        try:
+            start, end = p.metadata["page"], p.metadata.get("page_end", p.metadata["page"])
+            ok = first in raw_page(doc, start, squash) and last in raw_page(doc, end, squash)
+        finally:
+            doc.close()
+        checked.append({"file": path.name, "page": start, "page_end": end, "right": ok})
+    return {"sampled": n, "right": sum(c["right"] for c in checked),
+            "wrong": [c for c in checked if not c["right"]]}
 
 
 # ---------------------------------------------------------------- PDF libraries
@@ -315,7 +360,7 @@ def main() -> None:
     parser.add_argument("--pdf-step", type=int, default=4, help="every N-th other PDF in the library comparison")
     parser.add_argument("--pdf-pages", type=int, default=30, help="first pages of each other PDF compared")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks" / "parsers.json")
-    parser.add_argument("--parts", default="amsrag,html,pdf", help="which parts to run (merged into --out)")
+    parser.add_argument("--parts", default="amsrag,pages,html,pdf", help="which parts to run (merged into --out)")
     args = parser.parse_args()
     if args.fetch:
         fetch(args.root)
@@ -333,6 +378,9 @@ def main() -> None:
     if "amsrag" in parts:
         result["amsrag"] = amsrag_path(files)
         print(json.dumps(result["amsrag"], indent=1), file=sys.stderr)
+    if "pages" in parts:
+        result["pages"] = page_check(files, 50)
+        print(json.dumps(result["pages"], indent=1), file=sys.stderr)
     if "html" in parts:
         result["html"] = compare_html(root, [p for p, fmt in files if fmt == "html"])
     if "pdf" in parts:

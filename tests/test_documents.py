@@ -94,6 +94,11 @@ def test_dehyphenate_keeps_compounds_the_document_spells_with_a_hyphen() -> None
     pages = [["Manual 1", "body a", "Page 1"], ["Manual 2", "body b", "Page 2"], ["Manual 3", "c", "Page 3"],
              ["Manual 4", "body d", "Page 4"]]
     assert running_lines(pages) == {"manual #", "page #"}
+    # a slide built up over three of ten pages repeats its first line without a page number: content, kept
+    slides = [["Information overload", f"point {'abc'[n - 2]}"] if n in (2, 3, 4) else [f"topic {chr(97 + n)}"]
+              for n in range(12)]
+    assert running_lines(slides) == set()
+    assert running_lines([["CONFIDENTIAL", f"text {chr(97 + n)}"] for n in range(10)]) == {"confidential"}
 
 
 # ---------------------------------------------------------------- HTML, DOCX, PPTX

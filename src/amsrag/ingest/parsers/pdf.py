@@ -3,8 +3,8 @@
 Per page: PDFium's text in reading order, its soft-hyphen markers removed (PDFium joins a word broken at a
 line end and marks the break), a word broken with a real hyphen at a line end joined unless the document
 spells it hyphenated elsewhere, and running headers and footers (lines at the top or bottom of a page that
-recur on several pages once digits are masked) dropped. The outline (bookmarks) gives the headings: each
-entry's title is looked for on its page and the page split there.
+recur on several pages with their page number, or on a third of them) dropped. The outline (bookmarks)
+gives the headings: each entry's title is looked for on its page and the page split there.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ _LINE_HYPHEN = re.compile(r"(\w+)-\n(\w+)")
 _DIGITS = re.compile(r"\d+")
 _EDGE_LINES = 2  # lines at the top and at the bottom of a page that may be running heads / feet
 _MIN_REPEATS = 3
+_RUNNING_SHARE = 0.3
 _MIN_TEXT_PER_PAGE = 8  # letters and digits per page below which the file has no text layer
 
 
@@ -85,13 +86,21 @@ def _edges(lines: Sequence[str]) -> list[str]:
 
 
 def running_lines(pages: Sequence[Sequence[str]]) -> set[str]:
-    """Keys of the lines that recur at the top or bottom of pages: running heads, feet, page numbers."""
+    """Keys of the lines that recur at the top or bottom of pages: running heads and feet, which carry the
+    page number (the same line but for its digits) or stand on at least `_RUNNING_SHARE` of the pages. A
+    line repeated on a few pages without a number (a slide built up over several pages) is content."""
     if len(pages) < _MIN_REPEATS + 1:
         return set()
     counts: Counter[str] = Counter()
+    forms: dict[str, set[str]] = {}
     for lines in pages:
-        counts.update({_edge_key(line) for line in _edges(lines) if len(line.split()) <= 12})
-    return {key for key, n in counts.items() if n >= _MIN_REPEATS}
+        edge = {" ".join(line.split()) for line in _edges(lines) if len(line.split()) <= 12}
+        for line in edge:
+            key = _edge_key(line)
+            counts[key] += 1
+            forms.setdefault(key, set()).add(line.lower())
+    often = max(_MIN_REPEATS, _RUNNING_SHARE * len(pages))
+    return {key for key, n in counts.items() if n >= _MIN_REPEATS and (len(forms[key]) > 1 or n >= often)}
 
 
 def _strip_running(lines: list[str], running: set[str]) -> list[str]:
