@@ -262,7 +262,7 @@ def compare_pdf(root: Path, pdf_step: int, pdf_pages: int) -> dict[str, Any]:
                 import pypdfium2 as pdfium
 
                 doc = pdfium.PdfDocument(str(path))
-                pages += min(len(doc), limit)
+                pages += len(doc)  # amsrag reads whole documents
                 doc.close()
             else:
                 pages += len(texts)
