@@ -87,6 +87,11 @@ def test_pdf_hyphenation_and_page_numbers_removed(counter: TokenCounter) -> None
     check_offsets("cite.pdf", got)
 
 
+def test_pdf_of_only_repeated_lines_keeps_them(counter: TokenCounter) -> None:
+    got = passages_of("heads-only.pdf", counter)  # every page: the same header and footer, a page number
+    assert got and "This is the header of the inserted pdf document\nLandscape 1" in got[0].text
+
+
 def test_dehyphenate_keeps_compounds_the_document_spells_with_a_hyphen() -> None:
     assert dehyphenate("an exam-\nple here", set()) == "an example here"
     assert dehyphenate("a well-\nknown fact", {"well-known"}) == "a well-\nknown fact"

@@ -185,6 +185,8 @@ def parse_pdf(path: Path, budget: ParseBudget) -> ParsedDocument:
     ):
         raise SkippedDocument(path, "no text layer (an image-only or scanned PDF; amsrag has no OCR)")
     running = running_lines(page_lines)
+    if all(not any(line.strip() for line in _strip_running(lines, running)) for lines in page_lines):
+        running = set()  # nothing but repeated lines (a template, a test sheet): they are its content
     hyphenated = _hyphenated_words(page_lines)
     by_page: dict[int, list[OutlineEntry]] = {}
     for entry in outline:
