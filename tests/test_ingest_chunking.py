@@ -200,9 +200,9 @@ def test_markdown_passages(tmp_path: Path) -> None:
         ("guide.md#0", "Field Guide", ""),
         ("guide.md#1", "Field Guide", ""),
         ("guide.md#2", "Field Guide › Birds", "Birds"),
-        ("guide.md#3", "Field Guide › Code sample", "Code sample"),
+        ("guide.md#3", "Field Guide › Code sample", "Birds › Code sample"),  # the heading path
     ]
-    assert all(p.doc_id == "guide.md" and p.metadata["source"] == str(path) for p in got)
+    assert all(p.doc_id == "guide.md" and p.metadata["source"] == "guide.md" for p in got)
     assert [p.metadata["chunk"] for p in got] == [0, 1, 2, 3]
 
 
@@ -219,7 +219,8 @@ def test_plain_text_title_is_stem(tmp_path: Path) -> None:
     path = tmp_path / "field.notes.txt"
     path.write_text("Some notes. More notes.", encoding="utf-8")
     [p] = list(iter_passages([path]))
-    assert (p.title, p.metadata) == ("field.notes", {"source": str(path), "chunk": 0, "section": ""})
+    assert (p.title, p.metadata) == ("field.notes", {"source": "field.notes.txt", "type": "text", "chunk": 0,
+                                                     "section": ""})
 
 
 def test_windows_line_endings(tmp_path: Path) -> None:

@@ -125,8 +125,8 @@ def test_missing_path_and_empty_inputs(tmp_path: Path) -> None:
     write(tmp_path / "empty" / "image.png", "x")
     with pytest.raises(InputError, match=r"empty: no supported files in this directory"):
         list(iter_passages([tmp_path / "empty"]))
-    with pytest.raises(InputError, match="unknown format 'pdf'"):
-        list(iter_passages([tmp_path], fmt="pdf"))
+    with pytest.raises(InputError, match="unknown format 'odt'"):
+        list(iter_passages([tmp_path], fmt="odt"))
     with pytest.raises(InputError, match="a directory can only be read as jsonl, text or markdown"):
         list(iter_passages([tmp_path / "empty"], fmt="hotpotqa"))
 
@@ -151,7 +151,7 @@ def test_folder_recursive_sorted_with_relative_doc_ids(tmp_path: Path) -> None:
     assert [p.id for p in got] == ["j1", "docs/a/z.md#0", "docs/a/z.md#1", "docs/b.txt#0"]
     zed, part, bee = got[1], got[2], got[3]
     assert (zed.title, zed.text, zed.doc_id) == ("Zed", "Zed body.", "docs/a/z.md")
-    assert zed.metadata == {"source": str(root / "a" / "z.md"), "chunk": 0, "section": ""}
+    assert zed.metadata == {"source": "a/z.md", "type": "markdown", "chunk": 0, "section": ""}  # inside its folder
     assert (part.title, part.metadata["section"], part.metadata["chunk"]) == ("Zed › Part", "Part", 1)
     assert (bee.title, bee.text, bee.doc_id) == ("b", "Bee text. Second sentence.", "docs/b.txt")
 

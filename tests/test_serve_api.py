@@ -66,7 +66,8 @@ def test_retrieve_matches_the_engine(live, built_index, slice_questions) -> None
     assert r.status_code == 200, r.text
     body = r.json()
     assert body["query"] == q and len(body["passages"]) == 3
-    assert all(set(p) == {"id", "title", "text", "score"} for p in body["passages"])
+    assert all(set(p) == {"id", "title", "text", "score", "citation"} for p in body["passages"])
+    assert all(p["citation"] is None for p in body["passages"])  # data-set passages: no file to cite
     assert set(body["trace"]) >= TRACE_KEYS
     direct = Engine(built_index).retrieve(q, k=3)  # the same index, in process: the same route and passages
     assert [p["id"] for p in body["passages"]] == [p.id for p in direct.passages]

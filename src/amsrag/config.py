@@ -144,6 +144,11 @@ class IngestConfig(_Section):
         "encoder call (128 ran 0.8x as fast: fewer texts sort into fewer, less even token batches)"
     )
     max_file_mb: float = Field(256.0, gt=0, description="input files larger than this are refused")
+    max_pages: int = Field(5000, ge=1, description="PDF pages / slides per document; a longer one is skipped")
+    max_markup_mb: float = Field(
+        16.0, gt=0, description="HTML file size, DOCX / PPTX XML unzipped: a larger document is skipped (parsing "
+        "HTML peaks at ~16x its size: 850 MB for a 50 MB page); DOCX / PPTX media count against max_file_mb")
+    max_text_mb: float = Field(32.0, gt=0, description="text extracted from one document; past it the file is skipped")
 
 
 class ClassifierConfig(_Section):

@@ -42,9 +42,14 @@ def _job_summary(index: PassageIndex, report: JobReport, as_json: bool, what: st
                      f"content skipped")
     parts.append(f"{report.embedded} embedded" + (f" ({report.resumed} resumed from an interrupted run)"
                                                   if report.resumed else ""))
+    if report.skipped_files:
+        parts.append(f"{len(report.skipped_files)} file(s) skipped (listed below)")
     out.print(f"[green]{what}[/] {escape(index.location)}: " + "; ".join(parts)
               + f"; the index now holds {len(index)} passages in {report.batches} committed batch(es), "
                 f"{report.seconds.get('total', 0):.1f} s", highlight=False)
+    for skipped in report.skipped_files:
+        out.print(f"  [yellow]skipped:[/] {escape(skipped['reason'])}: {escape(skipped['file'])}", highlight=False,
+                  soft_wrap=True)
     from amsrag.pipeline.language import index_language_warnings
 
     for warning in index_language_warnings(index.config, report.languages):

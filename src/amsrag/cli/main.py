@@ -195,7 +195,8 @@ def ask(
                 raise InputError(str(exc)) from None
             err.print(f"[yellow]warning:[/] {escape(str(exc))}; answering locally", highlight=False, soft_wrap=True)
         else:
-            sources = {p["id"]: (p.get("title", ""), p.get("text", "")) for p in answer.pop("sources", [])}
+            sources = {p["id"]: ((p.get("citation") or {}).get("label") or p.get("title", ""), p.get("text", ""))
+                       for p in answer.pop("sources", [])}
             answer.pop("titles", None)
             if as_json:
                 emit(answer)
@@ -218,8 +219,10 @@ def ask_locally(query: str, index: str, system: str, generator: str | None, mode
         gen_config = generator_config(engine.config.generator, generator, model, base_url)
         gen = make_generator(gen_config, encoder=engine.index.encoder)
         result = engine.ask(query, system=system, generator=gen)
-        answer_passages = {c: (p.title, p.text) for c, p in ((c, engine.index.get(c)) for c in result.citations)
-                           if p is not None}
+        from amsrag.ingest.citations import citation_label
+
+        answer_passages = {c: (citation_label(p.metadata) or p.title, p.text)
+                           for c, p in ((c, engine.index.get(c)) for c in result.citations) if p is not None}
         if log if log is not None else engine.config.query_log.enabled:
             log_answer(engine, result, gen_config)
     if as_json:
@@ -231,7 +234,7 @@ def ask_locally(query: str, index: str, system: str, generator: str | None, mode
 def print_answer(answer: str, citations: list[str], abstained: bool, trace: Mapping[str, Any],
                  passages: Mapping[str, tuple[str, str]]) -> None:
     """An answer as `ask` prints it: the trace, the generator line, the answer with its citations, the audit,
-    the table route's statement and the cited passages (`passages`: title and text by id)."""
+    the table route's statement and the cited passages (`passages`: citation label or title, and text, by id)."""
     print_trace(trace)
     g = trace["generator"]
     line = f"generator {g['name']}: {g['prompt_tokens']} prompt + {g['output_tokens']} output tokens, {g['ms']:.1f} ms"
@@ -256,10 +259,10 @@ def print_answer(answer: str, citations: list[str], abstained: bool, trace: Mapp
                        f"{structured['sql']}", style="dim"), highlight=False, soft_wrap=True)
         for row in structured.get("cited", []):
             out.print(Text(f"[{row['id']}] {row['text'][:160]}", style="dim"), highlight=False)
-    for cid in citations:
+    for cid in citations:  # a document's passage cites its file, page and section: "guide.pdf p. 14 · Install"
         if cid in passages:
-            title, text = passages[cid]
-            out.print(Text(f"[{cid}] {title}: {text[:160]}{'…' if len(text) > 160 else ''}", style="dim"),
+            label, text = passages[cid]
+            out.print(Text(f"[{cid}] {label}: {text[:160]}{'…' if len(text) > 160 else ''}", style="dim"),
                       highlight=False)
 
 

@@ -25,6 +25,7 @@ from amsrag.errors import InputError
 from amsrag.indexing.tables import read_table_inputs
 from amsrag.indexing.themes import refresh_themes
 from amsrag.ingest.api import FileReader, IdRegistry, SourceFile, input_roots, source_files
+from amsrag.ingest.parsers import ParseBudget, SkippedDocument
 from amsrag.ingest.readers import base_suffix
 from amsrag.progress import Advance, NullProgress, Progress
 from amsrag.store.base import PassageIndex
@@ -62,6 +63,7 @@ class JobReport:
     table_rows: int = 0  # rows written
     themes: dict[str, Any] = field(default_factory=dict)  # `ThemesReport.to_dict()` of the themes refresh
     languages: dict[str, int] = field(default_factory=dict)  # passages read, by detected language
+    skipped_files: list[dict[str, str]] = field(default_factory=list)  # {file, reason}: documents left out
     seconds: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -100,10 +102,14 @@ class Job:
         self.config = index.config
         self.progress = progress or NullProgress()
         self.notice = notice or (lambda message: None)
-        self.reader = FileReader(self.config.chunking, self.config.ingest.max_file_mb)
+        ingest = self.config.ingest
+        self.reader = FileReader(self.config.chunking, ingest.max_file_mb, ParseBudget(
+            ingest.max_pages, int(ingest.max_markup_mb * (1 << 20)), int(ingest.max_text_mb * (1 << 20)),
+            int(ingest.max_file_mb * (1 << 20))))
         self.fmt = fmt
         self.report = JobReport()
         self.doc_ids: set[str] = set()  # documents met by `scan`
+        self.skipped: set[str] = set()  # keys of the files `scan` left out (SkippedDocument)
 
     def say(self, message: str) -> None:
         log.info(message)
@@ -118,7 +124,12 @@ class Job:
         t = time.perf_counter()
         with self.progress.task("read: chunk files", len(files)) as adv:
             for f in files:
-                for place, p in self.reader.passages(f.source):
+                try:
+                    read = list(self.reader.passages(f.source))
+                except SkippedDocument as exc:
+                    self.skip(f, exc.reason)
+                    read = []
+                for place, p in read:
                     if registry.admit(p, place):
                         hashes[p.content_hash] = None
                         self.doc_ids.add(p.doc_id or p.id)
@@ -134,8 +145,16 @@ class Job:
         self.report.seconds["read"] = time.perf_counter() - t
         return need
 
+    def skip(self, f: JobFile, reason: str) -> None:
+        """A document left out: one line in the report, the rest of the input goes on."""
+        self.skipped.add(f.source.key)
+        self.report.skipped_files.append({"file": f.source.key, "reason": reason})
+        self.say(f"{f.source.key}: skipped: {reason}")
+
     # ---------------------------------------------------------------- pass 2
     def passages_of(self, f: JobFile) -> Iterator[Passage]:
+        if f.source.key in self.skipped:
+            return
         for _, p in self.reader.passages(f.source):
             yield p
 
@@ -227,7 +246,7 @@ def ingest_inputs(index: PassageIndex, inputs: Sequence[Path | str], fmt: str = 
                     if len(batch) >= batch_size:
                         job.add_batch(batch, done, adv)
                         batch, done = [], {}
-                done.update(_completed(f, batch))
+                done.update(_completed(f, batch, job.skipped))
             if batch or done:
                 job.add_batch(batch, done, adv)
     refresh_derived(job)
@@ -235,9 +254,9 @@ def ingest_inputs(index: PassageIndex, inputs: Sequence[Path | str], fmt: str = 
     return job.report
 
 
-def _completed(f: JobFile, batch: list[Passage]) -> dict[str, tuple[str, str]]:
+def _completed(f: JobFile, batch: list[Passage], skipped: set[str]) -> dict[str, tuple[str, str]]:
     """The documents of a text / Markdown file once all its passages are read ({doc_id: (fp, key)})."""
-    if base_suffix(f.source.path) in (".jsonl", ".json"):
+    if base_suffix(f.source.path) in (".jsonl", ".json") or f.source.key in skipped:
         return {}  # passage files: their records are documents of their own
     return {f.source.key: (f.fingerprint, f.source.key)}
 

@@ -34,6 +34,7 @@ def sync_folders(index: PassageIndex, folders: Sequence[Path | str], fmt: str = 
     tables = read_table_inputs(roots)
     changed: list[JobFile] = []
     gone: list[str] = []
+    held: dict[str, list[str]] = {}  # documents stored from each changed file: kept when it is skipped now
     for root in roots:
         by_source = _stored_by_source(index.documents(prefix=f"{root.name}/"))
         for src in source_files(root, fmt, allow_empty=bool(tables.tables)):
@@ -43,12 +44,14 @@ def sync_folders(index: PassageIndex, folders: Sequence[Path | str], fmt: str = 
                 job.report.documents_unchanged += len(stored)
                 continue
             changed.append(JobFile(src, fp))
+            held[src.key] = [d.doc_id for d in stored]
             # documents this file held before; those it no longer holds are deleted with the first batch
             gone.extend(d.doc_id for d in stored)
         if delete:
             gone.extend(d.doc_id for docs in by_source.values() for d in docs)
     need = job.scan(changed) if changed else []
-    deletions = sorted(set(gone) - job.doc_ids)
+    kept = {doc_id for key in job.skipped for doc_id in held.get(key, ())}
+    deletions = sorted(set(gone) - job.doc_ids - kept)
     _sync_tables(job, roots, tables.tables, delete)
     with job.progress.task("dense: embed", len(need)) as adv:
         if changed or deletions:

@@ -9,10 +9,12 @@ from pathlib import Path
 
 from amsrag.config import ChunkConfig
 from amsrag.errors import InputError
+from amsrag.ingest.blocks import document_passages
 from amsrag.ingest.chunking import TokenCounter
 from amsrag.ingest.datasets import load_dataset
 from amsrag.ingest.documents import read_document
 from amsrag.ingest.formats import DATASET_FORMATS, check_format, detect_format, directory_files
+from amsrag.ingest.parsers import DOCUMENT_FORMATS, ParseBudget, parse_document
 from amsrag.ingest.readers import check_size, file_fingerprint, read_passage_jsonl
 from amsrag.types import Passage, QASet, passage_id_for
 
@@ -73,6 +75,12 @@ class SourceFile:
     key: str
     path: Path
     fmt: str  # a format name, or "auto"
+    relative: str = ""  # the path inside its folder (posix); "" for a file given directly
+
+    @property
+    def source(self) -> str:
+        """What passages cite as their `source`: the path relative to the folder, else the file name."""
+        return self.relative or self.path.name
 
     def fingerprint(self) -> str:
         return file_fingerprint(self.path)
@@ -122,16 +130,19 @@ def source_files(root: InputRoot, fmt: str, allow_empty: bool = False) -> list[S
     folder holding only tables is no error)."""
     if not root.path.is_dir():
         return [SourceFile(root.name or root.path.name, root.path, fmt)]
-    return [SourceFile(f"{root.name}/{path.relative_to(root.path).as_posix()}", path, fmt)
-            for path in directory_files(root.path, fmt, allow_empty)]
+    return [SourceFile(f"{root.name}/{rel}", path, fmt, rel)
+            for path in directory_files(root.path, fmt, allow_empty)
+            for rel in (path.relative_to(root.path).as_posix(),)]
 
 
 class FileReader:
     """Reads the passages of input files; the token counter is loaded on first use."""
 
-    def __init__(self, chunking: ChunkConfig | None, max_file_mb: float | None = None) -> None:
+    def __init__(self, chunking: ChunkConfig | None, max_file_mb: float | None = None,
+                 budget: ParseBudget | None = None) -> None:
         self.chunking = chunking or ChunkConfig()
         self.max_file_mb = max_file_mb
+        self.budget = budget or ParseBudget()
         self._counter: TokenCounter | None = None
 
     @property
@@ -150,7 +161,11 @@ class FileReader:
         if fmt == "jsonl":
             yield from read_passage_jsonl(path)
         elif fmt in ("text", "markdown"):
-            for passage in read_document(path, source.key, fmt, self.chunking, self.counter):
+            for passage in read_document(path, source.key, fmt, self.chunking, self.counter, source.source):
+                yield f"{path} (chunk {passage.metadata['chunk']})", passage
+        elif fmt in DOCUMENT_FORMATS:
+            parsed = parse_document(path, fmt, self.budget)
+            for passage in document_passages(parsed, source.key, source.source, fmt, self.chunking, self.counter):
                 yield f"{path} (chunk {passage.metadata['chunk']})", passage
         else:
             for passage in load_dataset(path, fmt).passages:

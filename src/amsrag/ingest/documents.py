@@ -33,9 +33,14 @@ def _sections(source: str, fmt: str, fallback_title: str) -> Iterator[tuple[str,
         return
     doc_title, sections = parse_markdown(source, fallback_title)
     title_section = next((s for s in sections if s.level == 1 and s.heading == doc_title), None)
+    path: list[tuple[int, str]] = []  # the heading path below the document title
     for section in sections:
         is_title = section is title_section
-        yield section_title(doc_title, section, is_title), "" if is_title else section.heading, section.text
+        while path and section.level and path[-1][0] >= section.level:
+            path.pop()
+        if section.heading and not is_title:
+            path.append((section.level, section.heading))
+        yield section_title(doc_title, section, is_title), " › ".join(h for _, h in path), section.text
 
 
 def _normalise(text: str) -> str:
@@ -65,12 +70,13 @@ def read_document(
     fmt: str,
     chunking: ChunkConfig | None = None,
     counter: TokenCounter | None = None,
+    source: str | None = None,
 ) -> Iterator[Passage]:
-    """Chunks of a `text` or `markdown` file: ids `{doc_id}#{n}`, n counted over the whole file. A file
-    with no text once whitespace and control characters are removed is an InputError (a Markdown file
-    holding only headings gives no passages)."""
+    """Chunks of a `text` or `markdown` file: ids `{doc_id}#{n}`, n counted over the whole file, metadata
+    `source` (default: the path as given) and `type`. A file with no text once whitespace and control
+    characters are removed is an InputError (a Markdown file holding only headings gives no passages)."""
     yield from _chunked(_file_sections(path, fmt, base_name(path)), doc_id, fmt, chunking, counter,
-                        {"source": str(path)}, f"{path}: this file has")
+                        {"source": source or str(path), "type": fmt}, f"{path}: this file has")
 
 
 def text_document(

@@ -7,12 +7,17 @@ from pathlib import Path
 from typing import Any
 
 from amsrag.errors import InputError
+from amsrag.ingest.parsers import DOCUMENT_FORMATS, DOCUMENT_SUFFIXES
 from amsrag.ingest.readers import base_suffix, first_record, read_text
 
 FORMAT_DESCRIPTIONS: dict[str, str] = {
     "jsonl": "passage JSON Lines {id?, title?, text | contents, metadata?}",
     "text": "plain text (.txt), chunked",
     "markdown": "Markdown (.md, .markdown), split at headings and chunked",
+    "pdf": "PDF (.pdf) with a text layer: pages, outline headings; passages cite their pages",
+    "html": "HTML (.html, .htm, .xhtml): the main content, split at headings",
+    "docx": "Word (.docx; the documents extra): split at heading styles",
+    "pptx": "PowerPoint (.pptx; the documents extra): one page per slide",
     "hotpotqa": "HotpotQA (Hugging Face, original and IRCoT layouts; also 2WikiMultihopQA)",
     "musique": "MuSiQue {id, paragraphs[{idx, title, paragraph_text, is_supporting}], answer, ...}",
     "nq": "NQ-open with ctxs (lost-in-the-middle), and question-only NQ / TriviaQA / PopQA files",
@@ -24,7 +29,7 @@ FORMAT_DESCRIPTIONS: dict[str, str] = {
     "corpus": "a JSON corpus: [{title, text}] or {title: [sentences] | text}",
 }
 FORMATS: tuple[str, ...] = tuple(FORMAT_DESCRIPTIONS)
-PASSAGE_FORMATS: tuple[str, ...] = ("jsonl", "text", "markdown")
+PASSAGE_FORMATS: tuple[str, ...] = ("jsonl", "text", "markdown", *DOCUMENT_FORMATS)
 DATASET_FORMATS: tuple[str, ...] = tuple(f for f in FORMATS if f not in PASSAGE_FORMATS)
 
 # Extensions read from a directory, by format.
@@ -32,8 +37,10 @@ DIRECTORY_SUFFIXES: dict[str, tuple[str, ...]] = {
     "jsonl": (".jsonl",),
     "text": (".txt",),
     "markdown": (".md", ".markdown"),
+    **DOCUMENT_SUFFIXES,
 }
-_TEXT_SUFFIXES = {".txt": "text", ".md": "markdown", ".markdown": "markdown"}
+_TEXT_SUFFIXES = {".txt": "text", ".md": "markdown", ".markdown": "markdown",
+                  **{suffix: fmt for fmt, suffixes in DOCUMENT_SUFFIXES.items() for suffix in suffixes}}
 _JSON_SUFFIXES = (".json", ".jsonl")
 
 _QUESTION_ONLY_ANSWER_KEYS = ("golden_answers", "short_answers")
@@ -171,7 +178,8 @@ def directory_files(path: Path, fmt: str = "auto", allow_empty: bool = False) ->
     elif fmt in DIRECTORY_SUFFIXES:
         suffixes = DIRECTORY_SUFFIXES[fmt]
     else:
-        raise InputError(f"{path}: a directory can only be read as jsonl, text or markdown, not {fmt}")
+        raise InputError(f"{path}: a directory can only be read as jsonl, text or markdown, or a document "
+                         f"format ({', '.join(DOCUMENT_FORMATS)}), not {fmt}")
     files = list(_iter_dir(path, suffixes))
     if not files and not allow_empty:
         raise InputError(f"{path}: no supported files in this directory (looked for {' '.join(suffixes)})")

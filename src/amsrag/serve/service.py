@@ -15,6 +15,7 @@ from amsrag import __version__
 from amsrag.classify.library import HOP_LABELS
 from amsrag.config import QueryLogConfig, ReviewConfig, ServeConfig, ShadowConfig
 from amsrag.errors import InputError
+from amsrag.ingest.citations import citation_of
 from amsrag.ingest.datasets import normalise_question
 from amsrag.ingest.readers import passage_from_record
 from amsrag.monitor.drift import DriftDetector, reference_for_index
@@ -203,6 +204,7 @@ class Service:
     def retrieve(self, query: str, system: str, k: int | None, explain: bool = False) -> dict[str, Any]:
         with self.lock.read():
             out = self.engine.retrieve(query, system=system, k=k).to_dict()
+            self._cite(out["passages"])
             if explain:
                 out["titles"] = self._titles(out["trace"])
         self.metrics.observe_trace(out["trace"])
@@ -279,9 +281,15 @@ class Service:
             p = self.engine.index.get(pid)
         return None if p is None else self._passage_dict(p, full=True)
 
+    def _cite(self, passages: list[dict[str, Any]]) -> None:
+        """Each retrieved passage's `citation` (file, page, section, offsets; None for one without a file)."""
+        for d in passages:
+            p = self.engine.index.get(d["id"])  # None for an external source's passage
+            d["citation"] = citation_of(p.metadata) if p is not None else None
+
     @staticmethod
     def _passage_dict(p: Passage, full: bool = False) -> dict[str, Any]:
-        d: dict[str, Any] = {"id": p.id, "title": p.title, "text": p.text}
+        d: dict[str, Any] = {"id": p.id, "title": p.title, "text": p.text, "citation": citation_of(p.metadata)}
         if full:
             d.update(doc_id=p.doc_id, metadata=p.metadata)
         return d

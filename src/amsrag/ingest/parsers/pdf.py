@@ -1,0 +1,198 @@
+"""PDF text by page with pypdfium2 (PDFium: BSD-3 / Apache-2.0), sections from the PDF outline.
+
+Per page: PDFium's text in reading order, its soft-hyphen markers removed (PDFium joins a word broken at a
+line end and marks the break), a word broken with a real hyphen at a line end joined unless the document
+spells it hyphenated elsewhere, and running headers and footers (lines at the top or bottom of a page that
+recur on several pages with their page number, or on a third of them) dropped. The outline (bookmarks)
+gives the headings: each entry's title is looked for on its page and the page split there.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from amsrag.ingest.parsers.base import Block, ParseBudget, ParsedDocument, SkippedDocument, TextBudget
+
+_SOFT_HYPHENS = re.compile("[\ufffe\x02\u00ad]")
+_LINE_HYPHEN = re.compile(r"(\w+)-\n(\w+)")
+_DIGITS = re.compile(r"\d+")
+_EDGE_LINES = 2  # lines at the top and at the bottom of a page that may be running heads / feet
+_MIN_REPEATS = 3
+_RUNNING_SHARE = 0.3
+_MIN_TEXT_PER_PAGE = 8  # letters and digits per page below which the file has no text layer
+
+
+@dataclass(frozen=True, slots=True)
+class OutlineEntry:
+    level: int  # 1 = top
+    title: str
+    page: int  # 1-based
+
+
+def _open(path: Path) -> Any:
+    import pypdfium2 as pdfium
+
+    head = path.open("rb").read(1024)
+    if b"%PDF-" not in head:
+        raise SkippedDocument(path, "not a PDF (no %PDF- header in its first 1 KiB); check the file's extension")
+    try:
+        return pdfium.PdfDocument(str(path))
+    except pdfium.PdfiumError as exc:
+        if "password" in str(exc).lower():
+            raise SkippedDocument(path, "encrypted (the PDF needs a password)") from None
+        raise SkippedDocument(path, f"corrupt PDF ({exc})") from None
+
+
+def _outline(doc: Any, pages: int) -> list[OutlineEntry]:
+    entries: list[OutlineEntry] = []
+    try:
+        for item in doc.get_toc(max_depth=6):
+            dest = item.get_dest()
+            index = dest.get_index() if dest is not None else None
+            title = " ".join(item.get_title().split())
+            if index is not None and 0 <= index < pages and title:
+                entries.append(OutlineEntry(item.level + 1, title, index + 1))
+    except Exception:  # a damaged outline costs the headings, not the text
+        return []
+    return entries
+
+
+def _page_lines(doc: Any, index: int) -> list[str]:
+    page = doc[index]
+    try:
+        textpage = page.get_textpage()
+        try:
+            text = textpage.get_text_range()
+        finally:
+            textpage.close()
+    finally:
+        page.close()
+    text = _SOFT_HYPHENS.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
+    return [line.rstrip() for line in text.split("\n")]
+
+
+def _edge_key(line: str) -> str:
+    return _DIGITS.sub("#", " ".join(line.lower().split()))
+
+
+def _edges(lines: Sequence[str]) -> list[str]:
+    filled = [line for line in lines if line.strip()]
+    return filled[:_EDGE_LINES] + filled[-_EDGE_LINES:]
+
+
+def running_lines(pages: Sequence[Sequence[str]]) -> set[str]:
+    """Keys of the lines that recur at the top or bottom of pages: running heads and feet, which carry the
+    page number (the same line but for its digits) or stand on at least `_RUNNING_SHARE` of the pages. A
+    line repeated on a few pages without a number (a slide built up over several pages) is content."""
+    if len(pages) < _MIN_REPEATS + 1:
+        return set()
+    counts: Counter[str] = Counter()
+    forms: dict[str, set[str]] = {}
+    for lines in pages:
+        edge = {" ".join(line.split()) for line in _edges(lines) if len(line.split()) <= 12}
+        for line in edge:
+            key = _edge_key(line)
+            counts[key] += 1
+            forms.setdefault(key, set()).add(line.lower())
+    often = max(_MIN_REPEATS, _RUNNING_SHARE * len(pages))
+    return {key for key, n in counts.items() if n >= _MIN_REPEATS and (len(forms[key]) > 1 or n >= often)}
+
+
+def _strip_running(lines: list[str], running: set[str]) -> list[str]:
+    if not running:
+        return lines
+    edges = set(_edges(lines))
+    return [line for line in lines if not (line in edges and _edge_key(line) in running)]
+
+
+def dehyphenate(text: str, hyphenated: set[str]) -> str:
+    """`exam-\\nple` -> `example`, unless the document writes `exam-ple` elsewhere (a compound)."""
+
+    def join(m: re.Match[str]) -> str:
+        left, right = m.group(1), m.group(2)
+        if not right[0].islower() or f"{left}-{right}".lower() in hyphenated:
+            return m.group(0)
+        return left + right
+
+    return _LINE_HYPHEN.sub(join, text)
+
+
+def _hyphenated_words(pages: Iterable[Sequence[str]]) -> set[str]:
+    words: set[str] = set()
+    for lines in pages:
+        for line in lines:
+            words.update(w.lower() for w in re.findall(r"\w+-\w+", line))
+    return words
+
+
+def _title_patterns(title: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """The title at a line start (after a section number like `1.2.5` or `A.1`), else anywhere."""
+    words = r"\s+".join(re.escape(w) for w in title.split())
+    at_line = re.compile(rf"(?:^|(?<=\n))[ \t]*(?:[0-9A-Z]{{1,3}}(?:\.[0-9]{{1,3}})*\.?[ \t]+)?{words}", re.IGNORECASE)
+    return at_line, re.compile(words, re.IGNORECASE)
+
+
+def _page_blocks(text: str, page: int, entries: Sequence[OutlineEntry]) -> list[Block]:
+    """The page's text split at the outline entries that start on it (their titles found in the text)."""
+    blocks: list[Block] = []
+    cursor = 0
+    for entry in entries:
+        at_line, anywhere = _title_patterns(entry.title)
+        m = at_line.search(text, cursor) or anywhere.search(text, cursor)
+        if m is None:  # the title is not printed as such: the section starts where the text stands
+            blocks.append(Block("heading", entry.title, entry.level, page))
+            continue
+        before = text[cursor : m.start()].strip()
+        if before:
+            blocks.append(Block("text", before, 0, page))
+        blocks.append(Block("heading", entry.title, entry.level, page))
+        cursor = m.end()
+    rest = text[cursor:].strip()
+    if rest:
+        blocks.append(Block("text", rest, 0, page))
+    return blocks
+
+
+def _info_title(doc: Any) -> str:
+    try:
+        title = doc.get_metadata_value("Title")
+    except Exception:  # no or broken info dictionary
+        return ""
+    return " ".join(str(title or "").split())
+
+
+def parse_pdf(path: Path, budget: ParseBudget) -> ParsedDocument:
+    doc = _open(path)
+    try:
+        pages = len(doc)
+        if pages > budget.max_pages:
+            raise SkippedDocument(path, f"{pages:,} pages, more than ingest.max_pages ({budget.max_pages:,})")
+        text_budget = TextBudget(path, budget)
+        page_lines = [_page_lines(doc, i) for i in range(pages)]
+        for lines in page_lines:
+            text_budget.take("\n".join(lines))
+        outline = _outline(doc, pages)
+        title = _info_title(doc)
+    finally:
+        doc.close()
+    if sum(sum(c.isalnum() for c in line) for lines in page_lines for line in lines) < _MIN_TEXT_PER_PAGE * max(
+        pages, 1
+    ):
+        raise SkippedDocument(path, "no text layer (an image-only or scanned PDF; amsrag has no OCR)")
+    running = running_lines(page_lines)
+    if all(not any(line.strip() for line in _strip_running(lines, running)) for lines in page_lines):
+        running = set()  # nothing but repeated lines (a template, a test sheet): they are its content
+    hyphenated = _hyphenated_words(page_lines)
+    by_page: dict[int, list[OutlineEntry]] = {}
+    for entry in outline:
+        by_page.setdefault(entry.page, []).append(entry)
+    blocks: list[Block] = []
+    for number, lines in enumerate(page_lines, start=1):
+        text = dehyphenate("\n".join(_strip_running(lines, running)), hyphenated)
+        blocks.extend(_page_blocks(text, number, by_page.get(number, ())))
+    return ParsedDocument(title=title or path.stem, blocks=blocks, pages=pages)
