@@ -335,10 +335,15 @@ class Service:
                        metadata: dict[str, Any] | None) -> Document:
         """The document of a PUT body: its `text` chunked with the index's settings, or its `passages`."""
         from amsrag.ingest.documents import text_document
+        from amsrag.ingest.readers import check_id, check_text
 
         doc_id = doc_id.strip()
         if not doc_id:
             raise InputError("the document id is empty")
+        check_id(doc_id, "the document id")
+        check_text(title, "`title`")
+        if text is not None:
+            check_text(text, "`text`")
         if (text is None) == (records is None):
             raise InputError("give the document as `text` or as `passages` (one of the two)")
         if records is not None:

@@ -1,0 +1,110 @@
+"""Issue 39's reproductions: inputs and faults that gave a 500, a traceback, a lost batch or a stored
+secret. Each test sends the input of the fault run and checks the clear outcome: a 4xx with a code, an
+error naming the input, a warning in the report; nothing stored is lost."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from json import dumps
+
+import httpx
+import pytest
+
+from amsrag.config import ReviewConfig, ServeConfig
+from amsrag.pipeline import Engine
+from amsrag.serve import Service, create_app
+from amsrag.serve.background import BackgroundServer
+from test_serve_api import copy_index, error_of
+
+AMSRAG = [sys.executable, "-m", "amsrag.cli"]
+SURROGATE_QUESTION = "who \ud800 wrote Tinted Windows"
+
+
+def send(client: httpx.Client, method: str, path: str, json: object) -> httpx.Response:
+    """A JSON request written with `\\u` escapes, so lone surrogates travel as a browser sends them."""
+    return client.request(method, path, content=dumps(json), headers={"Content-Type": "application/json"})
+
+
+@pytest.fixture(scope="module")
+def keyless(built_index, tmp_path_factory):
+    """A keyless service on loopback with the review queue on (as `amsrag serve --review` runs it)."""
+    index_dir = copy_index(built_index, tmp_path_factory.mktemp("hostile") / "index")
+    service = Service(Engine.open(index_dir), ServeConfig(), review_config=ReviewConfig(enabled=True))
+    server = BackgroundServer(create_app(service))
+    server.start()
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        yield client, service
+    server.stop()
+    service.close()
+
+
+# ---------------------------------------------------------------- 2: lone surrogates in questions
+@pytest.mark.parametrize(("path", "body", "status", "code"), [
+    ("/v1/retrieve", {"query": SURROGATE_QUESTION}, 422, "invalid_text"),
+    ("/v1/ask", {"question": SURROGATE_QUESTION}, 422, "invalid_text"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": SURROGATE_QUESTION}]}, 422, "invalid_text"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": [{"type": "text",
+                                                                         "text": SURROGATE_QUESTION}]}]},
+     422, "invalid_text"),
+    # the library names the query of the batch, as for its other refusals
+    ("/v1/route/library", {"queries": [{"question": SURROGATE_QUESTION, "hop": "one_hop"}]}, 400, "invalid_input"),
+])
+def test_lone_surrogate_question_is_refused(keyless, path: str, body: dict, status: int, code: str) -> None:
+    client, _ = keyless
+    message = error_of(send(client, "POST", path, json=body), status, code)
+    assert "U+D800" in message
+
+
+def test_lone_surrogate_in_a_passage_is_refused_naming_the_field(keyless) -> None:
+    client, service = keyless
+    before = len(service.engine.index)
+    r = send(client, "POST", "/v1/documents", json={"passages": [{"id": "ok", "text": "fine"},
+                                                        {"id": "bad", "text": "x \udfff y"}]})
+    assert "passages[1]: `text`" in error_of(r, 400, "invalid_input")
+    r = send(client, "PUT", "/v1/documents/doc-s", json={"text": "a \ud834 b"})
+    assert "`text`" in error_of(r, 400, "invalid_input")
+    r = send(client, "POST", "/v1/documents",
+             json={"passages": [{"id": "m", "text": "fine", "metadata": {"k": "\ud800"}}]})
+    assert r.status_code < 500, r.text
+    assert len(service.engine.index) == before + (1 if r.status_code == 200 else 0)
+
+
+def test_cli_question_with_a_byte_that_is_not_utf8(built_index) -> None:
+    proc = subprocess.run([*AMSRAG, "retrieve", "--index", str(built_index.path), b"who \xff wrote"],
+                          capture_output=True, timeout=300, env=os.environ)
+    stderr = proc.stderr.decode("utf-8", "replace")
+    assert proc.returncode == 2 and "Traceback" not in stderr, stderr
+    assert "0xFF" in stderr and "not UTF-8" in stderr
+
+
+# ---------------------------------------------------------------- 7: other 500s
+def test_content_part_text_that_is_not_a_string(keyless) -> None:
+    client, _ = keyless
+    for text in (42, None, ["a"], {"t": 1}):
+        r = send(client, "POST", "/v1/chat/completions",
+                        json={"messages": [{"role": "user", "content": [{"type": "text", "text": text}]}]})
+        assert "must be a string" in error_of(r, 422, "invalid_request")
+
+
+@pytest.mark.parametrize("item", ["99999999999999999999999", "9223372036854775808", "-1"])
+def test_review_id_out_of_range_is_a_422(keyless, item: str) -> None:
+    client, _ = keyless
+    for r in (client.get(f"/v1/review/{item}"), send(client, "POST", f"/v1/review/{item}", json={"verdict": "right"}),
+              send(client, "POST", f"/v1/review/{item}/dismiss", json={})):
+        error_of(r, 422, "invalid_request")
+    error_of(client.get("/v1/review", params={"offset": item}), 422, "invalid_request")
+    error_of(client.get("/v1/review/9223372036854775807"), 404, "not_found")
+
+
+# ---------------------------------------------------------------- 10: ids
+@pytest.mark.parametrize("bad_id", ["a\x00b", "line\nbreak", "tab\there"])
+def test_ids_with_control_characters_are_refused(keyless, bad_id: str) -> None:
+    client, service = keyless
+    before = len(service.engine.index)
+    r = send(client, "POST", "/v1/documents", json={"passages": [{"id": bad_id, "text": "some text"}]})
+    assert "control character" in error_of(r, 400, "invalid_input")
+    r = send(client, "POST", "/v1/documents", json={"passages": [{"id": "fine-id", "doc_id": bad_id, "text": "more"}]})
+    assert "`doc_id`" in error_of(r, 400, "invalid_input")
+    assert len(service.engine.index) == before
