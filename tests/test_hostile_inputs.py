@@ -12,8 +12,9 @@ from json import dumps
 import httpx
 import pytest
 
-from amsrag.config import ReviewConfig, ServeConfig
+from amsrag.config import QueryLogConfig, ReviewConfig, ServeConfig
 from amsrag.pipeline import Engine
+from amsrag.querylog import Redactor, entry_from_answer
 from amsrag.serve import Service, create_app
 from amsrag.serve.background import BackgroundServer
 from test_serve_api import copy_index, error_of
@@ -108,3 +109,38 @@ def test_ids_with_control_characters_are_refused(keyless, bad_id: str) -> None:
     r = send(client, "POST", "/v1/documents", json={"passages": [{"id": "fine-id", "doc_id": bad_id, "text": "more"}]})
     assert "`doc_id`" in error_of(r, 400, "invalid_input")
     assert len(service.engine.index) == before
+
+
+# ---------------------------------------------------------------- 4 and 9: redaction
+SERVICE_KEY = "svc-key-ABCDEFGH12345678"
+
+
+def test_query_log_redacts_before_it_cuts() -> None:
+    query = "why does " + SERVICE_KEY + " and sk-ABCDEFGHIJKLMNOPQRSTUV fail"
+    answer = {"query": query, "answer": "because", "citations": [], "abstained": False, "trace": {}}
+    for cut in range(8, len(query)):
+        entry = entry_from_answer(answer, QueryLogConfig(max_query_chars=cut), redactor=Redactor([SERVICE_KEY]))
+        assert len(entry.query) <= cut
+        assert "svc-key" not in entry.query and "sk-ABCD" not in entry.query, (cut, entry.query)
+        assert entry.signals.get("query_truncated", False) is (cut < len(Redactor([SERVICE_KEY]).text(query)))
+
+
+@pytest.mark.parametrize(("text", "secret"), [
+    ("my session eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U ok",
+     "eyJhbGciOiJIUzI1NiJ9"),
+    ("aws key AKIAIOSFODNN7EXAMPLE here", "AKIAIOSFODNN7EXAMPLE"),
+    ("aws secret wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY end", "wJalrXUtnFEMI"),
+    ("use SK-PROJ0123456789ABCDEFGH please", "PROJ0123456789"),
+    ("the password is hunter2 for the wiki", "hunter2"),
+    ("my API key is Zq81bbxQ", "Zq81bbxQ"),
+    ("PASSWORD=letmein9", "letmein9"),
+])
+def test_broader_secret_patterns_are_redacted(text: str, secret: str) -> None:
+    redacted = Redactor().text(text)
+    assert secret not in redacted and "[redacted]" in redacted
+
+
+@pytest.mark.parametrize("text", ["what is a token bucket", "who reset the password for the wiki",
+                                  "sha1 da39a3ee5e6b4b0d3255bfef95601890afd80709", "Tinted Windows first show"])
+def test_ordinary_questions_are_not_redacted(text: str) -> None:
+    assert Redactor().text(text) == text

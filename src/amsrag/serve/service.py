@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -249,10 +248,10 @@ class Service:
         assert self._review is not None
         cfg = self.review_config
         try:
-            candidate = candidate_of(out, system, cfg.flagged, cfg.suspects)
+            # redacted before the item cuts its snippets: a cut secret would escape its pattern
+            candidate = candidate_of(self._redactor.value(out), system, cfg.flagged, cfg.suspects)
             if candidate is not None:
-                self._review.submit(replace(candidate, query=self._redactor.text(candidate.query),
-                                            answer=self._redactor.value(candidate.answer)))
+                self._review.submit(candidate)
                 self.metrics.review_enqueued.labels(candidate.kind).inc()
         except Exception as exc:  # the review queue never fails the answer
             log.warning("review queue: the item of an answer could not be built: %s: %s", type(exc).__name__, exc)
