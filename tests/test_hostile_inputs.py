@@ -144,3 +144,43 @@ def test_broader_secret_patterns_are_redacted(text: str, secret: str) -> None:
                                   "sha1 da39a3ee5e6b4b0d3255bfef95601890afd80709", "Tinted Windows first show"])
 def test_ordinary_questions_are_not_redacted(text: str) -> None:
     assert Redactor().text(text) == text
+
+
+# ---------------------------------------------------------------- 8: Host allow-list, docs behind the key
+def test_a_foreign_host_header_reaches_no_endpoint(keyless) -> None:
+    client, service = keyless
+    before = len(service.engine.index)
+    foreign = {"Host": "attacker.example"}
+    r = client.post("/v1/documents", json={"passages": [{"id": "rebound", "text": "planted"}]}, headers=foreign)
+    assert "attacker.example" in error_of(r, 400, "host_not_allowed")
+    for path in ("/healthz", "/", "/openapi.json", "/v1/config"):
+        error_of(client.get(path, headers=foreign), 400, "host_not_allowed")
+    assert len(service.engine.index) == before and service.engine.index.get("rebound") is None
+    for host in ("localhost", "127.0.0.1:8000", "[::1]:1234", "LOCALHOST:80"):
+        assert client.get("/healthz", headers={"Host": host}).status_code == 200
+
+
+def test_allowed_host_names() -> None:
+    from amsrag.serve.limits import allowed_host_names
+
+    assert allowed_host_names([], "127.0.0.1", False) == {"localhost", "127.0.0.1", "::1"}
+    assert allowed_host_names([], "10.0.0.5", True) is None  # keys on every endpoint: any name
+    assert allowed_host_names(["rag.internal:8000"], "0.0.0.0", True) == {"rag.internal"}
+    assert allowed_host_names(["*"], "127.0.0.1", False) is None
+
+
+def test_api_docs_need_the_key_when_keys_are_set(built_index, tmp_path) -> None:
+    index_dir = copy_index(built_index, tmp_path / "index")
+    service = Service(Engine.open(index_dir), ServeConfig(api_keys=["k-0123456789abcdef"]))
+    server = BackgroundServer(create_app(service, warm=False))
+    server.start()
+    try:
+        with httpx.Client(base_url=server.url, timeout=60) as client:
+            for path in ("/docs", "/redoc", "/openapi.json"):
+                error_of(client.get(path), 401, "unauthorized")
+                assert client.get(path, headers={"X-API-Key": "k-0123456789abcdef"}).status_code == 200
+            schema = client.get("/openapi.json", headers={"X-API-Key": "k-0123456789abcdef"}).json()
+            assert "/v1/retrieve" in schema["paths"] and "/docs" not in schema["paths"]
+    finally:
+        server.stop()
+        service.close()

@@ -24,7 +24,7 @@ from amsrag import __version__
 from amsrag.errors import AmsragError, IndexBusyError, IndexCorruptError
 from amsrag.pipeline.engine import QuestionError, check_question
 from amsrag.serve.errors import ApiError, error_body
-from amsrag.serve.limits import Admission, BodyLimit, KeyCheck, is_loopback
+from amsrag.serve.limits import Admission, BodyLimit, HostCheck, KeyCheck, allowed_host_names, is_loopback
 from amsrag.serve.service import Service
 
 log = logging.getLogger("amsrag.serve")
@@ -160,7 +160,9 @@ def create_app(service: Service, warm: bool = True) -> FastAPI:
         for lane in lanes.values():
             lane.close()
 
-    app = FastAPI(title="amsrag", version=__version__, lifespan=lifespan,
+    # With keys, the API description and its pages need one too (added below, behind `auth`).
+    docs_urls: dict[str, Any] = {"docs_url": None, "redoc_url": None, "openapi_url": None} if keys.enabled else {}
+    app = FastAPI(title="amsrag", version=__version__, lifespan=lifespan, **docs_urls,
                   description="Adaptive multi-source RAG: retrieval and answers with the route taken (DESIGN §9).")
     app.state.service = service
     app.state.lanes = lanes
@@ -355,6 +357,9 @@ def create_app(service: Service, warm: bool = True) -> FastAPI:
 
     add_openai_routes(app, service, lanes["answer"], auth)
 
+    if keys.enabled:
+        _add_keyed_docs(app, auth)
+
     # ---------------------------------------------------------------- web UI
     @app.get("/", include_in_schema=False)
     async def index_page() -> FileResponse:
@@ -377,7 +382,26 @@ def create_app(service: Service, warm: bool = True) -> FastAPI:
     app.add_middleware(BodyLimit, max_bytes=cfg.max_body_bytes,
                        on_reject=lambda: service.metrics.errors.labels("body_too_large").inc())
     app.add_middleware(RequestMetrics, service=service)
+    app.add_middleware(HostCheck, allowed=allowed_host_names(cfg.allowed_hosts, cfg.host, keys.enabled),
+                       on_reject=lambda: service.metrics.errors.labels("host_not_allowed").inc())
     return app
+
+
+def _add_keyed_docs(app: FastAPI, auth: list[Any]) -> None:
+    """/openapi.json, /docs and /redoc behind the API key."""
+    from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+
+    @app.get("/openapi.json", dependencies=auth, include_in_schema=False)
+    async def openapi() -> JSONResponse:
+        return JSONResponse(app.openapi())
+
+    @app.get("/docs", dependencies=auth, include_in_schema=False)
+    async def docs() -> Response:
+        return get_swagger_ui_html(openapi_url="/openapi.json", title="amsrag API")
+
+    @app.get("/redoc", dependencies=auth, include_in_schema=False)
+    async def redoc() -> Response:
+        return get_redoc_html(openapi_url="/openapi.json", title="amsrag API")
 
 
 async def _write(service: Service, timeout_s: float, fn, *args: Any) -> Any:
