@@ -184,3 +184,25 @@ def test_api_docs_need_the_key_when_keys_are_set(built_index, tmp_path) -> None:
     finally:
         server.stop()
         service.close()
+
+
+# ---------------------------------------------------------------- 3: a passage over 1,000,000 characters
+@pytest.mark.slow
+def test_a_passage_over_a_million_characters_is_stored_with_its_entities(built_index, tmp_path) -> None:
+    from amsrag.store.open import open_index
+    from amsrag.types import Passage
+
+    index_dir = copy_index(built_index, tmp_path / "index")
+    sentence = "Ada Lovelace wrote to Charles Babbage from London about the engine. "
+    huge = Passage.make(id="huge", title="Long letter", text=sentence * (1_000_001 // len(sentence) + 1))
+    small = Passage.make(id="small", title="Short", text="Grace Hopper worked at Harvard.")
+    assert len(huge.text) > 1_000_000
+    with open_index(index_dir) as index:
+        before = len(index)
+        report = index.add([huge, small])
+        assert report.added == 2 and len(index) == before + 2
+        assert index.get("huge").text == huge.text and index.get("small") is not None
+    from amsrag.retrieve.entities import extract_ner
+
+    [surfaces] = extract_ner([huge.text], ["PERSON"])
+    assert "Charles Babbage" in surfaces
