@@ -206,3 +206,43 @@ def test_a_passage_over_a_million_characters_is_stored_with_its_entities(built_i
 
     [surfaces] = extract_ner([huge.text], ["PERSON"])
     assert "Charles Babbage" in surfaces
+
+
+# ---------------------------------------------------------------- 5 and 10: file names, links, special files
+def _folder_with(tmp_path):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "good.txt").write_text("Grace Hopper worked at Harvard on the Mark I computer.\n")
+    return folder
+
+
+@pytest.mark.parametrize("command", ["add", "sync"])
+def test_a_file_name_that_is_not_utf8_is_named(built_index, tmp_path, command: str) -> None:
+    index_dir = copy_index(built_index, tmp_path / "index")
+    folder = _folder_with(tmp_path)
+    with open(os.path.join(os.fsencode(folder), b"bad\xff name.txt"), "wb") as fh:
+        fh.write(b"Some text about Ada Lovelace.\n")
+    proc = subprocess.run([*AMSRAG, "index", command, str(folder), "--index", str(index_dir)],
+                          capture_output=True, timeout=300, env=os.environ)
+    stderr = proc.stderr.decode("utf-8", "replace")
+    assert proc.returncode == 2 and "Traceback" not in stderr, stderr
+    assert "bad\\xff name.txt" in stderr and "not UTF-8" in stderr
+
+
+def test_links_outside_the_folder_and_special_files_are_skipped_and_named(tmp_path, caplog) -> None:
+    from amsrag.ingest.formats import directory_files
+
+    folder = _folder_with(tmp_path)
+    secret = tmp_path / "outside.txt"
+    secret.write_text("private notes")
+    (folder / "leak.txt").symlink_to(secret)
+    (folder / "inside.txt").symlink_to(folder / "good.txt")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "far.txt").write_text("far away")
+    (folder / "linked-dir").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    os.mkfifo(folder / "pipe.txt")
+    with caplog.at_level("WARNING", logger="amsrag.ingest"):
+        files = directory_files(folder)
+    assert [f.name for f in files] == ["good.txt", "inside.txt"]
+    assert "leak.txt" in caplog.text and "outside" in caplog.text and "pipe.txt" in caplog.text
+    assert "far.txt" not in [f.name for f in files]
