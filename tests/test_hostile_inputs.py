@@ -5,13 +5,16 @@ error naming the input, a warning in the report; nothing stored is lost."""
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from json import dumps
 
 import httpx
 import pytest
 
+import faults
 from amsrag.config import QueryLogConfig, ReviewConfig, ServeConfig
 from amsrag.pipeline import Engine
 from amsrag.querylog import Redactor, entry_from_answer
@@ -246,3 +249,34 @@ def test_links_outside_the_folder_and_special_files_are_skipped_and_named(tmp_pa
     assert [f.name for f in files] == ["good.txt", "inside.txt"]
     assert "leak.txt" in caplog.text and "outside" in caplog.text and "pipe.txt" in caplog.text
     assert "far.txt" not in [f.name for f in files]
+
+
+# ---------------------------------------------------------------- 6: reads on a full disk
+def _fill(directory) -> None:
+    """Writes until the file system is full (unbuffered: every block that fits is written)."""
+    fd = os.open(directory / "filler", os.O_WRONLY | os.O_CREAT)
+    try:
+        for block in (1 << 16, 4096, 1):
+            try:
+                while True:
+                    os.write(fd, b"\0" * block)
+            except OSError:
+                pass
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.skipif(not faults.can_mount_tmpfs(), reason="needs root and tmpfs to fill a real file system")
+def test_read_commands_work_on_a_full_disk(built_index, tmp_path) -> None:
+    size_kb = sum(p.stat().st_size for p in built_index.path.rglob("*") if p.is_file()) // 1024 + 4096
+    with faults.tmpfs(tmp_path / "disk", size_kb) as disk:
+        index_dir = copy_index(built_index, disk / "index")
+        for db in index_dir.glob("*.sqlite"):  # as a finished command leaves it: the WAL merged into the file
+            with closing(sqlite3.connect(db)) as conn:
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        _fill(disk)
+        for args in (["index", "stats"], ["index", "check"], ["search", "Tinted Windows"],
+                     ["retrieve", "Who formed Tinted Windows?"]):
+            proc = subprocess.run([*AMSRAG, *args, "--index", str(index_dir)], capture_output=True, text=True,
+                                  timeout=300, env=os.environ)
+            assert proc.returncode == 0 and "Traceback" not in proc.stderr, (args, proc.stderr)
