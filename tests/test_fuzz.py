@@ -105,7 +105,7 @@ def test_redaction_then_cut_never_keeps_a_secret_prefix(noise: str, cut: int) ->
 
 
 @pytest.mark.slow
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(question=ANY_TEXT)
 def test_engine_retrieve_answers_or_refuses_any_question(built_index, question: str) -> None:
     from amsrag.pipeline import Engine
