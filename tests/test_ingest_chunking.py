@@ -228,3 +228,42 @@ def test_windows_line_endings(tmp_path: Path) -> None:
     path.write_bytes(b"# Title\r\n\r\nFirst para.\r\n\r\n## Sec\r\n\r\nSecond para.\r\n")
     got = list(iter_passages([path]))
     assert [(p.title, p.text) for p in got] == [("Title", "First para."), ("Title › Sec", "Second para.")]
+
+
+# ---------------------------------------------------------------- bounded windows (issue 39)
+
+
+class _RecordingTokenizer:
+    """The real tokenizer, recording the most characters any one call was given."""
+
+    def __init__(self, tokenizer: object) -> None:
+        self._tokenizer = tokenizer
+        self.most_chars = 0
+
+    def encode_batch(self, texts: list[str], **kwargs: object) -> object:
+        self.most_chars = max(self.most_chars, sum(len(t) for t in texts))
+        return self._tokenizer.encode_batch(texts, **kwargs)  # type: ignore[attr-defined]
+
+    def encode(self, text: str, **kwargs: object) -> object:
+        self.most_chars = max(self.most_chars, len(text))
+        return self._tokenizer.encode(text, **kwargs)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("shape", ["one line of words", "one word", "one sentence per line"])
+def test_tokenizer_sees_bounded_windows_of_a_long_text(shape: str) -> None:
+    """A 1 MB text without full stops or newlines was tokenized as one sentence (a 20 MB line took 6 GB)."""
+    from amsrag.embed import load_tokenizer
+    from amsrag.ingest.chunking import MAX_CHARS_PER_TOKEN, WINDOW_CHARS
+
+    words = [f"w{i % 9973}x" for i in range(200_000)]
+    text = {"one line of words": " ".join(words), "one word": "".join(words),
+            "one sentence per line": "\n".join(f"Word {w} here." for w in words[:60_000])}[shape]
+    assert len(text) > 1_000_000
+    recording = _RecordingTokenizer(load_tokenizer(512))
+    config = ChunkConfig(max_tokens=64, overlap_tokens=8)
+    chunks = chunk_text(text, config, TokenCounter(recording))
+    assert recording.most_chars <= WINDOW_CHARS
+    assert max(map(len, chunks)) <= 64 * MAX_CHARS_PER_TOKEN
+    counter = TokenCounter()
+    assert max(counter.counts(chunks[:200] + chunks[-200:])) <= 64
+    assert chunks[0] == text[: len(chunks[0])] and text.endswith(chunks[-1])

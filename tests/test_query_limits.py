@@ -72,7 +72,7 @@ def test_the_cli_classifier_refuses() -> None:
 def test_http_refuses_with_the_same_message(built_index) -> None:
     service = Service(Engine.open(built_index.path), ServeConfig())
     try:
-        client = TestClient(create_app(service, warm=False))
+        client = TestClient(create_app(service, warm=False), base_url="http://localhost")
         for path, body in (("/v1/retrieve", {"query": HUGE}), ("/v1/ask", {"question": HUGE}),
                            ("/v1/chat/completions", {"messages": [{"role": "user", "content": HUGE}]})):
             r = client.post(path, json=body)
@@ -94,7 +94,8 @@ def test_a_lower_service_limit_reaches_the_engine(built_index) -> None:
     try:
         with pytest.raises(QuestionError, match=r"is 11 characters long; the limit is 10 \(serve"):
             service.retrieve("a" * 11, "full", None)
-        r = TestClient(create_app(service, warm=False)).post("/v1/retrieve", json={"query": "a" * 11})
+        client = TestClient(create_app(service, warm=False), base_url="http://localhost")
+        r = client.post("/v1/retrieve", json={"query": "a" * 11})
         assert r.status_code == 422 and r.json()["error"]["message"].startswith("the question is 11 characters")
     finally:
         service.close()

@@ -235,7 +235,7 @@ def test_a_broken_queue_never_fails_an_answer(built_index, tmp_path, slice_quest
     try:
         off.ask(slice_questions[1].question, "full")
         assert off.review_queue is None and not (tmp_path / "off" / FILE).exists()
-        r = TestClient(create_app(off, warm=False)).get("/v1/review")
+        r = TestClient(create_app(off, warm=False), base_url="http://localhost").get("/v1/review")
         assert r.status_code == 404 and r.json()["error"]["code"] == "review_off"
         assert "amsrag serve --review" in r.json()["error"]["message"]
     finally:
@@ -247,7 +247,7 @@ def test_review_api(flagged_service, slice_questions) -> None:
     q = slice_questions[2].question
     service.ask(q, "full")
     service.flush_review()
-    client = TestClient(create_app(service, warm=False))
+    client = TestClient(create_app(service, warm=False), base_url="http://localhost")
     assert client.get("/v1/review").status_code == 401  # keys configured: required, as everywhere
     auth = {"Authorization": f"Bearer {KEY}"}
     listing = client.get("/v1/review?status=open&limit=100", headers=auth).json()
@@ -281,7 +281,7 @@ def test_reviews_need_a_key_off_loopback(built_index, tmp_path) -> None:
     for host, status in (("0.0.0.0", 403), ("127.0.0.1", 200)):
         service = _service(index, host=host)  # no API keys
         try:
-            r = TestClient(create_app(service, warm=False)).get("/v1/review")
+            r = TestClient(create_app(service, warm=False), base_url="http://localhost").get("/v1/review")
             assert r.status_code == status, r.text
             if status == 403:
                 error = r.json()["error"]
@@ -347,7 +347,7 @@ def test_reviews_round_trip_into_a_recalibrated_classifier(built_index, tmp_path
         for q, _ in questions:  # real answers, flagged by the audit, queued by the service
             service.ask(q, "full")
         service.flush_review()
-        client = TestClient(create_app(service, warm=False))
+        client = TestClient(create_app(service, warm=False), base_url="http://localhost")
         auth = {"X-API-Key": KEY}
         items = {i["query"]: i["id"] for i in client.get("/v1/review?limit=100", headers=auth).json()["items"]}
         labelled = [(q, hop) for q, hop in questions if q in items]

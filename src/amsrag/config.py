@@ -511,6 +511,10 @@ class ServeConfig(_Section):
     max_queued: int = Field(64, ge=0, description="engine calls waiting for a slot; beyond running + queued: 429")
     request_timeout_s: float = Field(60.0, gt=0, description="queueing + running budget per request (504 past it)")
     cors_origins: list[str] = Field(default_factory=list, description="allowed CORS origins; empty: CORS off")
+    allowed_hosts: list[str] = Field(
+        default_factory=list, description="Host header names served (others: 400 host_not_allowed, so DNS "
+        "rebinding cannot reach the service from a browser); empty: the loopback names and `host`, or any name "
+        "when API keys are set on a non-loopback address; \"*\": any")
 
 
 class CorrectiveConfig(_Section):

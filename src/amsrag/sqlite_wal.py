@@ -15,6 +15,14 @@ BUSY_TIMEOUT_S = 30.0  # how long a write waits for another process's transactio
 T = TypeVar("T")
 
 
+def use_wal(conn: sqlite3.Connection) -> None:
+    """WAL journal mode, switched only when the file is not in it yet: the mode is stored in the file, and
+    setting it writes, so a read of an existing file (`index stats` on a full disk) must not ask again."""
+    mode = conn.execute("PRAGMA journal_mode").fetchone()
+    if mode is None or str(mode[0]).lower() != "wal":
+        conn.execute("PRAGMA journal_mode=WAL")
+
+
 class WalDatabase:
     """`schema`: the CREATE statements (IF NOT EXISTS); `meta_table` (key, value) records `schema_version`."""
 
@@ -26,7 +34,7 @@ class WalDatabase:
                                     timeout=BUSY_TIMEOUT_S)
         try:
             with self.lock:
-                self.conn.execute("PRAGMA journal_mode=WAL")
+                use_wal(self.conn)
                 self.conn.execute("PRAGMA synchronous=NORMAL")
                 self.conn.executescript(schema)
                 self.conn.execute(f"INSERT OR IGNORE INTO {meta_table} VALUES ('schema_version', ?)",

@@ -31,6 +31,24 @@ def strip_control(text: str) -> str:
     return _CONTROL.sub("", text)
 
 
+def lone_surrogate_at(text: str) -> int | None:
+    """The position of the first character that cannot be written as UTF-8 (a lone UTF-16 surrogate: a
+    JSON `\\ud800` escape, or a command-line byte that was not UTF-8), None when there is none."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return exc.start
+    return None
+
+
+def describe_bad_char(text: str, at: int) -> str:
+    """What `lone_surrogate_at` found, for an error message."""
+    code = ord(text[at])
+    if 0xDC80 <= code <= 0xDCFF:  # how Python carries an undecodable byte of a file name or an argument
+        return f"character {at} is the byte 0x{code - 0xDC00:02X}, which is not UTF-8"
+    return f"character {at} is a lone UTF-16 surrogate (U+{code:04X}), which is not text"
+
+
 def is_blank(text: str) -> bool:
     """True when nothing but whitespace and control characters is left."""
     return not strip_control(text).strip()

@@ -5,13 +5,15 @@ initials and decimals intact; blank lines are hard boundaries. Chunks are greedy
 sentences within `max_tokens`; each chunk after the first starts with whole trailing sentences of
 the previous one, up to `overlap_tokens`. A sentence longer than the budget is split by words (a
 single word longer than the budget at token boundaries). Chunk texts are slices of the source, so
-their whitespace and line breaks are the source's own.
+their whitespace and line breaks are the source's own. Everything streams: the tokenizer sees bounded
+windows of sentences, words or characters, never a whole over-long sentence or word (a 20 MB line
+tokenized at once took 6 GB).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +42,17 @@ _FULL_WIDTH_STOPS = frozenset("。！？")
 _DOTTED = re.compile(r"(?:[^\W\d_]\.){2,}")
 _INITIAL = re.compile(r"[^\W\d_]\.")
 _BLOCK_BREAK = re.compile(r"\n[ \t]*\n\s*")
+_NON_SPACE = re.compile(r"\S")
+_WORD = re.compile(r"\S+")
+_WORD_LOOKBACK = 64
+# What one tokenizer call sees: at most this many characters / texts (a longer single text alone).
+WINDOW_CHARS = 1 << 16
+WINDOW_ITEMS = 1024
+# A sentence longer than this is split by words without being tokenized whole; a word longer than this
+# is tokenized this many characters at a time.
+LONG_SENTENCE_CHARS = 1 << 14
+WORD_WINDOW_CHARS = 1 << 13
+MAX_CHARS_PER_TOKEN = 32
 
 
 def _starts_sentence(char: str) -> bool:
@@ -52,7 +65,8 @@ def _starts_sentence(char: str) -> bool:
 def _is_abbreviation(text: str, dot: int) -> bool:
     """Whether the "." at `dot` ends an abbreviation, an initial or a dotted acronym."""
     start = dot
-    while start > 0 and not text[start - 1].isspace():
+    floor = max(0, dot - _WORD_LOOKBACK)  # abbreviations are short: a long run without spaces is none
+    while start > floor and not text[start - 1].isspace():
         start -= 1
     word = text[start : dot + 1].lstrip(_OPENERS)
     if _DOTTED.fullmatch(word) or _INITIAL.fullmatch(word):
@@ -60,14 +74,14 @@ def _is_abbreviation(text: str, dot: int) -> bool:
     return word[:-1].lower() in _ABBREVIATIONS
 
 
-def _is_boundary(text: str, match: re.Match[str]) -> bool:
-    rest = text[match.end() :].lstrip()
-    if not rest:
+def _is_boundary(text: str, match: re.Match[str], end: int) -> bool:
+    nxt = _NON_SPACE.search(text, match.end(), end)
+    if nxt is None:
         return False
     punct = match.group().rstrip(_CLOSERS)
     if punct[-1] in _FULL_WIDTH_STOPS:
         return True
-    if not _starts_sentence(rest[0]):
+    if not _starts_sentence(nxt.group()):
         return False
     if punct != ".":
         return True
@@ -82,31 +96,33 @@ def _strip_span(text: str, start: int, end: int) -> Span | None:
     return (start, end) if start < end else None
 
 
-def _block_spans(text: str) -> list[Span]:
-    spans, start = [], 0
+def _block_spans(text: str) -> Iterator[Span]:
+    start = 0
     for m in _BLOCK_BREAK.finditer(text):
-        spans.append((start, m.start()))
+        yield start, m.start()
         start = m.end()
-    spans.append((start, len(text)))
-    return spans
+    yield start, len(text)
+
+
+def iter_sentence_spans(text: str) -> Iterator[Span]:
+    """(start, end) character spans of the sentences of `text`, whitespace trimmed, as a stream (the
+    text is scanned in place: no copy of a block or of the rest of the text per candidate stop)."""
+    for block_start, block_end in _block_spans(text):
+        start = block_start
+        for m in _CANDIDATE.finditer(text, block_start, block_end):
+            if _is_boundary(text, m, block_end):
+                span = _strip_span(text, start, m.end())
+                if span:
+                    yield span
+                start = m.end()
+        span = _strip_span(text, start, block_end)
+        if span:
+            yield span
 
 
 def sentence_spans(text: str) -> list[Span]:
     """(start, end) character spans of the sentences of `text`, whitespace trimmed."""
-    spans: list[Span] = []
-    for block_start, block_end in _block_spans(text):
-        block = text[block_start:block_end]
-        start = 0
-        for m in _CANDIDATE.finditer(block):
-            if _is_boundary(block, m):
-                span = _strip_span(text, block_start + start, block_start + m.end())
-                if span:
-                    spans.append(span)
-                start = m.end()
-        span = _strip_span(text, block_start + start, block_end)
-        if span:
-            spans.append(span)
-    return spans
+    return list(iter_sentence_spans(text))
 
 
 def split_sentences(text: str) -> list[str]:
@@ -148,93 +164,159 @@ class _Unit:
     whole: bool  # a whole sentence (may be repeated as overlap), not a piece of a split one
 
 
-def _pack(spans: Sequence[Span], counts: Sequence[int], budget: int) -> list[Span]:
-    """Greedy runs of consecutive spans whose token counts sum to at most `budget`."""
-    pieces: list[Span] = []
-    start, end, total = -1, -1, 0
-    for (s, e), n in zip(spans, counts, strict=True):
-        if start >= 0 and total + n > budget:
-            pieces.append((start, end))
-            start, total = -1, 0
-        if start < 0:
-            start = s
-        end, total = e, total + n
-    if start >= 0:
-        pieces.append((start, end))
-    return pieces
+def _windows(spans: Iterable[Span], max_chars: int, max_items: int) -> Iterator[list[Span]]:
+    """Consecutive runs of `spans` holding at most `max_chars` characters (a longer span alone) and at
+    most `max_items` spans: what one tokenizer call sees."""
+    window: list[Span] = []
+    chars = 0
+    for s, e in spans:
+        if window and (chars + e - s > max_chars or len(window) >= max_items):
+            yield window
+            window, chars = [], 0
+        window.append((s, e))
+        chars += e - s
+    if window:
+        yield window
 
 
-def _split_word(text: str, start: int, end: int, budget: int, counter: TokenCounter) -> list[Span]:
-    """A single word longer than the budget, cut at token boundaries (re-counted: sub-words can grow)."""
-    offsets = [(start + s, start + e) for s, e in counter.token_offsets(text[start:end]) if e > s]
-    pieces: list[Span] = []
-    i = 0
-    while i < len(offsets):
-        take = min(budget, len(offsets) - i)
-        while take > 1 and counter.count(text[offsets[i][0] : offsets[i + take - 1][1]]) > budget:
-            take -= 1
-        pieces.append((offsets[i][0], offsets[i + take - 1][1]))
-        i += take
-    return pieces
+def _weight(span: Span, tokens: int) -> int:
+    """Tokens, or more for a span with more than MAX_CHARS_PER_TOKEN characters a token: a tokenizer maps
+    a long run it cannot split to one unknown token, and a chunk of such runs would have no size bound."""
+    return max(tokens, -(-(span[1] - span[0]) // MAX_CHARS_PER_TOKEN))
 
 
-def _split_long(text: str, span: Span, budget: int, counter: TokenCounter) -> list[_Unit]:
-    """A sentence longer than the budget, as word runs within the budget."""
-    words = [(span[0] + m.start(), span[0] + m.end()) for m in re.finditer(r"\S+", text[span[0] : span[1]])]
-    counts = counter.counts([text[s:e] for s, e in words])
-    fitted: list[Span] = []
-    fitted_counts: list[int] = []
-    for (s, e), n in zip(words, counts, strict=True):
-        parts = _split_word(text, s, e, budget, counter) if n > budget else [(s, e)]
-        fitted.extend(parts)
-        fitted_counts.extend(counter.counts([text[a:b] for a, b in parts]) if n > budget else [n])
-    pieces = _pack(fitted, fitted_counts, budget)
-    piece_counts = counter.counts([text[s:e] for s, e in pieces])
-    return [_Unit(s, e, n, whole=False) for (s, e), n in zip(pieces, piece_counts, strict=True)]
+def _counted(text: str, spans: Iterable[Span], counter: TokenCounter) -> Iterator[tuple[Span, int]]:
+    """(span, weight) of each span, its tokens counted a bounded window at a time."""
+    for window in _windows(spans, WINDOW_CHARS, WINDOW_ITEMS):
+        counts = counter.counts([text[s:e] for s, e in window])
+        yield from ((span, _weight(span, n)) for span, n in zip(window, counts, strict=True))
 
 
-def _units(text: str, budget: int, counter: TokenCounter) -> list[_Unit]:
-    spans = sentence_spans(text)
-    counts = counter.counts([text[s:e] for s, e in spans])
-    units: list[_Unit] = []
-    for span, n in zip(spans, counts, strict=True):
-        if n > budget:
-            units.extend(_split_long(text, span, budget, counter))
+def _split_word(text: str, start: int, end: int, budget: int, counter: TokenCounter) -> Iterator[Span]:
+    """A single word longer than the budget, cut at token boundaries (re-counted: sub-words can grow).
+    The word is tokenized `WORD_WINDOW_CHARS` characters at a time (a cut there may split a token)."""
+    for w_start in range(start, end, WORD_WINDOW_CHARS):
+        w_end = min(end, w_start + WORD_WINDOW_CHARS)
+        offsets = [(a, min(a + MAX_CHARS_PER_TOKEN, w_start + e))
+                   for s, e in counter.token_offsets(text[w_start:w_end]) if e > s
+                   for a in range(w_start + s, w_start + e, MAX_CHARS_PER_TOKEN)]
+        i = 0
+        while i < len(offsets):
+            take = min(budget, len(offsets) - i)
+            while take > 1 and counter.count(text[offsets[i][0] : offsets[i + take - 1][1]]) > budget:
+                take -= 1
+            yield offsets[i][0], offsets[i + take - 1][1]
+            i += take
+
+
+def _fitted_words(text: str, span: Span, budget: int, counter: TokenCounter) -> Iterator[tuple[Span, int]]:
+    """(span, tokens) of the words of a sentence, a word over the budget as its token-boundary pieces."""
+    for run in _runs_by_length(_WORD.finditer(text, span[0], span[1]), WORD_WINDOW_CHARS):
+        if len(run) == 1 and run[0][1] - run[0][0] > WORD_WINDOW_CHARS:  # not tokenized whole
+            yield from _counted(text, _split_word(text, *run[0], budget, counter), counter)
+            continue
+        for (s, e), n in _counted(text, run, counter):
+            if n <= budget:
+                yield (s, e), n
+            else:
+                yield from _counted(text, _split_word(text, s, e, budget, counter), counter)
+
+
+def _runs_by_length(matches: Iterable[re.Match[str]], max_chars: int) -> Iterator[list[Span]]:
+    """Spans of consecutive matches, a match longer than `max_chars` as a run of its own."""
+    run: list[Span] = []
+    for m in matches:
+        if m.end() - m.start() > max_chars:
+            if run:
+                yield run
+                run = []
+            yield [m.span()]
         else:
-            units.append(_Unit(span[0], span[1], n, whole=True))
-    return units
+            run.append(m.span())
+            if len(run) >= WINDOW_ITEMS:
+                yield run
+                run = []
+    if run:
+        yield run
 
 
-def _overlap_start(units: Sequence[_Unit], first: int, nxt: int, config: ChunkConfig) -> int:
-    """Index where the chunk after units[first:nxt] starts: whole trailing sentences within the overlap."""
-    start, overlap = nxt, 0
-    while start - 1 > first:
-        unit = units[start - 1]
+def _split_long(text: str, span: Span, budget: int, counter: TokenCounter) -> Iterator[_Unit]:
+    """A sentence longer than the budget, as word runs within the budget (streamed: a sentence may be
+    the whole of a file without full stops)."""
+
+    def pieces() -> Iterator[Span]:
+        start, end, total = -1, -1, 0
+        for (s, e), n in _fitted_words(text, span, budget, counter):
+            if start >= 0 and total + n > budget:
+                yield start, end
+                start, total = -1, 0
+            if start < 0:
+                start = s
+            end, total = e, total + n
+        if start >= 0:
+            yield start, end
+
+    for (s, e), n in _counted(text, pieces(), counter):
+        yield _Unit(s, e, n, whole=False)
+
+
+def _units(text: str, budget: int, counter: TokenCounter) -> Iterator[_Unit]:
+    # A sentence of more than LONG_SENTENCE_CHARS characters is not counted whole: it goes straight to
+    # the word split, which packs it back into one piece if it fits after all.
+    spans = iter_sentence_spans(text)
+    for window in _windows(spans, WINDOW_CHARS, WINDOW_ITEMS):
+        short = [(s, e) for s, e in window if e - s <= LONG_SENTENCE_CHARS]
+        counts = {span: _weight(span, n) for span, n in zip(short, counter.counts([text[s:e] for s, e in short]),
+                                                              strict=True)}
+        for span in window:
+            n = counts.get(span)
+            if n is None or n > budget:
+                yield from _split_long(text, span, budget, counter)
+            else:
+                yield _Unit(span[0], span[1], n, whole=True)
+
+
+def _overlap(chunk: Sequence[_Unit], nxt: _Unit, config: ChunkConfig) -> list[_Unit]:
+    """The units the chunk after `chunk` starts with: whole trailing sentences within the overlap (never
+    the chunk's first unit, so chunks always move forward), leaving room for `nxt`."""
+    start, overlap = len(chunk), 0
+    while start - 1 > 0:
+        unit = chunk[start - 1]
         grown = overlap + unit.tokens
-        if not unit.whole or grown > config.overlap_tokens or grown + units[nxt].tokens > config.max_tokens:
+        if not unit.whole or grown > config.overlap_tokens or grown + nxt.tokens > config.max_tokens:
             break
         start, overlap = start - 1, grown
-    return start
+    return list(chunk[start:])
+
+
+def iter_chunk_spans(text: str, config: ChunkConfig, counter: TokenCounter | None = None) -> Iterator[Span]:
+    """Character spans of the chunks of `text`, as a stream: memory stays bounded by the tokenizer
+    window and one chunk, whatever the length of the text or of its sentences."""
+    counter = counter or TokenCounter()
+    chunk: list[_Unit] = []
+    total = 0
+    for unit in _units(text, config.max_tokens, counter):
+        if chunk and total + unit.tokens > config.max_tokens:
+            yield chunk[0].start, chunk[-1].end
+            chunk = _overlap(chunk, unit, config)
+            total = sum(u.tokens for u in chunk)
+        chunk.append(unit)
+        total += unit.tokens
+    if chunk:
+        yield chunk[0].start, chunk[-1].end
 
 
 def chunk_spans(text: str, config: ChunkConfig, counter: TokenCounter | None = None) -> list[Span]:
     """Character spans of the chunks of `text`."""
-    counter = counter or TokenCounter()
-    units = _units(text, config.max_tokens, counter)
-    chunks: list[Span] = []
-    first = 0
-    while first < len(units):
-        nxt, total = first, 0
-        while nxt < len(units) and (nxt == first or total + units[nxt].tokens <= config.max_tokens):
-            total += units[nxt].tokens
-            nxt += 1
-        chunks.append((units[first].start, units[nxt - 1].end))
-        if nxt >= len(units):
-            break
-        first = _overlap_start(units, first, nxt, config)
-    return chunks
+    return list(iter_chunk_spans(text, config, counter))
 
 
 def chunk_text(text: str, config: ChunkConfig | None = None, counter: TokenCounter | None = None) -> list[str]:
     """The chunks of `text` (none for blank text)."""
-    return [text[s:e] for s, e in chunk_spans(text, config or ChunkConfig(), counter)]
+    return [text[s:e] for s, e in iter_chunk_spans(text, config or ChunkConfig(), counter)]
+
+
+def iter_chunks(text: str, config: ChunkConfig | None = None, counter: TokenCounter | None = None) -> Iterator[str]:
+    """The chunks of `text`, one at a time."""
+    for s, e in iter_chunk_spans(text, config or ChunkConfig(), counter):
+        yield text[s:e]

@@ -8,7 +8,7 @@ from typing import Any
 
 from amsrag.config import ChunkConfig
 from amsrag.errors import InputError
-from amsrag.ingest.chunking import TokenCounter, chunk_text
+from amsrag.ingest.chunking import TokenCounter, iter_chunks
 from amsrag.ingest.markdown import parse_markdown, section_title
 from amsrag.ingest.readers import base_name, clean_text, iter_text_blocks, read_text
 from amsrag.types import Passage
@@ -55,7 +55,7 @@ def _chunked(sections: Iterable[tuple[str, str, str]], doc_id: str, fmt: str, ch
     blank = True
     for title, heading, text in sections:
         blank = blank and fmt != "markdown" and not text.strip()  # a Markdown section: the document has text
-        for chunk in chunk_text(text, config, counter):
+        for chunk in iter_chunks(text, config, counter):
             yield Passage(id=f"{doc_id}#{n}", text=chunk, title=title, doc_id=doc_id,
                           metadata={**metadata, "chunk": n, "section": heading})
             n += 1

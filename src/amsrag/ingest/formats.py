@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -9,6 +11,9 @@ from typing import Any
 from amsrag.errors import InputError
 from amsrag.ingest.parsers import DOCUMENT_FORMATS, DOCUMENT_SUFFIXES
 from amsrag.ingest.readers import base_suffix, first_record, read_text
+from amsrag.types import lone_surrogate_at
+
+log = logging.getLogger("amsrag.ingest")
 
 FORMAT_DESCRIPTIONS: dict[str, str] = {
     "jsonl": "passage JSON Lines {id?, title?, text | contents, metadata?}",
@@ -161,13 +166,32 @@ def _detect_csv(path: Path) -> str:
     raise _undetectable(path, "CSV files are not an input format")
 
 
+def printable_path(path: Path) -> str:
+    """`path` as text that can be printed and stored: a byte of its name that is not UTF-8 as `\\xNN`."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
 def _iter_dir(path: Path, suffixes: tuple[str, ...]) -> Iterator[Path]:
+    """The files under `path` with one of `suffixes` (hidden ones skipped). A file name that is not UTF-8 is
+    an InputError naming it; a symbolic link leading outside `path` and what is not a regular file (a FIFO,
+    a device, a socket, a broken link) are skipped with a warning naming them."""
+    root = path.resolve()
     for p in sorted(path.rglob("*")):
         rel = p.relative_to(path)
-        if any(part.startswith(".") for part in rel.parts) or not p.is_file():
+        if any(part.startswith(".") for part in rel.parts) or base_suffix(p) not in suffixes:
             continue
-        if base_suffix(p) in suffixes:
-            yield p
+        if lone_surrogate_at(str(p)) is not None:
+            raise InputError(f"{printable_path(p)}: the file name is not UTF-8 (the bytes shown as \\x..); rename "
+                             f"the file, or move it out of {printable_path(path)}")
+        if not p.resolve().is_relative_to(root):
+            log.warning("skipped %s: a symbolic link leads outside %s (to %s)", p, path, p.resolve())
+            continue
+        if p.is_dir():
+            continue
+        if not p.is_file():
+            log.warning("skipped %s: not a regular file (a FIFO, device, socket or broken link)", p)
+            continue
+        yield p
 
 
 def directory_files(path: Path, fmt: str = "auto", allow_empty: bool = False) -> list[Path]:

@@ -9,6 +9,7 @@ import gzip
 import hashlib
 import io
 import json
+import re
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from amsrag.errors import InputError
-from amsrag.types import Passage, strip_control
+from amsrag.types import Passage, describe_bad_char, lone_surrogate_at, strip_control
 
 _BOM = "\ufeff"
 clean_text = strip_control
@@ -192,13 +193,35 @@ def split_flashrag_contents(contents: str) -> tuple[str, str]:
     return title, rest.strip()
 
 
+def check_text(value: str, place: str) -> str:
+    """`value`, or an InputError naming `place` when it holds a character UTF-8 cannot carry."""
+    bad = lone_surrogate_at(value)
+    if bad is not None:
+        raise InputError(f"{place}: not valid Unicode: {describe_bad_char(value, bad)}; send UTF-8 text")
+    return value
+
+
+_ID_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def check_id(value: str, place: str) -> str:
+    """An id (of a passage or a document), or an InputError naming `place`: a control character (NUL, a
+    line break, a tab...) in an id breaks the lines, logs and URLs that carry it."""
+    check_text(value, place)
+    bad = _ID_CONTROL.search(value)
+    if bad is not None:
+        raise InputError(f"{place}: {value[:80]!r} holds the control character U+{ord(bad.group()):04X} at "
+                         f"character {bad.start()}; ids are one line of printable text")
+    return value
+
+
 def _optional_str(record: dict[str, Any], key: str, place: str) -> str:
     value = record.get(key)
     if value is None:
         return ""
     if not isinstance(value, str):
         raise InputError(f"{place}: `{key}` must be a string, got {type(value).__name__}")
-    return value
+    return check_text(value, f"{place}: `{key}`")
 
 
 def _passage_id(record: dict[str, Any], place: str) -> str | None:
@@ -210,7 +233,7 @@ def _passage_id(record: dict[str, Any], place: str) -> str | None:
     pid = str(value).strip()
     if not pid:
         raise InputError(f"{place}: `id` is empty; give a non-empty id or leave the field out")
-    return pid
+    return check_id(pid, f"{place}: `id`")
 
 
 def _title_and_text(record: dict[str, Any], place: str) -> tuple[str, str]:
@@ -240,6 +263,8 @@ def passage_from_record(record: Any, place: str, default_doc_id: str | None = No
     if metadata is not None and not isinstance(metadata, dict):
         raise InputError(f"{place}: `metadata` must be a JSON object, got {type(metadata).__name__}")
     doc_id = _optional_str(record, "doc_id", place).strip() or default_doc_id
+    if doc_id:
+        check_id(doc_id, f"{place}: `doc_id`")
     return Passage.make(text=text, title=title, id=_passage_id(record, place), doc_id=doc_id, metadata=metadata)
 
 

@@ -58,6 +58,7 @@ from amsrag.route import RoutePlan, Router
 from amsrag.route.router import retrieval_class
 from amsrag.route.taxonomy import TaxonomyDecision
 from amsrag.store.base import PassageIndex
+from amsrag.types import describe_bad_char, lone_surrogate_at
 
 if TYPE_CHECKING:
     from amsrag.audit import SupportAuditor
@@ -84,6 +85,10 @@ def check_question(question: object, limit: int) -> str:
     if len(question) > limit:
         raise QuestionError("question_too_long", f"the question is {len(question)} characters long; the limit is "
                                                  f"{limit} ({LIMIT_SETTING})")
+    bad = lone_surrogate_at(question)
+    if bad is not None:
+        raise QuestionError("invalid_text", f"the question is not valid Unicode: {describe_bad_char(question, bad)}; "
+                                            f"send UTF-8 text")
     stripped = question.strip()
     if is_blank(stripped):
         raise QuestionError("invalid_request", EMPTY_QUESTION)

@@ -23,13 +23,32 @@ if TYPE_CHECKING:
     from amsrag.config import AmsragConfig, QueryLogConfig, ServeConfig
 
 REDACTED = "[redacted]"
+# What may follow a secret word without being the secret ("the password is", "token expired").
+_NOT_SECRETS = frozenset({"is", "was", "are", "were", "of", "for", "and", "or", "the", "a", "an", "to", "in", "on",
+                          "not", "that", "this", "it", "with", "from", "field", "reset", "expired", "redacted"})
+
+
+def _keep_key(match: re.Match[str]) -> str:
+    """A secret word and its value: the value is redacted unless it is a common word."""
+    value = match.group(0)[len(match.group(1)) + len(match.group(2)) + len(match.group(3)):]
+    if value.lower().strip("[]") in _NOT_SECRETS or REDACTED in value:
+        return match.group(0)
+    return match.group(1) + match.group(2) + match.group(3) + REDACTED
 SOURCES = ("api", "openai", "cli")
 
-# Secret-looking tokens, whoever's they are: bearer credentials, provider-style keys, URL passwords.
+# Secret-looking tokens, whoever's they are: bearer credentials, provider-style keys (any case), JWTs, AWS
+# access key ids and secret keys, "password: X" / "password is X", URL passwords.
+_SECRET_WORDS = r"pass(?:word|phrase|wd)s?|pwd|api[_ -]?keys?|access[_ -]?keys?|secret(?:[_ -]?keys?)?|tokens?"
 _PATTERNS = (
     (re.compile(r"(?i)\b(bearer|basic)(\s+)[A-Za-z0-9._~+/=-]{8,}"), r"\1\2" + REDACTED),
-    (re.compile(r"\b(?:sk|pk|rk|ghp|gho|ghs|xox[abp])[-_][A-Za-z0-9_-]{12,}"), REDACTED),
-    (re.compile(r"(?i)\b(api[_-]?key|token|secret|password)(\s*[:=]\s*)[^\s,;]{6,}"), r"\1\2" + REDACTED),
+    (re.compile(r"(?i)\b(?:sk|pk|rk|ghp|gho|ghs|ghu|glpat|xox[abpr])[-_][A-Za-z0-9_-]{12,}"), REDACTED),
+    (re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"), REDACTED),  # JWT: header.payload.sig
+    (re.compile(r"\b(?:AKIA|ASIA|AIDA|AROA|AGPA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b"), REDACTED),  # AWS key ids
+    # a bare AWS secret key: 40 base64 characters with upper, lower case and a digit (not a hex digest)
+    (re.compile(r"(?<![A-Za-z0-9/+=])(?=[A-Za-z0-9/+]{0,39}[A-Z])(?=[A-Za-z0-9/+]{0,39}[a-z])"
+                r"(?=[A-Za-z0-9/+]{0,39}[0-9])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"), REDACTED),
+    (re.compile(rf"(?i)\b({_SECRET_WORDS})(\s*[:=]\s*|\s+(?:is|was|are|were)\s+)([\"']?)[^\s,;\"']{{3,}}"),
+     _keep_key),
     (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s:/@]+):[^\s@/]+@"), r"\1:" + REDACTED + "@"),  # URL passwords
 )
 MIN_SECRET_CHARS = 6  # shorter configured values are not searched for (they would redact common words)
@@ -158,7 +177,7 @@ def _float(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def _signals(trace: Mapping[str, Any], query: str, stored_query: str) -> dict[str, Any]:
+def _signals(trace: Mapping[str, Any], query: str, truncated: bool) -> dict[str, Any]:
     """What the monitor may chart beyond the columns; keys are present only when the trace has them."""
     cx = trace.get("complexity") or {}
     out: dict[str, Any] = {}
@@ -204,7 +223,7 @@ def _signals(trace: Mapping[str, Any], query: str, stored_query: str) -> dict[st
     if isinstance(proxy, Mapping):
         out["proxy"] = dict(proxy)  # the five proxy signals (`amsrag.audit.signals.ProxySignals`)
     out["query_chars"] = len(query)
-    if len(stored_query) < len(query):
+    if truncated:
         out["query_truncated"] = True
     return out
 
@@ -220,7 +239,8 @@ def entry_from_answer(answer: Any, config: QueryLogConfig | None = None, source:
     data: Mapping[str, Any] = answer.to_dict() if hasattr(answer, "to_dict") else answer
     trace: Mapping[str, Any] = data.get("trace") or {}
     query = str(data.get("query", ""))
-    stored_query = query[:config.max_query_chars]
+    redacted_query = redactor.text(query)  # before the cut: a cut secret would escape its pattern
+    stored_query = redacted_query[:config.max_query_chars]
     cx = trace.get("complexity") or {}
     runs = trace.get("retrievers") or []
     gen = trace.get("generator") or {}
@@ -237,7 +257,7 @@ def entry_from_answer(answer: Any, config: QueryLogConfig | None = None, source:
         ts=utc(now) if now is not None else datetime.now(UTC),
         source=source,
         system=str(trace.get("system", "")),
-        query=text(stored_query),
+        query=stored_query,
         language=lang.get("code"),
         label=cx.get("label"),
         alpha=_float(cx.get("alpha")),
@@ -255,7 +275,7 @@ def entry_from_answer(answer: Any, config: QueryLogConfig | None = None, source:
         confidence=_float(gen.get("confidence")),
         total_ms=_float(timings.get("total")),
         timings=redactor.value(timings),
-        signals=redactor.value(_signals(trace, query, stored_query)),
+        signals=redactor.value(_signals(trace, query, len(stored_query) < len(redacted_query))),
         audit=redactor.value(audit) if audit is not None else None,
         flagged=flagged,
     )

@@ -332,6 +332,41 @@ def ner_routes(texts: Sequence[str], chinese: bool) -> tuple[list[int], list[int
     return english, zh
 
 
+NER_WINDOW_CHARS = 4_000  # one NER document at most (a pipe batch of 64 stays near 256k characters)
+
+
+def _windows(text: str, size: int = NER_WINDOW_CHARS) -> list[str]:
+    """`text` in pieces of at most `size` characters, each cut after the last line break or space of its
+    last tenth where there is one (an entity is rarely cut in two)."""
+    if len(text) <= size:
+        return [text]
+    pieces, start = [], 0
+    while len(text) - start > size:
+        end = start + size
+        floor = end - size // 10
+        cut = max(text.rfind("\n", floor, end), text.rfind(" ", floor, end))
+        end = cut + 1 if cut > start else end
+        pieces.append(text[start:end])
+        start = end
+    pieces.append(text[start:])
+    return pieces
+
+
+def _is_last(n: int) -> list[bool]:
+    return [k == n - 1 for k in range(n)]
+
+
+def _zh_surfaces(texts: list[str], wanted: frozenset[str]) -> list[tuple[str, ...]]:
+    """`extract_ner_zh` of each text, a long one read window by window."""
+    windows = [_windows(t) for t in texts]
+    flat = extract_ner_zh([w for ws in windows for w in ws], wanted)
+    out, k = [], 0
+    for ws in windows:
+        out.append(tuple(sorted({s for surfaces in flat[k : k + len(ws)] for s in surfaces})))
+        k += len(ws)
+    return out
+
+
 def extract_ner(
     texts: Sequence[str],
     labels: Iterable[str],
@@ -366,14 +401,20 @@ def extract_ner(
     if english:
         nlp = ner_pipeline()
         workers = max(1, min(n_process, (len(english) + batch_size - 1) // batch_size))
-        docs = nlp.pipe([texts[i] for i in english], batch_size=batch_size, n_process=workers)
-        for i, doc in zip(english, docs, strict=True):
-            out[i] = _entity_surfaces(doc.ents, wanted)
-            done += 1
-            tell(done)
+        # a long text is read in windows (spaCy refuses 1,000,000 characters and needs ~1 GB per 100,000)
+        owners = [(i, last) for i in english for last in _is_last(len(_windows(texts[i])))]
+        docs = nlp.pipe((w for i in english for w in _windows(texts[i])), batch_size=batch_size, n_process=workers)
+        found: set[str] = set()
+        for (i, last), doc in zip(owners, docs, strict=True):
+            found.update(_entity_surfaces(doc.ents, wanted))
+            if last:
+                out[i] = tuple(sorted(found))
+                found = set()
+                done += 1
+                tell(done)
     for start in range(0, len(zh), chunk):
         block = zh[start : start + chunk]
-        for i, surfaces in zip(block, extract_ner_zh([texts[i] for i in block], wanted), strict=True):
+        for i, surfaces in zip(block, _zh_surfaces([texts[i] for i in block], wanted), strict=True):
             out[i] = tuple(sorted(set(out[i]) | set(surfaces))) if i in counted else surfaces
             done += 0 if i in counted else 1
         tell(done)

@@ -8,9 +8,10 @@ import logging
 import time
 from contextlib import asynccontextmanager
 from importlib import resources
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import Depends, FastAPI, Query, Request
+from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import FileResponse, JSONResponse, Response
@@ -23,12 +24,14 @@ from amsrag import __version__
 from amsrag.errors import AmsragError, IndexBusyError, IndexCorruptError
 from amsrag.pipeline.engine import QuestionError, check_question
 from amsrag.serve.errors import ApiError, error_body
-from amsrag.serve.limits import Admission, BodyLimit, KeyCheck, is_loopback
+from amsrag.serve.limits import Admission, BodyLimit, HostCheck, KeyCheck, allowed_host_names, is_loopback
 from amsrag.serve.service import Service
 
 log = logging.getLogger("amsrag.serve")
 STATIC = resources.files("amsrag.serve") / "static"
 REFRESH_S = 2.0  # how often the index directory is checked for writes by other processes
+SQL_INT_MAX = 2**63 - 1  # SQLite's and PostgreSQL's integers: a larger id or offset is refused, not an overflow
+ReviewId = Annotated[int, PathParam(ge=0, le=SQL_INT_MAX, description="a review item's id")]
 
 
 # ---------------------------------------------------------------------------- request bodies
@@ -157,7 +160,9 @@ def create_app(service: Service, warm: bool = True) -> FastAPI:
         for lane in lanes.values():
             lane.close()
 
-    app = FastAPI(title="amsrag", version=__version__, lifespan=lifespan,
+    # With keys, the API description and its pages need one too (added below, behind `auth`).
+    docs_urls: dict[str, Any] = {"docs_url": None, "redoc_url": None, "openapi_url": None} if keys.enabled else {}
+    app = FastAPI(title="amsrag", version=__version__, lifespan=lifespan, **docs_urls,
                   description="Adaptive multi-source RAG: retrieval and answers with the route taken (DESIGN §9).")
     app.state.service = service
     app.state.lanes = lanes
@@ -200,6 +205,14 @@ def create_app(service: Service, warm: bool = True) -> FastAPI:
         if isinstance(exc, IndexBusyError):
             return _error(service, 503, "index_busy", str(exc), {"Retry-After": "5"})
         return _error(service, 400, "invalid_input", str(exc))
+
+    @app.exception_handler(UnicodeEncodeError)
+    async def _not_text(request: Request, exc: UnicodeEncodeError) -> JSONResponse:
+        if exc.reason != "surrogates not allowed":
+            return await _internal(request, exc)
+        # Text the entry checks did not see (a metadata value, a path): refused whole, nothing was stored.
+        return _error(service, 422, "invalid_text", f"the request holds text that is not valid Unicode (a lone "
+                      f"UTF-16 surrogate at character {exc.start} of a string); send UTF-8 text")
 
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception) -> JSONResponse:
@@ -288,7 +301,8 @@ def create_app(service: Service, warm: bool = True) -> FastAPI:
 
     @app.get("/v1/review", dependencies=review_auth, tags=["review"],
              summary="Items of the review queue (newest first) and the counts by status")
-    async def review_list(status: str = "open", limit: int = 50, offset: int = 0) -> dict[str, Any]:
+    async def review_list(status: str = "open", limit: int = 50,
+                          offset: Annotated[int, Query(ge=0, le=SQL_INT_MAX)] = 0) -> dict[str, Any]:
         queue = review_queue()
 
         def read() -> dict[str, Any]:
@@ -298,7 +312,7 @@ def create_app(service: Service, warm: bool = True) -> FastAPI:
         return await asyncio.to_thread(read)
 
     @app.get("/v1/review/{item_id}", dependencies=review_auth, tags=["review"], summary="One review item")
-    async def review_item(item_id: int) -> dict[str, Any]:
+    async def review_item(item_id: ReviewId) -> dict[str, Any]:
         item = await asyncio.to_thread(review_queue().get, item_id)
         if item is None:
             raise ApiError(404, "not_found", f"no review item {item_id}")
@@ -306,7 +320,7 @@ def create_app(service: Service, warm: bool = True) -> FastAPI:
 
     @app.post("/v1/review/{item_id}", dependencies=review_auth, tags=["review"],
               summary="Review an item: the answer right or wrong, the question's true class, a note")
-    async def review_mark(item_id: int, body: ReviewBody) -> dict[str, Any]:
+    async def review_mark(item_id: ReviewId, body: ReviewBody) -> dict[str, Any]:
         queue = review_queue()
         if await asyncio.to_thread(queue.get, item_id) is None:
             raise ApiError(404, "not_found", f"no review item {item_id}")
@@ -315,7 +329,7 @@ def create_app(service: Service, warm: bool = True) -> FastAPI:
 
     @app.post("/v1/review/{item_id}/dismiss", dependencies=review_auth, tags=["review"],
               summary="Dismiss an item: it leaves the open list without a review")
-    async def review_dismiss(item_id: int, body: DismissBody | None = None) -> dict[str, Any]:
+    async def review_dismiss(item_id: ReviewId, body: DismissBody | None = None) -> dict[str, Any]:
         queue = review_queue()
         if await asyncio.to_thread(queue.get, item_id) is None:
             raise ApiError(404, "not_found", f"no review item {item_id}")
@@ -343,6 +357,9 @@ def create_app(service: Service, warm: bool = True) -> FastAPI:
 
     add_openai_routes(app, service, lanes["answer"], auth)
 
+    if keys.enabled:
+        _add_keyed_docs(app, auth)
+
     # ---------------------------------------------------------------- web UI
     @app.get("/", include_in_schema=False)
     async def index_page() -> FileResponse:
@@ -365,7 +382,26 @@ def create_app(service: Service, warm: bool = True) -> FastAPI:
     app.add_middleware(BodyLimit, max_bytes=cfg.max_body_bytes,
                        on_reject=lambda: service.metrics.errors.labels("body_too_large").inc())
     app.add_middleware(RequestMetrics, service=service)
+    app.add_middleware(HostCheck, allowed=allowed_host_names(cfg.allowed_hosts, cfg.host, keys.enabled),
+                       on_reject=lambda: service.metrics.errors.labels("host_not_allowed").inc())
     return app
+
+
+def _add_keyed_docs(app: FastAPI, auth: list[Any]) -> None:
+    """/openapi.json, /docs and /redoc behind the API key."""
+    from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+
+    @app.get("/openapi.json", dependencies=auth, include_in_schema=False)
+    async def openapi() -> JSONResponse:
+        return JSONResponse(app.openapi())
+
+    @app.get("/docs", dependencies=auth, include_in_schema=False)
+    async def docs() -> Response:
+        return get_swagger_ui_html(openapi_url="/openapi.json", title="amsrag API")
+
+    @app.get("/redoc", dependencies=auth, include_in_schema=False)
+    async def redoc() -> Response:
+        return get_redoc_html(openapi_url="/openapi.json", title="amsrag API")
 
 
 async def _write(service: Service, timeout_s: float, fn, *args: Any) -> Any:

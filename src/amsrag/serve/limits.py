@@ -28,6 +28,58 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+WILDCARD_BINDS = ("0.0.0.0", "::", "")
+
+
+def host_name(header: str) -> str:
+    """The name of a Host header without its port, lower-cased (`[::1]:8000` -> `::1`)."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[1:].split("]", 1)[0]
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+
+
+def allowed_host_names(configured: list[str], bind_host: str, keys_enabled: bool) -> frozenset[str] | None:
+    """The Host names to serve (None: any): see `ServeConfig.allowed_hosts`."""
+    if "*" in configured:
+        return None
+    if configured:
+        return frozenset(host_name(h) for h in configured)
+    if keys_enabled and not is_loopback(bind_host):
+        return None  # every endpoint but the public ones needs the key: a rebinding page has none
+    names = set(LOOPBACK_NAMES)
+    if bind_host not in WILDCARD_BINDS:
+        names.add(host_name(bind_host))
+    return frozenset(names)
+
+
+class HostCheck:
+    """ASGI middleware: a request whose Host header is not an allowed name is answered 400 before any
+    handler runs (DNS rebinding: a page on attacker.example resolving to 127.0.0.1 sends Host: attacker.example)."""
+
+    def __init__(self, app: ASGIApp, allowed: frozenset[str] | None, on_reject: Callable[[], None] | None = None
+                 ) -> None:
+        self.app = app
+        self.allowed = allowed
+        self.on_reject = on_reject
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.allowed is None or scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        header = next((v.decode("latin-1") for k, v in scope.get("headers", ()) if k == b"host"), "")
+        name = host_name(header)
+        if name not in self.allowed:
+            if self.on_reject is not None:
+                self.on_reject()
+            response = error_response(400, "host_not_allowed", f"Host {header[:100]!r} is not served here: the "
+                                      f"allowed names are {', '.join(sorted(self.allowed))} ([serve] allowed_hosts)")
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
 class KeyCheck:
     """Bearer (or X-API-Key) authentication against a fixed set of keys; off when the set is empty."""
 

@@ -62,7 +62,12 @@ def last_user_text(messages: list[ChatMessage]) -> str:
         if isinstance(m.content, str):
             return m.content
         if isinstance(m.content, list):  # content parts: the text ones
-            return " ".join(p.get("text", "") for p in m.content if isinstance(p, dict) and p.get("type") == "text")
+            parts = [p for p in m.content if isinstance(p, dict) and p.get("type") == "text"]
+            for i, part in enumerate(parts):
+                if not isinstance(part.get("text", ""), str):
+                    raise ApiError(422, "invalid_request", f"a text content part's `text` must be a string, got "
+                                   f"{type(part['text']).__name__} (the last user message's text part {i})")
+            return " ".join(p.get("text", "") for p in parts)
         break
     raise ApiError(422, "invalid_request", "no user message with text content: the last user message is the question")
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -251,10 +250,10 @@ class Service:
         assert self._review is not None
         cfg = self.review_config
         try:
-            candidate = candidate_of(out, system, cfg.flagged, cfg.suspects)
+            # redacted before the item cuts its snippets: a cut secret would escape its pattern
+            candidate = candidate_of(self._redactor.value(out), system, cfg.flagged, cfg.suspects)
             if candidate is not None:
-                self._review.submit(replace(candidate, query=self._redactor.text(candidate.query),
-                                            answer=self._redactor.value(candidate.answer)))
+                self._review.submit(candidate)
                 self.metrics.review_enqueued.labels(candidate.kind).inc()
         except Exception as exc:  # the review queue never fails the answer
             log.warning("review queue: the item of an answer could not be built: %s: %s", type(exc).__name__, exc)
@@ -343,10 +342,15 @@ class Service:
                        metadata: dict[str, Any] | None) -> Document:
         """The document of a PUT body: its `text` chunked with the index's settings, or its `passages`."""
         from amsrag.ingest.documents import text_document
+        from amsrag.ingest.readers import check_id, check_text
 
         doc_id = doc_id.strip()
         if not doc_id:
             raise InputError("the document id is empty")
+        check_id(doc_id, "the document id")
+        check_text(title, "`title`")
+        if text is not None:
+            check_text(text, "`text`")
         if (text is None) == (records is None):
             raise InputError("give the document as `text` or as `passages` (one of the two)")
         if records is not None:

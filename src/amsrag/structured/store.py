@@ -31,6 +31,7 @@ from typing import Any
 from urllib.parse import quote
 
 from amsrag.errors import AmsragError, IndexCorruptError, IndexNotFoundError, InputError, StorageError
+from amsrag.sqlite_wal import use_wal
 from amsrag.structured.base import (
     ALLOWED_FUNCTIONS,
     DEFAULT_ROW_LIMIT,
@@ -124,7 +125,7 @@ class TableStore:
             p.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(str(p), check_same_thread=False, isolation_level=None, timeout=30.0)
         try:
-            conn.execute("PRAGMA journal_mode=WAL")
+            use_wal(conn)
             conn.execute("PRAGMA synchronous=NORMAL")
             names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             if CATALOG not in names:

@@ -9,6 +9,7 @@ commits vectors batch by batch before the passages so a killed ingest resumes wi
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -17,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from amsrag.errors import StorageError
+from amsrag.sqlite_wal import use_wal
 from amsrag.store.writes import stored_metadata
 from amsrag.types import Passage, PassageRow
 
@@ -43,6 +46,8 @@ CREATE TABLE IF NOT EXISTS documents (
 CREATE TABLE IF NOT EXISTS embeddings (content_hash TEXT PRIMARY KEY, vector BLOB NOT NULL);
 """
 
+log = logging.getLogger("amsrag.store")
+
 
 def _passage(r: sqlite3.Row | tuple) -> Passage:
     return Passage(id=r[1], doc_id=r[2], title=r[3], text=r[4], metadata=json.loads(r[5]))
@@ -55,8 +60,23 @@ class PassageTable:
         self.path = path
         self._conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=30.0)
         self._lock = threading.RLock()
+        try:
+            use_wal(self._conn)
+        except sqlite3.OperationalError as exc:
+            wal = Path(f"{path}-wal")
+            if not path.exists():
+                raise
+            if wal.exists() and wal.stat().st_size > 0:
+                raise StorageError(f"{path}: cannot be opened ({exc}): the disk may be full, and writes not yet "
+                                   f"merged into the file wait in {wal.name}; free some space and retry") from exc
+            # WAL needs its shared-memory file: on a full disk it cannot be made, and reads need not write.
+            # The file read as it is on disk (a clean close left no WAL to merge); writes are refused.
+            self._conn.close()
+            log.warning("%s: opened read-only (%s: the disk may be full); writes will fail", path, exc)
+            self._conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True,
+                                         check_same_thread=False, isolation_level=None)
+            return
         with self._lock:
-            self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.executescript(_SCHEMA)
             if self.meta("schema_version") is None:
