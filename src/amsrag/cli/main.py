@@ -183,6 +183,10 @@ def ask(
     out.print(Text.assemble((result.answer, "bold"), "  ",
                             (" ".join("[" + c + "]" for c in result.citations), "dim")),
               highlight=False, soft_wrap=True)
+    if result.quote is not None:  # the supporting sentence, the answer span underlined
+        q = result.quote
+        out.print(Text.assemble("quote: “", q.text[:q.start], (q.span, "bold underline"), q.text[q.end:], "” ",
+                                (f"[{q.passage_id}]", "dim")), highlight=False, soft_wrap=True)
     print_audit(result.trace)
     if result.abstained and g.get("candidate") and g["candidate"] != result.answer:
         out.print(Text(f"best candidate, below the confidence threshold {g.get('threshold')}: {g['candidate']}",
