@@ -131,6 +131,31 @@ def score(rows: list[dict[str, Any]], judgements: dict[tuple[str, str], bool]) -
     return rows
 
 
+def fit_defaults(name: str, index: Path, questions: list[dict[str, Any]]) -> dict[str, Any]:
+    """P(right) of the default statement `default_answers` picks from the passages the engine retrieves, per
+    match level, over the questions of `name` that ask for a default: (right + 1) / (n + 2)."""
+    from amsrag.generate.doc_cues import DEFAULT_QUESTION, default_answers
+    from amsrag.pipeline import Engine
+
+    counts: dict[str, list[int]] = {}
+    rows = []
+    with Engine.open(index) as engine:
+        for q in questions:
+            if not DEFAULT_QUESTION.search(q["question"]):
+                continue
+            found = default_answers(q["question"], engine.retrieve(q["question"]).passages)
+            if not found or not found[0].level:
+                rows.append({"id": q["id"], "level": "", "value": None})
+                continue
+            right = exact(found[0].value, q["answers"])
+            c = counts.setdefault(found[0].level, [0, 0])
+            c[0] += int(right)
+            c[1] += 1
+            rows.append({"id": q["id"], "level": found[0].level, "value": found[0].value, "right": right})
+    return {"default_confidence": {k: round((r + 1) / (n + 2), 4) for k, (r, n) in counts.items()},
+            "counts": {k: {"right": r, "read": n} for k, (r, n) in counts.items()}, "rows": rows}
+
+
 def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     n = len(rows)
     answered = [r for r in rows if not r["abstained"]]
@@ -168,8 +193,23 @@ def main() -> None:
     ap.add_argument("--corpora", type=Path, default=Path("/work/docs_corpora"))
     ap.add_argument("--indexes", type=Path, default=Path("/work/docs_idx"))
     ap.add_argument("--build", action="store_true", help="rebuild the indexes")
+    ap.add_argument("--fit-defaults", metavar="SET", help="calibrate the reader's default statements on SET's "
+                    "questions and write the confidence into the card of the reader in src/ (doc_cues)")
     ap.add_argument("--report", action="store_true", help="rescore the stored runs (judged.csv) and print the table")
     args = ap.parse_args()
+    if args.fit_defaults:
+        from amsrag.generate.span_reader import CARD_FILE, default_directory
+
+        fit = fit_defaults(args.fit_defaults, args.indexes / args.fit_defaults, load_questions(args.fit_defaults))
+        print(json.dumps(fit, indent=1))
+        card_file = default_directory() / CARD_FILE
+        card = json.loads(card_file.read_text(encoding="utf-8"))
+        card["doc_cues"] = {"default_confidence": fit["default_confidence"], "counts": fit["counts"],
+                            "fitted_on": f"the questions asking for a default in benchmarks/docs_qa/"
+                                         f"{args.fit_defaults}.jsonl (hand-written; the other set checks)",
+                            "command": f"python benchmarks/doc_answers.py --fit-defaults {args.fit_defaults}"}
+        card_file.write_text(json.dumps(card, indent=1), encoding="utf-8")
+        return
     results: dict[str, Any] = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     judgements = load_judgements()
     if not args.report:

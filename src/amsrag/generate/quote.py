@@ -1,7 +1,7 @@
 """The supporting sentence of an answer: the sentence of the passage that holds the answer span.
 
-Sentences are the chunker's (`sentence_spans`), further cut where a line starts a list item, a table row
-or a heading: documentation writes "* Default: `30`" and "| `full` | Indexes …" one per line without a full
+Sentences are the chunker's (`sentence_spans`), further cut where a line starts a list item, a table row,
+a heading or a "Name: " definition: documentation writes "* Default: `30`" and "| `full` | Indexes …" one per line without a full
 stop, and a quote should be that line, not the whole list.
 """
 
@@ -14,7 +14,7 @@ from amsrag.generate.base import EvidencePassage, Quote
 from amsrag.generate.metrics import normalize_answer
 from amsrag.ingest.chunking import sentence_spans
 
-_LINE_START = re.compile(r"\n[ \t]*(?=[-*+•|#>]\s|\d{1,3}[.)]\s|\|)")
+_LINE_START = re.compile(r"\n[ \t]*(?=[-*+•|#>]\s|\d{1,3}[.)]\s|\||-{0,2}[A-Za-z][\w .-]{0,40}:\s)")
 MAX_QUOTE_CHARS = 600  # a "sentence" longer than this (a code block, a table without breaks) is cut around the span
 
 
