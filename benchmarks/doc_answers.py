@@ -156,6 +156,29 @@ def fit_defaults(name: str, index: Path, questions: list[dict[str, Any]]) -> dic
             "counts": {k: {"right": r, "read": n} for k, (r, n) in counts.items()}, "rows": rows}
 
 
+def confidence_quality(answered: list[dict[str, Any]]) -> dict[str, Any]:
+    """ROC-AUC of the answer confidence and of the audit's support for right answers, and the confidence's ECE
+    (10 equal-width bins), over the answers given."""
+    from sklearn.metrics import roc_auc_score
+
+    y = [int(r["judged"]) for r in answered]
+    out: dict[str, Any] = {"confidence_auc": None, "support_auc": None, "confidence_ece": None}
+    conf = [float(r["confidence"] or 0.0) for r in answered]
+    if len(set(y)) == 2:
+        out["confidence_auc"] = round(float(roc_auc_score(y, conf)), 3)
+        sup = [(float(r["support"]), yi) for r, yi in zip(answered, y, strict=True) if r["support"] is not None]
+        if len({yi for _, yi in sup}) == 2:
+            out["support_auc"] = round(float(roc_auc_score([yi for _, yi in sup], [v for v, _ in sup])), 3)
+    if answered:
+        bins: dict[int, list[tuple[float, int]]] = {}
+        for c, yi in zip(conf, y, strict=True):
+            bins.setdefault(min(int(c * 10), 9), []).append((c, yi))
+        out["confidence_ece"] = round(sum(len(b) / len(conf) * abs(sum(c for c, _ in b) / len(b) -
+                                                                   sum(yi for _, yi in b) / len(b))
+                                          for b in bins.values()), 3)
+    return out
+
+
 def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     n = len(rows)
     answered = [r for r in rows if not r["abstained"]]
@@ -171,18 +194,24 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "wrong_rate_unflagged": round(sum(not r["judged"] for r in unflagged) / len(unflagged), 3)
             if unflagged else None,
             "with_quote": sum(r["quote"] is not None for r in rows),
+            "sentence_answers": sum(r.get("answer_type") == "sentence" for r in rows),
+            "default_answers": sum(r.get("answer_type") == "default" for r in rows),
+            **confidence_quality(answered),
             "ms_p50": sorted(r["ms"] for r in rows)[n // 2] if n else None}
 
 
 def report(results: dict[str, Any]) -> str:
     lines = ["| run | set | right (judged) | exact | contains | gold file in top 5 | abstained | flagged | "
-             "flag precision | flag recall | wrong when unflagged | with quote | ms p50 |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "flag precision | flag recall | wrong when unflagged | confidence AUC / ECE | audit support AUC | "
+             "with quote | default / sentence answers | ms p50 |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for label, run in results.items():
         for name, s in run["sets"].items():
             lines.append(f"| {label} | {name} | {s['judged']}/{s['questions']} | {s['exact']} | {s['contains']} | "
                          f"{s['gold_in_top5']} | {s['abstained']} | {s['flagged']} | {s['flag_precision']} | "
-                         f"{s['flag_recall']} | {s['wrong_rate_unflagged']} | {s['with_quote']} | {s['ms_p50']} |")
+                         f"{s['flag_recall']} | {s['wrong_rate_unflagged']} | {s['confidence_auc']} / "
+                         f"{s['confidence_ece']} | {s['support_auc']} | {s['with_quote']} | "
+                         f"{s['default_answers']} / {s['sentence_answers']} | {s['ms_p50']} |")
     return "\n".join(lines)
 
 
@@ -217,11 +246,16 @@ def main() -> None:
                                f"{os.cpu_count()} cores (shared)", "when": time.strftime("%Y-%m-%d %H:%M UTC",
                                                                                         time.gmtime()),
                                "rows": [], "sets": {}}
-        for name in args.sets.split(","):
+        names = args.sets.split(",")
+        earlier = results.get(args.label, {}).get("rows", [])
+        run["rows"] = [r for r in earlier if r["set"] not in names]  # a run of some sets keeps the others'
+        for name in names:
             index = args.indexes / name
             if args.build or not (index / "manifest.json").exists():
                 build_index(args.corpora / SETS[name], index, name)
             run["rows"] += run_set(name, index, load_questions(name))
+        if earlier:
+            run["command"] = results[args.label]["command"] + "; " + run["command"]
         results[args.label] = run
     for run in results.values():
         score(run["rows"], judgements)

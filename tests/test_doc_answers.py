@@ -146,3 +146,27 @@ def test_quote_round_trips_through_its_dict() -> None:
     q = Quote("Default: 30", 9, 11, "cargo/config.md#3")
     assert q.to_dict() == {"text": "Default: 30", "start": 9, "end": 11, "passage_id": "cargo/config.md#3"}
     assert q.marked("[", "]") == "Default: [30]"
+
+
+def test_option_names_keep_their_dashes_and_stop_at_the_line_break() -> None:
+    from amsrag.generate.span_reader import SpanCandidate, first_line, option_dashes
+
+    text = "Manifest Options\n--frozen\nEquivalent to specifying both --locked and --offline, or -q; well-known."
+    assert option_dashes(text, text.index("frozen")) == 2
+    assert option_dashes(text, text.index("q;")) == 1
+    assert option_dashes(text, text.index("known")) == 0  # a hyphenated word is not an option
+    c = first_line(SpanCandidate("--frozen\nEquivalent", 0, 1.0, 0.5, 17, 36))
+    assert (c.text, c.char_start, c.char_end) == ("--frozen", 17, 25)
+
+
+def test_which_option_questions_ask_for_a_name_and_default_questions_do_not() -> None:
+    from amsrag.generate.doc_cues import asks_for_name, is_name
+
+    assert asks_for_name("Which search plugin option sets the minimum length for a search query?")
+    assert asks_for_name("The --all flag of cargo build is a deprecated alias for which flag?")
+    assert not asks_for_name("What is the default value of the remote_branch setting?")
+    assert not asks_for_name("Who wrote the novel?")
+    assert is_name("min_search_length", "Which option sets the minimum length?")
+    assert is_name("--workspace", "The --all flag is an alias for which flag?")
+    assert not is_name("--all", "The --all flag is an alias for which flag?")  # the question's own name
+    assert not is_name("the minimum length", "Which option?")

@@ -135,3 +135,22 @@ def _line(text: str, pos: int) -> str:
     a = text.rfind("\n", 0, pos) + 1
     b = text.find("\n", pos)
     return text[a:b if b >= 0 else len(text)]
+
+
+# "Which option / setting / flag / environment variable … ?": the answer is a name as documentation writes one
+NAME_QUESTION = re.compile(r"\b(?:which|what)\s+(?:[\w-]+\s+){0,3}?(?:option|setting|flag|switch|environment variable|"
+                           r"variable|key|parameter|field|tag|config(?:uration)? value|directive)s?\b", re.I)
+_NAME_SHAPE = re.compile(r"^(?:--?[A-Za-z][\w-]*|![A-Z]+|[A-Za-z_]\w*(?:[._-]\w+)+|[A-Z][A-Z0-9]{3,})$")
+NAME_MARGIN = 8.0  # logits a name may trail the reader's best span by and still be chosen (MkDocs; Cargo checks)
+
+
+def asks_for_name(question: str) -> bool:
+    """The question asks which option, setting, flag or variable does something (not for a default)."""
+    return NAME_QUESTION.search(question) is not None and DEFAULT_QUESTION.search(question) is None
+
+
+def is_name(text: str, question: str) -> bool:
+    """`text` is shaped like an option, setting or variable name, and is not one the question already says."""
+    t = text.strip()
+    said = re.search(rf"(?<![\w-]){re.escape(t.lower())}(?![\w-])", question.lower()) is not None
+    return bool(_NAME_SHAPE.match(t)) and not said and not _named(question, t)

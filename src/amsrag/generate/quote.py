@@ -1,8 +1,8 @@
 """The supporting sentence of an answer: the sentence of the passage that holds the answer span.
 
 Sentences are the chunker's (`sentence_spans`), further cut where a line starts a list item, a table row,
-a heading or a "Name: " definition: documentation writes "* Default: `30`" and "| `full` | Indexes …" one per line without a full
-stop, and a quote should be that line, not the whole list.
+a heading or a "Name: " definition: documentation writes "* Default: `30`" and "| `full` | Indexes …" one per
+line without a full stop, and a quote should be that line, not the whole list.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ import numpy as np
 from amsrag.config import GeneratorConfig
 from amsrag.errors import AmsragError
 from amsrag.generate.base import ABSTAIN, EvidencePassage, Generation, Quote, check_passages
-from amsrag.generate.doc_cues import DefaultAnswer, default_answers
+from amsrag.generate.doc_cues import NAME_MARGIN, DefaultAnswer, asks_for_name, default_answers, is_name
 from amsrag.generate.metrics import normalize_answer
 from amsrag.generate.onnx_artifact import OnnxArtifact
 from amsrag.generate.quote import quote_at, sentence_at
@@ -216,6 +216,24 @@ def question_options(question: str) -> tuple[str, str] | None:
     return a, b
 
 
+def option_dashes(context: str, start: int) -> int:
+    """How many dashes ("--" or "-") open the option a span starting at `start` names: the word pieces split
+    "--frozen" into "-", "-", "frozen" and a span may start at the word."""
+    for n in (2, 1):
+        i = start - n
+        if i >= 0 and context[i:start] == "-" * n and (i == 0 or context[i - 1].isspace()) \
+                and start < len(context) and context[start].isalpha():
+            return n
+    return 0
+
+
+def first_line(c: SpanCandidate) -> SpanCandidate:
+    """`c` cut at its first line break ("--keep-going\nBuild as many crates" → "--keep-going")."""
+    head = c.text.split("\n", 1)[0].rstrip()
+    return c if head == c.text else SpanCandidate(head, c.passage, c.score, c.prob, c.char_start,
+                                                  c.char_start + len(head))
+
+
 def is_yesno_question(question: str) -> bool:
     return bool(_YESNO_START.match(question)) and question_options(question) is None
 
@@ -244,6 +262,7 @@ class SpanReader:
         # P(right) of a default read from documentation structure, per match level ("owner", "heading")
         self.default_confidence: dict[str, float] = {
             k: float(v) for k, v in ((card.get("doc_cues") or {}).get("default_confidence") or {}).items()}
+        self.name_cue = bool((card.get("doc_cues") or {}).get("name_cue", True))
         self.joint_pairs_of = int(cfg.get("joint_pairs_of", 0))  # 0: no pairs, only all-passages-joint
         self.title_rule = bool(cfg.get("title_rule", True))
 
@@ -336,12 +355,14 @@ class SpanReader:
         cands: list[SpanCandidate] = []
         type_p = np.zeros(3)
         best_yn = (-1.0, 0)
+        wants_name = self.name_cue and asks_for_name(question)
+        per_window = 10 if wants_name else 3  # a name may be below the window's three best spans
         for k, w in enumerate(windows):
             tl = t[k] - t[k].max()
             p = np.exp(tl) / np.exp(tl).sum()
             type_p += p
             yn = float(p[1] + p[2])
-            for score, prob, a, b in self._window_spans(s[k], e[k], w):
+            for score, prob, a, b in self._window_spans(s[k], e[k], w, per_window):
                 ctx = contexts[w.passage] if w.passage >= 0 else joint_texts[-1 - w.passage]
                 pi, a2, b2 = self._locate(w.passage, a, b, contexts, joints)
                 bonus = self.retrieval_weight * ret[pi] if pi >= 0 else 0.0
@@ -349,7 +370,10 @@ class SpanReader:
                 text = raw.strip(" \t\n,;:")
                 if not text or (w.passage < 0 and JOINT_SEP.strip() in text):  # no span across two passages
                     continue
-                a2 += len(raw) - len(raw.lstrip(" \t\n,;:"))
+                lead = len(raw) - len(raw.lstrip(" \t\n,;:"))
+                dashes = option_dashes(ctx, a + lead)
+                text = ctx[a + lead - dashes:a + lead + len(text)]
+                a2 += lead - dashes
                 b2 = a2 + len(text)
                 if self.title_rule and heads[pi] and a2 < heads[pi] - 2 and b2 > heads[pi]:
                     continue  # a span running from the title into the text ("Uralic languages: The Uralic …")
@@ -359,6 +383,10 @@ class SpanReader:
         type_p /= len(windows)
         cands.sort(key=lambda c: -c.score)
         best = cands[0] if cands else SpanCandidate("", 0, -30.0, 0.0)
+        if wants_name and not is_name(best.text, question):
+            name = next((n for n in map(first_line, cands) if is_name(n.text, question)), None)
+            if name is not None and name.score >= best.score - NAME_MARGIN:
+                best = name  # the question asks for a name: the best name-shaped span, its own score
         second = next((c.score for c in cands if normalize_answer(c.text) != normalize_answer(best.text)), -30.0)
         kind, answer, cited = "span", best.text, best.passage
         options = question_options(question)
