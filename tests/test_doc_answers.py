@@ -170,3 +170,9 @@ def test_which_option_questions_ask_for_a_name_and_default_questions_do_not() ->
     assert is_name("--workspace", "The --all flag is an alias for which flag?")
     assert not is_name("--all", "The --all flag is an alias for which flag?")  # the question's own name
     assert not is_name("the minimum length", "Which option?")
+
+
+def test_a_question_about_something_else_that_mentions_flags_is_not_a_name_question() -> None:
+    from amsrag.generate.doc_cues import asks_for_name
+
+    assert not asks_for_name("What character separates the flags in CARGO_ENCODED_RUSTFLAGS?")

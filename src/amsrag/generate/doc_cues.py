@@ -138,8 +138,9 @@ def _line(text: str, pos: int) -> str:
 
 
 # "Which option / setting / flag / environment variable … ?": the answer is a name as documentation writes one
-NAME_QUESTION = re.compile(r"\b(?:which|what)\s+(?:[\w-]+\s+){0,3}?(?:option|setting|flag|switch|environment variable|"
-                           r"variable|key|parameter|field|tag|config(?:uration)? value|directive)s?\b", re.I)
+NAME_QUESTION = re.compile(r"\b(?:which|what)\s+(?:(?!(?:the|a|an|is|are|does|do)\b)[\w-]+\s+){0,3}?"
+                           r"(?:option|setting|flag|switch|environment variable|variable|key|parameter|field|tag|"
+                           r"config(?:uration)? value|directive)s?\b", re.I)
 _NAME_SHAPE = re.compile(r"^(?:--?[A-Za-z][\w-]*|![A-Z]+|[A-Za-z_]\w*(?:[._-]\w+)+|[A-Z][A-Z0-9]{3,})$")
 NAME_MARGIN = 8.0  # logits a name may trail the reader's best span by and still be chosen (MkDocs; Cargo checks)
 

@@ -370,13 +370,13 @@ class SpanReader:
                 text = raw.strip(" \t\n,;:")
                 if not text or (w.passage < 0 and JOINT_SEP.strip() in text):  # no span across two passages
                     continue
+                if self.title_rule and heads[pi] and a2 < heads[pi] - 2 and b2 > heads[pi]:
+                    continue  # a span running from the title into the text ("Uralic languages: The Uralic …")
                 lead = len(raw) - len(raw.lstrip(" \t\n,;:"))
                 dashes = option_dashes(ctx, a + lead)
                 text = ctx[a + lead - dashes:a + lead + len(text)]
-                a2 += lead - dashes
+                a2 += lead - dashes  # the answer's own characters, for its quote
                 b2 = a2 + len(text)
-                if self.title_rule and heads[pi] and a2 < heads[pi] - 2 and b2 > heads[pi]:
-                    continue  # a span running from the title into the text ("Uralic languages: The Uralic …")
                 cands.append(SpanCandidate(text, pi, score + bonus, prob, a2, b2))
             if yn > best_yn[0]:
                 best_yn = (yn, w.passage if w.passage >= 0 else joints[-1 - w.passage][0])
