@@ -14,7 +14,8 @@ from amsrag.generate.base import EvidencePassage, Quote
 from amsrag.generate.metrics import normalize_answer
 from amsrag.ingest.chunking import sentence_spans
 
-_LINE_START = re.compile(r"\n[ \t]*(?=[-*+•|#>]\s|\d{1,3}[.)]\s|\||-{0,2}[A-Za-z][\w .-]{0,40}:\s|[\w.-]+[ \t]*=[ \t]|\[[\w.-]+\])")
+_LINE_START = re.compile(r"\n[ \t]*(?=[-*+•|#>]\s|\d{1,3}[.)]\s|\||-{0,2}[A-Za-z][\w .-]{0,40}:\s"
+                         r"|[\w.-]+[ \t]*=[ \t]|\[[\w.-]+\])")
 MAX_QUOTE_CHARS = 600  # a "sentence" longer than this (a code block, a table without breaks) is cut around the span
 
 
