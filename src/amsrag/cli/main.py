@@ -201,7 +201,8 @@ def ask(
             if as_json:
                 emit(answer)
                 return
-            print_answer(answer["answer"], answer["citations"], answer["abstained"], answer["trace"], sources)
+            print_answer(answer["answer"], answer["citations"], answer["abstained"], answer["trace"], sources,
+                         answer.get("quote"))
             return
     if index is None:
         raise InputError("--index is required (or --server URL: ask a running service)")
@@ -228,11 +229,12 @@ def ask_locally(query: str, index: str, system: str, generator: str | None, mode
     if as_json:
         emit(result.to_dict())
         return
-    print_answer(result.answer, result.citations, result.abstained, result.trace, answer_passages)
+    print_answer(result.answer, result.citations, result.abstained, result.trace, answer_passages,
+                 result.quote.to_dict() if result.quote is not None else None)
 
 
 def print_answer(answer: str, citations: list[str], abstained: bool, trace: Mapping[str, Any],
-                 passages: Mapping[str, tuple[str, str]]) -> None:
+                 passages: Mapping[str, tuple[str, str]], quote: Mapping[str, Any] | None = None) -> None:
     """An answer as `ask` prints it: the trace, the generator line, the answer with its citations, the audit,
     the table route's statement and the cited passages (`passages`: citation label or title, and text, by id)."""
     print_trace(trace)
@@ -248,6 +250,10 @@ def print_answer(answer: str, citations: list[str], abstained: bool, trace: Mapp
     out.print()
     out.print(Text.assemble((answer, "bold"), "  ", (" ".join("[" + c + "]" for c in citations), "dim")),
               highlight=False, soft_wrap=True)
+    if quote:  # the supporting sentence, the answer span underlined
+        text, start, end = str(quote["text"]), int(quote["start"]), int(quote["end"])
+        out.print(Text.assemble("quote: “", text[:start], (text[start:end], "bold underline"), text[end:], "” ",
+                                (f"[{quote['passage_id']}]", "dim")), highlight=False, soft_wrap=True)
     print_audit(trace)
     print_chain(trace, out)
     if abstained and g.get("candidate") and g["candidate"] != answer:

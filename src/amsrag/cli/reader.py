@@ -145,3 +145,31 @@ def evaluate_cmd(
         emit(slim)
     else:
         _summary_table(slim)
+
+
+@reader_app.command("calibrate-quote")
+def calibrate_quote_cmd(
+    model: ModelOpt = None,
+    data: DataOpt = None,
+    seed: SeedOpt = 13,
+    per_dataset: Annotated[int, typer.Option("--per-dataset", help="calibration and test items per data set")] = 100,
+    as_json: JsonOpt = False,
+) -> None:
+    """Fit P(the quoted sentence holds the answer) and the sentence-answer threshold; written into the card as
+    `quote_calibration` (the shipped reader's card by default)."""
+    from amsrag.generate.span_reader import CARD_FILE, SpanReader, default_directory
+    from amsrag.learn.reader.quote import calibrate_quotes
+    from amsrag.learn.reader.run import load_items
+
+    folder = model or default_directory()
+    d = _data(data)
+    reader = SpanReader.load(folder)
+    cal = calibrate_quotes(reader, load_items(folder, d, seed, _held_out(d)), seed, per_dataset)
+    cal["command"] = f"amsrag reader calibrate-quote --per-dataset {per_dataset} --seed {seed}"
+    card = json.loads((folder / CARD_FILE).read_text(encoding="utf-8"))
+    card["quote_calibration"] = cal
+    (folder / CARD_FILE).write_text(json.dumps(card, indent=1), encoding="utf-8")
+    if as_json:
+        emit(cal)
+    else:
+        out.print(f"threshold {cal['threshold']}; test {cal['test']}; coefficients {cal['coef']}")

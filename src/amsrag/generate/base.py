@@ -33,9 +33,32 @@ class EvidencePassage(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class Quote:
+    """The sentence that supports an answer, with the answer's span in it: `text[start:end]` is the span the
+    reader chose (the whole sentence when the answer is the sentence); `passage_id` names the passage."""
+
+    text: str
+    start: int
+    end: int
+    passage_id: str
+
+    @property
+    def span(self) -> str:
+        return self.text[self.start:self.end]
+
+    def marked(self, left: str = "«", right: str = "»") -> str:
+        """The sentence with the span between `left` and `right`."""
+        return f"{self.text[:self.start]}{left}{self.span}{right}{self.text[self.end:]}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"text": self.text, "start": self.start, "end": self.end, "passage_id": self.passage_id}
+
+
+@dataclass(frozen=True, slots=True)
 class Generation:
     """One answer. `citations` are ids of passages that were given (validated); `confidence` in [0, 1]
-    when the generator can estimate it; `abstained` = "insufficient evidence"."""
+    when the generator can estimate it; `abstained` = "insufficient evidence"; `quote`: the supporting sentence
+    with the answer span marked, when the generator knows where it read the answer."""
 
     answer: str
     citations: tuple[str, ...] = ()
@@ -46,6 +69,7 @@ class Generation:
     ms: float = 0.0
     generator: str = ""
     details: dict[str, Any] = field(default_factory=dict, compare=False)
+    quote: Quote | None = None
 
     def trace(self) -> dict[str, Any]:
         """The TRACE `generator` entry (DESIGN §9)."""
@@ -57,6 +81,7 @@ class Generation:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["citations"] = list(self.citations)
+        d["quote"] = self.quote.to_dict() if self.quote is not None else None
         return d
 
 

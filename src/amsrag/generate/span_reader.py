@@ -27,9 +27,11 @@ import numpy as np
 
 from amsrag.config import GeneratorConfig
 from amsrag.errors import AmsragError
-from amsrag.generate.base import ABSTAIN, EvidencePassage, Generation, check_passages
+from amsrag.generate.base import ABSTAIN, EvidencePassage, Generation, Quote, check_passages
+from amsrag.generate.doc_cues import NAME_MARGIN, DefaultAnswer, asks_for_name, default_answers, is_name
 from amsrag.generate.metrics import normalize_answer
 from amsrag.generate.onnx_artifact import OnnxArtifact
+from amsrag.generate.quote import quote_at, sentence_at
 
 MODEL_FILE = "reader.onnx"
 CARD_FILE = "reader.json"
@@ -159,6 +161,9 @@ class ReaderResult:
     alternatives: tuple[Alternative, ...] = ()
     ms: float = 0.0
     features: dict[str, float] = field(default_factory=dict)
+    quote: Quote | None = None  # the sentence holding the chosen span (of the best span for yes / no)
+    quote_features: dict[str, float] = field(default_factory=dict)
+    quote_confidence: float | None = None  # calibrated P(the quote holds the answer); None: no calibration
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +216,24 @@ def question_options(question: str) -> tuple[str, str] | None:
     return a, b
 
 
+def option_dashes(context: str, start: int) -> int:
+    """How many dashes ("--" or "-") open the option a span starting at `start` names: the word pieces split
+    "--frozen" into "-", "-", "frozen" and a span may start at the word."""
+    for n in (2, 1):
+        i = start - n
+        if i >= 0 and context[i:start] == "-" * n and (i == 0 or context[i - 1].isspace()) \
+                and start < len(context) and context[start].isalpha():
+            return n
+    return 0
+
+
+def first_line(c: SpanCandidate) -> SpanCandidate:
+    """`c` cut at its first line break ("--keep-going\nBuild as many crates" → "--keep-going")."""
+    head = c.text.split("\n", 1)[0].rstrip()
+    return c if head == c.text else SpanCandidate(head, c.passage, c.score, c.prob, c.char_start,
+                                                  c.char_start + len(head))
+
+
 def is_yesno_question(question: str) -> bool:
     return bool(_YESNO_START.match(question)) and question_options(question) is None
 
@@ -232,6 +255,14 @@ class SpanReader:
         self.intercept = float(cal.get("intercept", 0.0))
         self.threshold = float(cal.get("threshold", 0.0))
         self.retrieval_weight = float(card.get("retrieval_weight", 0.0))
+        qcal = card.get("quote_calibration") or {}
+        self.quote_coef: dict[str, float] = {k: float(v) for k, v in qcal.get("coef", {}).items()}
+        self.quote_intercept = float(qcal.get("intercept", 0.0))
+        self.quote_threshold: float | None = float(qcal["threshold"]) if "threshold" in qcal else None
+        # P(right) of a default read from documentation structure, per match level ("owner", "heading")
+        self.default_confidence: dict[str, float] = {
+            k: float(v) for k, v in ((card.get("doc_cues") or {}).get("default_confidence") or {}).items()}
+        self.name_cue = bool((card.get("doc_cues") or {}).get("name_cue", True))
         self.joint_pairs_of = int(cfg.get("joint_pairs_of", 0))  # 0: no pairs, only all-passages-joint
         self.title_rule = bool(cfg.get("title_rule", True))
 
@@ -324,26 +355,38 @@ class SpanReader:
         cands: list[SpanCandidate] = []
         type_p = np.zeros(3)
         best_yn = (-1.0, 0)
+        wants_name = self.name_cue and asks_for_name(question)
+        per_window = 10 if wants_name else 3  # a name may be below the window's three best spans
         for k, w in enumerate(windows):
             tl = t[k] - t[k].max()
             p = np.exp(tl) / np.exp(tl).sum()
             type_p += p
             yn = float(p[1] + p[2])
-            for score, prob, a, b in self._window_spans(s[k], e[k], w):
+            for score, prob, a, b in self._window_spans(s[k], e[k], w, per_window):
                 ctx = contexts[w.passage] if w.passage >= 0 else joint_texts[-1 - w.passage]
                 pi, a2, b2 = self._locate(w.passage, a, b, contexts, joints)
                 bonus = self.retrieval_weight * ret[pi] if pi >= 0 else 0.0
-                text = ctx[a:b].strip(" \t\n,;:")
+                raw = ctx[a:b]
+                text = raw.strip(" \t\n,;:")
                 if not text or (w.passage < 0 and JOINT_SEP.strip() in text):  # no span across two passages
                     continue
                 if self.title_rule and heads[pi] and a2 < heads[pi] - 2 and b2 > heads[pi]:
                     continue  # a span running from the title into the text ("Uralic languages: The Uralic …")
+                lead = len(raw) - len(raw.lstrip(" \t\n,;:"))
+                dashes = option_dashes(ctx, a + lead)
+                text = ctx[a + lead - dashes:a + lead + len(text)]
+                a2 += lead - dashes  # the answer's own characters, for its quote
+                b2 = a2 + len(text)
                 cands.append(SpanCandidate(text, pi, score + bonus, prob, a2, b2))
             if yn > best_yn[0]:
                 best_yn = (yn, w.passage if w.passage >= 0 else joints[-1 - w.passage][0])
         type_p /= len(windows)
         cands.sort(key=lambda c: -c.score)
         best = cands[0] if cands else SpanCandidate("", 0, -30.0, 0.0)
+        if wants_name and not is_name(best.text, question):
+            name = next((n for n in map(first_line, cands) if is_name(n.text, question)), None)
+            if name is not None and name.score >= best.score - NAME_MARGIN:
+                best = name  # the question asks for a name: the best name-shaped span, its own score
         second = next((c.score for c in cands if normalize_answer(c.text) != normalize_answer(best.text)), -30.0)
         kind, answer, cited = "span", best.text, best.passage
         options = question_options(question)
@@ -372,9 +415,57 @@ class SpanReader:
                 continue
             seen.add(key)
             alts.append(Alternative(c.text, passages[max(c.passage, 0)].id, round(c.score, 3)))
+        stated = self._stated_default(question, passages, kind)
+        if stated is not None:  # the question asks for a default the documentation states under its name
+            kind, answer, cited, conf = "default", stated.value, stated.passage, self.default_confidence[stated.level]
+            best = SpanCandidate(stated.value, stated.passage, best.score, best.prob, stated.start, stated.end)
+            feats = {**feats, "default_level": 1.0 if stated.level == "owner" else 0.5}
         pid = passages[max(cited, 0)].id if answer else None
+        quote, qfeats = self._quote(kind, answer, cited, best, cands, contexts, passages, feats)
+        qconf = self.quote_confidence(qfeats) if quote is not None and self.quote_threshold is not None else None
         return ReaderResult(answer or ABSTAIN, kind, pid, conf, conf < self.threshold or not answer, tuple(alts),
-                            (time.perf_counter() - t0) * 1000, feats)
+                            (time.perf_counter() - t0) * 1000, feats, quote, qfeats, qconf)
+
+    def _stated_default(self, question: str, passages: Sequence[EvidencePassage], kind: str) -> DefaultAnswer | None:
+        """The best default statement named by the question, when the card calibrated its level."""
+        if kind != "span" or not self.default_confidence:
+            return None
+        found = default_answers(question, passages)
+        if not found or found[0].level not in self.default_confidence:
+            return None
+        return found[0]
+
+    def _quote(self, kind: str, answer: str, cited: int, best: SpanCandidate, cands: list[SpanCandidate],
+               contexts: list[str], passages: Sequence[EvidencePassage], feats: dict[str, float]
+               ) -> tuple[Quote | None, dict[str, float]]:
+        """The quote of the answer and the features of its sentence: the span's own sentence; for an option
+        its occurrence in the cited passage; for yes / no the best span of the cited passage."""
+        if not answer or not cands:
+            return None, {}
+        pick: SpanCandidate | None = best
+        if kind == "option":
+            m = re.search(re.escape(answer), contexts[cited], re.I) if 0 <= cited < len(contexts) else None
+            pick = SpanCandidate(answer, cited, best.score, best.prob, m.start(), m.end()) if m else None
+        elif kind in ("yes", "no"):
+            pick = next((c for c in cands if c.passage == cited), None)
+        if pick is None or pick.char_end <= pick.char_start:
+            return None, {}
+        p = passages[pick.passage]
+        quote = quote_at(p.title, p.text, pick.char_start, pick.char_end, p.id)
+        sent = sentence_at(p.title, p.text, pick.char_start, pick.char_end)
+        if quote is None or sent is None:
+            return None, {}
+        inside = [c for c in cands if c.passage == pick.passage and c.char_start >= sent[0] and c.char_end <= sent[1]]
+        total = sum(c.prob for c in cands) or 1.0
+        mass = sum(c.prob for c in inside)
+        qfeats = {"score": feats["score"], "margin": feats["margin"], "prob": feats["prob"],
+                  "sentence_mass": mass, "sentence_share": mass / total, "sentence_spans": float(len(inside)),
+                  "sentence_words": float(len(quote.text.split())), "retrieval": feats.get("retrieval", 0.0)}
+        return quote, qfeats
+
+    def quote_confidence(self, qfeats: dict[str, float]) -> float:
+        """P(the quote sentence holds the answer), from the card's `quote_calibration`."""
+        return _sigmoid(self.quote_intercept + sum(w * qfeats.get(k, 0.0) for k, w in self.quote_coef.items()))
 
     def answer_support(self, question: str, passages: Sequence[EvidencePassage], answers: Sequence[str],
                        candidates: int = 0) -> SupportReading:
@@ -587,11 +678,19 @@ class SpanReaderGenerator:
                                    "alternatives": [a.answer for a in r.alternatives],
                                    "threshold": self.threshold, "windows": int(r.features.get("windows", 0))}
         if abstained:
+            q, qconf, qt = r.quote, r.quote_confidence, self.reader.quote_threshold
+            if q is not None and qconf is not None and qt is not None and qconf >= qt:
+                # the span is unsure but its sentence very likely holds the answer: answer with the sentence
+                details.update({"answer_type": "sentence", "span_confidence": round(r.confidence, 4),
+                                "quote_threshold": qt})
+                whole = Quote(q.text, 0, len(q.text), q.passage_id)
+                return Generation(q.text, (q.passage_id,), round(qconf, 4), False, ms=r.ms, generator=self.name,
+                                  details=details, quote=whole)
             return Generation(ABSTAIN, (), round(r.confidence, 4), True, ms=r.ms, generator=self.name,
                               details=details)
         cites = (r.passage_id,) if r.passage_id else ()
         return Generation(r.answer, cites, round(r.confidence, 4), False, ms=r.ms, generator=self.name,
-                          details=details)
+                          details=details, quote=r.quote)
 
     def closed_book(self, question: str) -> Generation:
         return Generation(ABSTAIN, (), 0.0, True, generator=self.name, details={"reason": "no evidence"})

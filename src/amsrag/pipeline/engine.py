@@ -31,9 +31,11 @@ from amsrag.generate import (
     Generation,
     Generator,
     GeneratorError,
+    Quote,
     generate_answer,
     make_generator,
 )
+from amsrag.generate.quote import find_quote
 from amsrag.generate.span_reader import SpanReaderGenerator
 from amsrag.generate.targ import TargGate
 from amsrag.ingest.language import detect_language
@@ -115,6 +117,7 @@ class AnswerResult:
     citations: list[str]
     abstained: bool
     trace: Trace
+    quote: Quote | None = None  # the supporting sentence with the answer span marked
 
     @property
     def audit(self) -> AuditTrace | None:
@@ -128,7 +131,8 @@ class AnswerResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"query": self.query, "answer": self.answer, "citations": self.citations,
-                "abstained": self.abstained, "trace": self.trace.to_dict()}  # flagged: trace["audit"]
+                "abstained": self.abstained, "quote": self.quote.to_dict() if self.quote is not None else None,
+                "trace": self.trace.to_dict()}  # flagged: trace["audit"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -553,7 +557,8 @@ class Engine:
         timings["total"] = ms_since(t0)
         trace = result.trace.answered(answered.trace_entry(), timings, targ, audit,
                                       evidence=tuple(p.id for p in result.passages))
-        return AnswerResult(result.query, g.answer, list(g.citations), g.abstained, self._signed(trace))
+        quote = g.quote if g.quote is not None or g.abstained else find_quote(g.answer, result.passages, g.citations)
+        return AnswerResult(result.query, g.answer, list(g.citations), g.abstained, self._signed(trace), quote)
 
     def _signed(self, trace: Trace) -> Trace:
         """`trace` with the answer's proxy signals (read from the trace itself, as the monitor reads a log row)."""
@@ -637,6 +642,7 @@ class Engine:
             early = first.result()
             g = reading.read(early)
             conf = g.confidence if g.confidence is not None else 0.0
+            conf = float(g.details.get("span_confidence", conf))  # a sentence answer: the gate reads the span's
             if conf >= cfg.reader_gate:
                 return reading.done(first.result(reader=ReaderCheck("accepted", conf, cfg.reader_gate)), g)
             if cfg.below_gate == "escalate":

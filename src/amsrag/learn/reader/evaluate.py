@@ -11,6 +11,7 @@ import random
 import statistics
 import time
 from collections import defaultdict
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,25 +49,28 @@ def score(answer: str, it: Item) -> tuple[float, float]:
     return exact_match(answer, it.answers), token_f1(answer, it.answers)
 
 
+def read_settings(items: Sequence[Item], seed: int, settings: tuple[str, ...] = ("gold", "mixed", "none"),
+                  pool: list[Para] | None = None) -> Iterator[tuple[Item, str, list[Passage]]]:
+    """(item, setting, passages) of every read: the gold passages, gold + 3 distractors, 4 distractors."""
+    rng = random.Random(seed)
+    every = list(pool or [p for it in items for p in it.gold_paras()])
+    for it in items:
+        sets = settings_for(it, every, rng)
+        for s in settings:
+            if sets[s]:
+                yield it, s, sets[s]
+
+
 def read_all(reader: SpanReader, items: list[Item], seed: int, settings: tuple[str, ...] = ("gold", "mixed", "none"),
              pool: list[Para] | None = None, keep: bool = False) -> list[dict[str, Any]]:
-    rng = random.Random(seed)
-    pools: dict[str, list[Para]] = defaultdict(list)
-    for x in pool or [p for it in items for p in it.gold_paras()]:
-        pools["all"].append(x)
     recs = []
-    for it in items:
-        sets = settings_for(it, pools["all"], rng)
-        for s in settings:
-            ps = sets[s]
-            if not ps:
-                continue
-            r = reader.read(it.question, ps)
-            em, f1 = score(r.answer, it) if s != "none" else (0.0, 0.0)
-            recs.append({"id": it.id, "dataset": it.dataset, "kind": it.kind, "setting": s, "answer": r.answer,
-                         "pred_kind": r.kind, "em": em, "f1": f1, "cited_gold": (r.passage_id or "").startswith("g"),
-                         "features": r.features, "ms": r.ms,
-                         "n_passages": len(ps), "passages": [[p.id, p.title, p.text] for p in ps] if keep else None})
+    for it, s, ps in read_settings(items, seed, settings, pool):
+        r = reader.read(it.question, ps)
+        em, f1 = score(r.answer, it) if s != "none" else (0.0, 0.0)
+        recs.append({"id": it.id, "dataset": it.dataset, "kind": it.kind, "setting": s, "answer": r.answer,
+                     "pred_kind": r.kind, "em": em, "f1": f1, "cited_gold": (r.passage_id or "").startswith("g"),
+                     "features": r.features, "ms": r.ms,
+                     "n_passages": len(ps), "passages": [[p.id, p.title, p.text] for p in ps] if keep else None})
     return recs
 
 
