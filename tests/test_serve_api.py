@@ -501,7 +501,8 @@ def test_cli_serve(served_dir, tmp_path) -> None:
         error_of(httpx.post(f"{url}/v1/retrieve", json={"query": "who?"}), 401, "unauthorized")
         r = httpx.post(f"{url}/v1/retrieve", json={"query": "Tinted Windows debut album"}, headers=AUTH, timeout=60)
         assert r.status_code == 200 and r.json()["passages"]
-        assert httpx.get(f"{url}/openapi.json").json()["paths"]["/v1/ask"]
+        assert httpx.get(f"{url}/openapi.json").status_code == 401  # the schema needs the key when keys are set
+        assert httpx.get(f"{url}/openapi.json", headers=AUTH).json()["paths"]["/v1/ask"]
     finally:
         proc.terminate()
         proc.wait(timeout=30)
