@@ -12,6 +12,9 @@ from amsrag.generate.base import ABSTAIN, CalibratedReader, EvidencePassage, Gen
 from amsrag.pipeline import Engine
 from amsrag.pipeline.engine import reading_evidence
 
+# `full` without the decomposer's chains, which read each hop again: these tests count the answer path's reads
+PATH = "full-plain"
+
 
 class ScriptedReader:
     """A stand-in reader (not part of the product) whose confidence is scripted per call."""
@@ -52,13 +55,13 @@ def test_confident_reader_accepts_the_first_pass_without_the_evaluator(built_ind
     engine = _engine(built_index, reader_gate=0.5)
     q = slice_questions[0]
     reader = ScriptedReader([0.9])
-    a = engine.ask(q.question, generator=reader)
+    a = engine.ask(q.question, system=PATH, generator=reader)
     c = a.trace["corrective"]
     assert c["action"] == "reader-accepted" and c["assessed_by"] == "reader" and "0.900 >= 0.5" in c["reason"]
     assert (c["confidence"], c["gate"]) == (0.9, 0.5)
     assert len(reader.reads) == 1 and a.trace["escalations"] == []
     assert engine.corrective._step is None  # the evaluator model was never loaded
-    first = engine.retrieve(q.question, corrective=False)
+    first = engine.retrieve(q.question, system=PATH, corrective=False)
     assert reader.reads[0] == [p.id for p in first.passages] and a.citations == [first.passages[0].id]
 
 
@@ -66,7 +69,7 @@ def test_unsure_reader_widens_the_route_once_and_reads_again(built_index, slice_
     engine = _engine(built_index, reader_gate=0.5, below_gate="escalate")
     q = next(q for q in slice_questions if q.dataset == "nq")
     reader = ScriptedReader([0.1, 0.7])
-    a = engine.ask(q.question, generator=reader)
+    a = engine.ask(q.question, system=PATH, generator=reader)
     c = a.trace["corrective"]
     assert c["action"] in ("reader-escalated", "reader-kept")
     if c["action"] == "reader-escalated":
@@ -83,14 +86,14 @@ def test_below_gate_evaluate_runs_the_corrective_step(built_index, slice_questio
     engine = _engine(built_index, reader_gate=0.5, below_gate="evaluate")
     q = slice_questions[0]
     reader = ScriptedReader([0.1, 0.1])
-    a = engine.ask(q.question, generator=reader)
+    a = engine.ask(q.question, system=PATH, generator=reader)
     assert a.trace["corrective"]["action"] in ("correct", "ambiguous", "incorrect")
     assert 1 <= len(reader.reads) <= 2
 
 
 def test_gate_off_always_runs_the_evaluator(built_index, slice_questions) -> None:
     engine = _engine(built_index, reader_gate=1.0)
-    a = engine.ask(slice_questions[0].question, generator=ScriptedReader([0.99]))
+    a = engine.ask(slice_questions[0].question, system=PATH, generator=ScriptedReader([0.99]))
     assert a.trace["corrective"]["action"] in ("correct", "ambiguous", "incorrect")
 
 
