@@ -138,7 +138,9 @@ class Composer:
         if chain.answered and calibration is not None:
             features = chain_features(plan, [s.confidence for s in chain.steps], chain.answer, candidate, plain_conf)
             chain = replace(chain, confidence=calibration.probability(features))
-        use = chain.answered and chain.confidence >= plain_conf + cfg.prefer_chain_margin
+        # a generator that gives no confidence (a scripted or LLM answer): its answer stands unless it abstained
+        comparable = plain.abstained or plain.confidence is not None
+        use = chain.answered and comparable and chain.confidence >= plain_conf + cfg.prefer_chain_margin
         chain = replace(chain, used=use, plain_answer=candidate, plain_confidence=plain.confidence)
         threshold = calibration.thresholds.get(plan.kind) if calibration is not None else None
         result = answered.retrieval
