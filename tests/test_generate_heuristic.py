@@ -95,7 +95,7 @@ def test_cli_ask_json_with_generator_flag(built_index, slice_questions) -> None:
                            "--generator", "extractive", "--json", q.question],
                           capture_output=True, text=True, timeout=300, check=True)
     out = json.loads(proc.stdout)
-    assert set(out) == {"query", "answer", "citations", "abstained", "trace"}
+    assert set(out) == {"query", "answer", "citations", "abstained", "quote", "trace"}
     assert out["trace"]["generator"]["name"] == "extractive"
     bad = subprocess.run([sys.executable, "-m", "amsrag.cli", "ask", "--index", str(built_index.path),
                           "--generator", "gpt5", q.question], capture_output=True, text=True, timeout=300)

@@ -83,10 +83,13 @@ def test_undetectable_file_lists_the_formats(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"odd\.jsonl: cannot detect the input format .*bar.*foo") as info:
         detect_format(odd)
     assert all(fmt in str(info.value) for fmt in FORMATS)
+    odd_ext = tmp_path / "paper.xyz"
+    odd_ext.write_bytes(b"%PDF")
+    with pytest.raises(InputError, match=r"paper\.xyz: cannot detect .*unsupported extension \.xyz.*pdf.*hotpotqa"):
+        detect_format(odd_ext)
     pdf = tmp_path / "paper.pdf"
     pdf.write_bytes(b"%PDF")
-    with pytest.raises(InputError, match=r"paper\.pdf: cannot detect .*unsupported extension \.pdf.*hotpotqa"):
-        detect_format(pdf)
+    assert detect_format(pdf) == "pdf"
     empty = tmp_path / "empty.json"
     empty.write_text("[]", encoding="utf-8")
     with pytest.raises(InputError, match="holds no records"):

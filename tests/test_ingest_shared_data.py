@@ -49,6 +49,10 @@ LABEL_DIR = "complexity_labels"
 NOT_READ = {
     "wikitablequestions/training.tsv": "table QA: questions over CSV tables (no table source yet)",
     "wikitablequestions/tables.tar.gz": "the tables of wikitablequestions/training.tsv",
+    # read by the decomposer's training (learn/decomposer/data.py) and benchmarks/router_plan.py, not by ingest
+    "break/break_qdmr_high_level_dev.csv": "QDMR decompositions (decomposer training)",
+    "strategyqa/aos_strategyqa_train.json": "implicit questions with decompositions (decomposer training)",
+    "morehopqa/alabnii_morehopqa_final_150samples.json": "multi-hop questions (benchmarks/router_plan.py)",
 }
 
 

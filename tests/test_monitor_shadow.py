@@ -333,7 +333,7 @@ def test_serve_shadow_flag_turns_the_prober_on(built_index, tmp_path, monkeypatc
 
     import uvicorn
 
-    from amsrag.serve.run import run
+    from amsrag.serve.launch import run
 
     index_dir = tmp_path / "index"
     shutil.copytree(built_index.path, index_dir, ignore=shutil.ignore_patterns("*-shm", ".write.lock"))

@@ -115,7 +115,7 @@ Transport = Literal["stdio", "http"]
 def run(index_dir: str, transport: Transport = "stdio", host: str | None = None, port: int | None = None,
         path: str = "/mcp") -> None:
     """Serve the index over `transport` until stopped (stdio: until the client closes the stream)."""
-    from amsrag.serve.run import serve_config
+    from amsrag.serve.launch import serve_config
 
     index = Index.open(index_dir)
     try:

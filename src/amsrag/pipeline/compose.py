@@ -3,6 +3,7 @@ between the chain's answer and the plain reader's."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -14,13 +15,15 @@ from amsrag.decompose.base import Decomposer
 from amsrag.decompose.calibration import ChainCalibration, chain_features
 from amsrag.decompose.plan import Plan
 from amsrag.generate import Generation, Generator, generate_answer
-from amsrag.generate.base import ABSTAIN, Completes, EvidencePassage
+from amsrag.generate.base import ABSTAIN, Completes, EvidencePassage, GeneratorError
 from amsrag.generate.span_reader import SpanReaderGenerator, is_yesno_question
 from amsrag.ingest.language import detect_language
 from amsrag.pipeline.chain import ChainRunner, ChainStep, ChainTrace, StepEvidence, StepReading
 from amsrag.pipeline.passes import ScoredPassage
 from amsrag.pipeline.systems import system_spec
 from amsrag.pipeline.trace import ComplexityTrace
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from amsrag.pipeline.engine import Answered, Engine
@@ -87,7 +90,11 @@ class Composer:
         plans are kept, so routing and composing one question decompose it once."""
         decomposer = self.decomposer_for(generator) if generator is not None else self.decomposer
         if decomposer is not self._decomposer:
-            return decomposer.decompose(query)
+            try:
+                return decomposer.decompose(query)
+            except GeneratorError as exc:  # the LLM is down or slow: the tagger's plan, as without one
+                log.warning("LLM decomposer failed (%s); planning with the trained tagger", exc)
+                return self.plan(query)
         with self._lock:
             kept = self._plans.get(query)
             if kept is not None:
