@@ -26,7 +26,8 @@ from typing import Any
 os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
 
 import amsrag
-from amsrag.pipeline.engine import Engine, RetrievalResult
+from amsrag.pipeline.engine import Engine
+from amsrag.pipeline.results import RetrievalResult
 from common import CACHE, ROOT, load_benchmark, percentiles
 
 OTHER_PASSAGES = 1500

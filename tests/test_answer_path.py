@@ -10,7 +10,7 @@ import pytest
 from amsrag.correct import Strip
 from amsrag.generate.base import ABSTAIN, CalibratedReader, EvidencePassage, Generation
 from amsrag.pipeline import Engine
-from amsrag.pipeline.engine import reading_evidence
+from amsrag.pipeline.results import reading_evidence
 
 # `full` without the decomposer's chains, which read each hop again: these tests count the answer path's reads
 PATH = "full-plain"
@@ -114,8 +114,8 @@ def test_reading_evidence_uses_strips_only_when_asked(built_index, slice_questio
 
 
 def test_reading_evidence_strip_replaces_the_passage_text() -> None:
-    from amsrag.pipeline.engine import RetrievalResult
     from amsrag.pipeline.passes import ScoredPassage
+    from amsrag.pipeline.results import RetrievalResult
     from amsrag.pipeline.trace import Trace
 
     ps = [ScoredPassage("a", "A", "one. two. three.", 0.9, 0), ScoredPassage("b", "B", "four.", 0.5, 1)]

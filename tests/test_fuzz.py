@@ -15,7 +15,7 @@ from amsrag.config import ChunkConfig
 from amsrag.errors import InputError
 from amsrag.ingest.documents import text_document
 from amsrag.ingest.readers import passage_from_record
-from amsrag.pipeline.engine import QuestionError, check_question
+from amsrag.pipeline.results import QuestionError, check_question
 from amsrag.querylog import Redactor
 from amsrag.structured.guard import SqlRefused, guard
 

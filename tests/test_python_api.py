@@ -24,7 +24,8 @@ def test_import_amsrag_stays_light() -> None:
 
 
 def test_exports_are_the_engine_objects() -> None:
-    from amsrag.pipeline.engine import AnswerResult, Engine, RetrievalResult
+    from amsrag.pipeline.engine import Engine
+    from amsrag.pipeline.results import AnswerResult, RetrievalResult
 
     assert (amsrag.AnswerResult, amsrag.RetrievalResult, amsrag.Engine) == (AnswerResult, RetrievalResult, Engine)
     assert all(hasattr(amsrag, name) for name in amsrag.__all__)

@@ -15,7 +15,7 @@ from amsrag.cli.main import app
 from amsrag.config import ServeConfig
 from amsrag.errors import InputError
 from amsrag.pipeline import Engine
-from amsrag.pipeline.engine import QuestionError, check_question
+from amsrag.pipeline.results import QuestionError, check_question
 from amsrag.serve import Service, create_app
 
 HUGE = ("word " * 20_000)[:100_000]  # the slow case: 100 kB of words without a "?" (14.6 s in the classifier before)

@@ -9,21 +9,20 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from amsrag.types import Hit, Passage, QAExample, QASet
+from amsrag.version import INDEX_FORMAT_VERSION, __version__
 
 if TYPE_CHECKING:
     from amsrag.api import Citation, Index, Route, route_of
     from amsrag.config import AmsragConfig
     from amsrag.errors import AmsragError, InputError
     from amsrag.indexing.job import JobReport
-    from amsrag.pipeline.engine import AnswerResult, Engine, RetrievalResult
+    from amsrag.pipeline.engine import Engine
     from amsrag.pipeline.passes import ScoredPassage
+    from amsrag.pipeline.results import AnswerResult, RetrievalResult
     from amsrag.pipeline.trace import Trace
 
-__version__ = "0.1.0"
-INDEX_FORMAT_VERSION = 1
-
 _LAZY = {"Index": "amsrag.api", "Citation": "amsrag.api", "Route": "amsrag.api", "route_of": "amsrag.api",
-         "AnswerResult": "amsrag.pipeline.engine", "RetrievalResult": "amsrag.pipeline.engine",
+         "AnswerResult": "amsrag.pipeline.results", "RetrievalResult": "amsrag.pipeline.results",
          "Engine": "amsrag.pipeline.engine", "ScoredPassage": "amsrag.pipeline.passes",
          "Trace": "amsrag.pipeline.trace", "AmsragConfig": "amsrag.config", "JobReport": "amsrag.indexing.job",
          "AmsragError": "amsrag.errors", "InputError": "amsrag.errors"}

@@ -21,7 +21,8 @@ if TYPE_CHECKING:
     from amsrag.config import AmsragConfig
     from amsrag.generate import Generator
     from amsrag.indexing.job import JobReport
-    from amsrag.pipeline.engine import AnswerResult, Engine, RetrievalResult
+    from amsrag.pipeline.engine import Engine
+    from amsrag.pipeline.results import AnswerResult, RetrievalResult
     from amsrag.pipeline.trace import Trace
     from amsrag.progress import Progress
     from amsrag.types import Hit, Passage

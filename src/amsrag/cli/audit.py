@@ -93,7 +93,7 @@ def check_cmd(
     from amsrag.audit.model import SupportModel
     from amsrag.config import ServeConfig
     from amsrag.ingest.readers import iter_jsonl
-    from amsrag.pipeline.engine import check_question
+    from amsrag.pipeline.results import check_question
     from amsrag.types import Passage
 
     query = check_question(query, ServeConfig().max_question_chars)

@@ -239,7 +239,7 @@ def evaluate_cmd(
 
 def _read_jsonl_questions(path: Path) -> list[str]:
     from amsrag.ingest.readers import iter_jsonl
-    from amsrag.pipeline.engine import check_question
+    from amsrag.pipeline.results import check_question
 
     if not path.is_file():
         raise InputError(f"{path}: no such file")
@@ -271,7 +271,7 @@ def predict_cmd(
 ) -> None:
     """Label, class probabilities and alpha (calibrated confidence) per question."""
     from amsrag.classify.model import ComplexityClassifier
-    from amsrag.pipeline.engine import check_question
+    from amsrag.pipeline.results import check_question
 
     if (question is None) == (input_file is None):
         raise InputError("give either a QUESTION or --input FILE.jsonl (not both)")

@@ -136,7 +136,7 @@ def score_cmd(
     from amsrag.correct.actions import CorrectiveStep
     from amsrag.correct.evaluator import RetrievalEvaluator
     from amsrag.ingest.readers import iter_jsonl
-    from amsrag.pipeline.engine import check_question
+    from amsrag.pipeline.results import check_question
 
     query = check_question(query, ServeConfig().max_question_chars)
     if not input_file.is_file():

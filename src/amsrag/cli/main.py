@@ -47,7 +47,7 @@ from amsrag.errors import AmsragError, InputError
 if TYPE_CHECKING:
     from amsrag.config import GeneratorConfig
     from amsrag.pipeline import Engine
-    from amsrag.pipeline.engine import AnswerResult
+    from amsrag.pipeline.results import AnswerResult
 
 
 class AmsragGroup(TyperGroup):
@@ -87,7 +87,7 @@ app.command("init")(init_command)
 
 def _print_version(value: bool) -> None:
     if value:
-        from amsrag import __version__
+        from amsrag.version import __version__
 
         out.print(f"amsrag {__version__}", highlight=False)
         raise typer.Exit()
@@ -108,7 +108,7 @@ def search(
     as_json: JsonOpt = False,
 ) -> None:
     """Run one retriever and print its ranked hits."""
-    from amsrag.pipeline.engine import check_question
+    from amsrag.pipeline.results import check_question
     from amsrag.store.open import open_index
 
     with open_index(index) as idx:

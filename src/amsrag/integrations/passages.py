@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 from amsrag.api import Citation, Index
 
 if TYPE_CHECKING:
-    from amsrag.pipeline.engine import Engine, RetrievalResult
+    from amsrag.pipeline.engine import Engine
+    from amsrag.pipeline.results import RetrievalResult
 
 SOURCE_KEYS = ("source", "page", "section")
 

@@ -15,7 +15,6 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from amsrag import __version__
 from amsrag.api import Citation, Index, route_of
 from amsrag.config import ServeConfig
 from amsrag.errors import AmsragError
@@ -24,6 +23,7 @@ from amsrag.mcp.tools import AskOut, PassageOut, RouteOut, ScoredPassageOut, Sea
 from amsrag.pipeline.systems import SYSTEMS
 from amsrag.serve.errors import ApiError, error_response
 from amsrag.serve.limits import KeyCheck
+from amsrag.version import __version__
 
 INSTRUCTIONS = ("Search and question an amsrag index: `search` returns the passages adaptive retrieval finds, "
                 "`ask` an extractive answer with its citations and route, `get_passage` a passage by id.")

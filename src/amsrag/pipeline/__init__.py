@@ -1,8 +1,9 @@
 """The pipeline that composes the stages (DESIGN §2): `Engine` over a `PassageIndex`, one `RetrievalPass`
 per route plan, the `CorrectiveLoop`, and the typed `Trace` of every decision."""
 
-from amsrag.pipeline.engine import AnswerResult, Engine, RetrievalResult
+from amsrag.pipeline.engine import Engine
 from amsrag.pipeline.passes import ScoredPassage
+from amsrag.pipeline.results import AnswerResult, RetrievalResult
 from amsrag.pipeline.systems import SYSTEMS, SystemSpec, system_spec
 from amsrag.pipeline.trace import Trace
 

@@ -8,7 +8,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from amsrag.config import DecomposeConfig
 from amsrag.decompose.base import Decomposer
@@ -26,7 +26,26 @@ from amsrag.pipeline.trace import ComplexityTrace
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
-    from amsrag.pipeline.engine import Answered, Engine
+    from amsrag.config import AmsragConfig
+    from amsrag.embed.encoder import Encoder
+    from amsrag.pipeline.results import Answered, RetrievalResult
+    from amsrag.pipeline.trace import AuditTrace
+
+
+class ComposeHost(Protocol):
+    """What the composer uses of its engine: the configuration, the routing encoder, step retrieval and the
+    citation audit (`Engine` is one)."""
+
+    config: AmsragConfig
+
+    @property
+    def routing_encoder(self) -> Encoder: ...
+
+    def retrieve(self, query: str, system: str = ..., k: int | None = ..., *,
+                 corrective: bool | None = ...) -> RetrievalResult: ...
+
+    def audit_answer(self, query: str, g: Generation, evidence: Sequence[Any], multi_hop: bool | None,
+                     generator: Generator) -> AuditTrace: ...
 
 SIDE_ROUTES = ("table", "global", "none")
 PLANS_KEPT = 64
@@ -47,7 +66,7 @@ def plan_route(label: str, alpha: float, plan: Plan, cfg: DecomposeConfig) -> tu
 class Composer:
     """Plans and chains for one engine; the decomposer is loaded on first use (one per engine)."""
 
-    def __init__(self, engine: Engine, decomposer: Decomposer | None = None) -> None:
+    def __init__(self, engine: ComposeHost, decomposer: Decomposer | None = None) -> None:
         self.engine = engine
         self._decomposer = decomposer
         self._lock = threading.Lock()

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from amsrag import __version__
+from amsrag.version import __version__
 
 if TYPE_CHECKING:
     from amsrag.config import AmsragConfig, QueryLogConfig, ServeConfig

@@ -20,12 +20,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from amsrag import __version__
 from amsrag.errors import AmsragError, IndexBusyError, IndexCorruptError
-from amsrag.pipeline.engine import QuestionError, check_question
+from amsrag.pipeline.results import QuestionError, check_question
 from amsrag.serve.errors import ApiError, error_body
 from amsrag.serve.limits import Admission, BodyLimit, HostCheck, KeyCheck, allowed_host_names, is_loopback
 from amsrag.serve.service import Service
+from amsrag.version import __version__
 
 log = logging.getLogger("amsrag.serve")
 STATIC = resources.files("amsrag.serve") / "static"

@@ -19,7 +19,7 @@ from fastapi import FastAPI
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from amsrag.pipeline.engine import check_question
+from amsrag.pipeline.results import check_question
 from amsrag.pipeline.systems import SYSTEMS
 from amsrag.serve.errors import ApiError
 from amsrag.serve.limits import Admission

@@ -10,7 +10,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from amsrag import __version__
 from amsrag.classify.library import HOP_LABELS
 from amsrag.config import QueryLogConfig, ReviewConfig, ServeConfig, ShadowConfig
 from amsrag.errors import InputError
@@ -20,7 +19,7 @@ from amsrag.ingest.readers import passage_from_record
 from amsrag.monitor.drift import DriftDetector, reference_for_index
 from amsrag.monitor.shadow import LoggingSink, MisrouteSink, ShadowComparison, ShadowProber
 from amsrag.pipeline import Engine
-from amsrag.pipeline.engine import QuestionError, check_question
+from amsrag.pipeline.results import QuestionError, check_question
 from amsrag.pipeline.systems import SYSTEMS
 from amsrag.progress import Progress
 from amsrag.querylog import QueryLog, QueryLogEntry, Redactor, entry_from_answer, query_log_for_index, secrets_of
@@ -32,6 +31,7 @@ from amsrag.serve.limits import ReadWriteLock
 from amsrag.serve.metrics import Metrics
 from amsrag.store.documents import Document
 from amsrag.types import RETRIEVERS, Passage
+from amsrag.version import __version__
 
 log = logging.getLogger("amsrag.serve")
 WARM_QUERY = "Who was the first person to walk on the Moon?"

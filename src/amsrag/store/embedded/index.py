@@ -38,7 +38,6 @@ from typing import Any
 
 import numpy as np
 
-from amsrag import INDEX_FORMAT_VERSION, __version__
 from amsrag.config import AmsragConfig
 from amsrag.embed.encoder import DIMENSION, Encoder, passage_text_for_embedding
 from amsrag.embed.factory import encoder_for
@@ -81,6 +80,7 @@ from amsrag.structured.table import Table
 from amsrag.themes.model import CARD_FILE as THEMES_CARD
 from amsrag.themes.model import Themes
 from amsrag.types import RETRIEVERS, Passage, PassageRow, content_hash
+from amsrag.version import INDEX_FORMAT_VERSION, __version__
 
 COMPONENTS = ("bm25", "dense", "graph")
 DB_FILE = "passages.sqlite"

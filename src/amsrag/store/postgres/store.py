@@ -33,7 +33,6 @@ from pgvector.psycopg import register_vector
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from amsrag import INDEX_FORMAT_VERSION, __version__
 from amsrag.config import AmsragConfig
 from amsrag.embed.encoder import DIMENSION, Encoder, passage_text_for_embedding
 from amsrag.embed.factory import encoder_for
@@ -68,6 +67,7 @@ from amsrag.structured.catalog import TableDeleteReport, TableWriteReport
 from amsrag.structured.table import Table
 from amsrag.themes.model import Themes
 from amsrag.types import RETRIEVERS, Passage, PassageRow
+from amsrag.version import INDEX_FORMAT_VERSION, __version__
 
 T = TypeVar("T")
 CONNECT_TIMEOUT_S = 5.0
