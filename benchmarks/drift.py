@@ -33,7 +33,6 @@ from typing import Any
 
 from amsrag.config import AmsragConfig
 from amsrag.ingest import load_qa
-from amsrag.ingest.datasets import normalise_question
 from amsrag.learn.common import seeded_rank
 from amsrag.monitor.baseline import route_questions
 from amsrag.monitor.drift import (
@@ -48,6 +47,7 @@ from amsrag.monitor.drift import (
 from amsrag.pipeline import Engine
 from amsrag.progress import LogProgress
 from amsrag.store import EmbeddedIndex
+from amsrag.text.normalise import normalise_question
 from common import ROOT, SHARED_DATA
 
 NQ_FILES = ("nq/lostinthemiddle_nq-open-oracle.jsonl.gz", "question_lists/honesty_nq_test.jsonl",

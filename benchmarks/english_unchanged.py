@@ -21,9 +21,9 @@ from collections import Counter
 import numpy as np
 
 from amsrag.config import BM25Config
-from amsrag.ingest.language import detect_language
 from amsrag.retrieve.bm25 import BM25Index, BM25Tokenizer
 from amsrag.retrieve.cjk_tokens import han_runs
+from amsrag.text.language import detect_language
 from amsrag.types import PassageRow
 from common import ROOT, load_benchmark, ndcg_at
 

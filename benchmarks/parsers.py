@@ -85,8 +85,8 @@ def the_set(root: Path, html_step: int) -> list[tuple[Path, str]]:
 
 
 def amsrag_path(files: list[tuple[Path, str]]) -> dict[str, Any]:
+    from amsrag.embed.tokens import TokenCounter
     from amsrag.ingest.blocks import document_passages
-    from amsrag.ingest.chunking import TokenCounter
     from amsrag.ingest.parsers import SkippedDocument, parse_document
 
     counter = TokenCounter()
@@ -136,8 +136,8 @@ def page_check(files: list[tuple[Path, str]], n: int, seed: int = 38) -> dict[st
 
     import pypdfium2 as pdfium
 
+    from amsrag.embed.tokens import TokenCounter
     from amsrag.ingest.blocks import document_passages
-    from amsrag.ingest.chunking import TokenCounter
     from amsrag.ingest.parsers import SkippedDocument, parse_document
 
     def squash(text: str) -> str:

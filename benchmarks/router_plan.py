@@ -27,11 +27,12 @@ from amsrag.config import DecomposeConfig, cache_root
 from amsrag.decompose.plan import Plan
 from amsrag.decompose.tagger import DecomposerModel, TaggerDecomposer
 from amsrag.embed.encoder import MiniLMEncoder
-from amsrag.ingest.datasets import default_data_dir, normalise_question
+from amsrag.ingest.datasets import default_data_dir
 from amsrag.learn.decomposer.data import load_all, split_of
 from amsrag.learn.decomposer.train import encode_rows, excluded_questions, fit
 from amsrag.pipeline.compose import plan_route
 from amsrag.route.router import retrieval_class
+from amsrag.text.normalise import normalise_question
 
 LISTS = {  # name -> (file, hop, decomposer data set left out for it)
     "hotpotqa": ("question_lists/honesty_hq_dev.jsonl", "multi_hop", "hotpotqa"),

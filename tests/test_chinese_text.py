@@ -11,10 +11,10 @@ import pytest
 
 from amsrag.config import AmsragConfig, BM25Config
 from amsrag.errors import IndexMismatchError
-from amsrag.ingest.language import detect_language
 from amsrag.retrieve.bm25 import BM25Index, BM25Tokenizer
 from amsrag.retrieve.cjk_tokens import BIGRAM_MARK, chinese_stopwords
 from amsrag.store import EmbeddedIndex
+from amsrag.text.language import detect_language
 from amsrag.types import Passage, PassageRow
 
 ZH = "TARG 使用什么信号来决定是否需要检索？"

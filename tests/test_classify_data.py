@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from amsrag.errors import InputError
-from amsrag.ingest.datasets import LabelledQuestion, load_silver3, normalise_question
+from amsrag.ingest.datasets import LabelledQuestion, load_silver3
 from amsrag.learn.classifier.data import build_labelled_data, data_hash, merge, stratified_split
+from amsrag.text.normalise import normalise_question
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 

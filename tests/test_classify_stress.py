@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from amsrag.errors import InputError
-from amsrag.ingest.datasets import MUSIQUE_FILES, normalise_question
+from amsrag.ingest.datasets import MUSIQUE_FILES
 from amsrag.learn.classifier.stress import (
     WIKI_FILE,
     StressQuestion,
@@ -22,6 +22,7 @@ from amsrag.learn.classifier.stress import (
     stress_set,
     wiki_questions,
 )
+from amsrag.text.normalise import normalise_question
 
 GET_LOW: dict[str, Any] = {
     "_id": "w1", "type": "compositional", "answer": "October 5, 1987",

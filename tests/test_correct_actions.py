@@ -9,7 +9,7 @@ import pytest
 
 from amsrag.config import CorrectiveConfig
 from amsrag.correct import CorrectiveStep, RetrievalEvaluator, aggregate_scores, decide, refine_strips, rewrite_query
-from amsrag.ingest.chunking import TokenCounter
+from amsrag.embed.tokens import TokenCounter
 
 PASSAGE = {
     "id": "p1", "title": "Marie Curie",

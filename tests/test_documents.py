@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from amsrag.config import ChunkConfig
+from amsrag.embed.tokens import TokenCounter
 from amsrag.ingest.blocks import document_passages, extracted_text
-from amsrag.ingest.chunking import TokenCounter
-from amsrag.ingest.citations import citation_label, citation_of, page_label
 from amsrag.ingest.formats import detect_format
 from amsrag.ingest.parsers import ParseBudget, SkippedDocument, parse_document
 from amsrag.ingest.parsers.pdf import dehyphenate, running_lines
+from amsrag.text.citations import citation_label, citation_of, page_label
 from amsrag.types import Passage
 
 DOCS = Path(__file__).parent / "fixtures" / "documents"

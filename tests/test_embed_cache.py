@@ -9,7 +9,7 @@ from amsrag.config import GeneratorConfig
 from amsrag.correct.evaluator import RetrievalEvaluator
 from amsrag.embed.cache import CachedEncoder, shared_cache
 from amsrag.generate.heuristic import HeuristicGenerator
-from amsrag.ingest.chunking import split_sentences
+from amsrag.text.sentences import split_sentences
 
 TEXTS = ["Paris. Paris is the capital of France.", "Oak Island. The island lies in Mahone Bay.",
          "Paris. It hosted the 1900 Summer Olympics."]

@@ -54,7 +54,7 @@ def test_passage_records_parse_or_name_the_problem(record: object) -> None:
 
 @pytest.fixture(scope="module")
 def counter():
-    from amsrag.ingest import TokenCounter
+    from amsrag.embed.tokens import TokenCounter
 
     return TokenCounter()
 

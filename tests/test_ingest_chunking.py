@@ -11,8 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from amsrag.config import ChunkConfig
-from amsrag.ingest import TokenCounter, chunk_text, iter_passages, split_sentences
+from amsrag.embed.tokens import TokenCounter
+from amsrag.ingest import chunk_text, iter_passages
 from amsrag.ingest.markdown import parse_markdown, strip_inline
+from amsrag.text.sentences import split_sentences
 
 
 @pytest.fixture(scope="module")

@@ -20,8 +20,8 @@ from amsrag.generate.span_reader import (
     SpanReader,
     SpanReaderGenerator,
     default_directory,
-    question_options,
 )
+from amsrag.text.questions import question_options
 from amsrag.types import Passage
 
 FIXTURES = Path(__file__).parent / "fixtures" / "reader" / "cases.json"

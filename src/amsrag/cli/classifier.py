@@ -146,9 +146,9 @@ def calibrate_cmd(
     from amsrag.calibration import ece, fit_temperature
     from amsrag.classify.features import features_batch
     from amsrag.classify.model import ComplexityClassifier
-    from amsrag.ingest.datasets import normalise_question
     from amsrag.learn.label import read_hop_labels
     from amsrag.store.open import open_index
+    from amsrag.text.normalise import normalise_question
 
     if qa_file is None and not reviews:
         raise InputError("give the labelled questions: --qa FILE, --reviews (the index's reviewed questions), or both")

@@ -220,7 +220,7 @@ def ask_locally(query: str, index: str, system: str, generator: str | None, mode
         gen_config = generator_config(engine.config.generator, generator, model, base_url)
         gen = make_generator(gen_config, encoder=engine.index.encoder)
         result = engine.ask(query, system=system, generator=gen)
-        from amsrag.ingest.citations import citation_label
+        from amsrag.text.citations import citation_label
 
         answer_passages = {c: (citation_label(p.metadata) or p.title, p.text)
                            for c, p in ((c, engine.index.get(c)) for c in result.citations) if p is not None}

@@ -22,7 +22,7 @@ import numpy as np
 from amsrag.config import CorrectiveConfig
 from amsrag.correct.evaluator import RetrievalEvaluator, passage_field
 from amsrag.correct.text import content_terms, query_entities, tokenizer
-from amsrag.ingest.chunking import TokenCounter
+from amsrag.embed.tokens import TokenCounter
 from amsrag.retrieve.entities_zh import has_han
 
 Action = Literal["correct", "ambiguous", "incorrect"]

@@ -27,7 +27,7 @@ from amsrag.correct.text import analyse_query, passage_labels, sentence_text_for
 from amsrag.embed.cache import BatchLRU, CachedEncoder, shared_cache
 from amsrag.embed.encoder import DIMENSION, Encoder, passage_text_for_embedding
 from amsrag.errors import InputError
-from amsrag.ingest.chunking import split_sentences
+from amsrag.text.sentences import split_sentences
 
 ARTIFACT_VERSION = 1
 ARTIFACT_JSON = "evaluator.json"

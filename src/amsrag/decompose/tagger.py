@@ -235,7 +235,7 @@ class TaggerDecomposer:
     def entities(self, question: str, states: TokenStates, tags: np.ndarray) -> tuple[str, ...]:
         """The compared entities: the two options of an either-or question, else the two best ENT spans (one span
         "A and B" is split at its "and")."""
-        from amsrag.generate.span_reader import question_options
+        from amsrag.text.questions import question_options
 
         options = question_options(question)
         if options is not None:

@@ -39,8 +39,8 @@ from amsrag.ingest.datasets import (
     default_data_dir,
     hop_of_dataset,
     load_silver3,
-    normalise_question,
 )
+from amsrag.text.normalise import normalise_question
 from amsrag.types import Passage, QAExample
 
 BENCH_FORMAT = 1

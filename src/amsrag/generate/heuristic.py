@@ -118,7 +118,7 @@ class HeuristicGenerator:
     # ------------------------------------------------------------------ scoring
     def _sentences(self, question: str, passages: list[EvidencePassage],
                    query_vector: np.ndarray | None) -> list[_Sentence]:
-        from amsrag.ingest import split_sentences
+        from amsrag.text.sentences import split_sentences
 
         sentences = [_Sentence(i, s) for i, p in enumerate(passages) for s in split_sentences(p.text) if s.strip()]
         sentences = sentences[:MAX_SENTENCES]

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from amsrag.generate.base import EvidencePassage, Quote
 from amsrag.generate.metrics import normalize_answer
-from amsrag.ingest.chunking import sentence_spans
+from amsrag.text.sentences import sentence_spans
 
 _LINE_START = re.compile(r"\n[ \t]*(?=[-*+•|#>]\s|\d{1,3}[.)]\s|\||-{0,2}[A-Za-z][\w .-]{0,40}:\s"
                          r"|[\w.-]+[ \t]*=[ \t]|\[[\w.-]+\])")

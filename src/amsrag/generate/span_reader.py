@@ -32,16 +32,12 @@ from amsrag.generate.doc_cues import NAME_MARGIN, DefaultAnswer, asks_for_name, 
 from amsrag.generate.metrics import normalize_answer
 from amsrag.generate.onnx_artifact import OnnxArtifact
 from amsrag.generate.quote import quote_at, sentence_at
+from amsrag.text.questions import is_yesno_question, question_options
 
 MODEL_FILE = "reader.onnx"
 CARD_FILE = "reader.json"
 TYPE_LABELS = ("span", "yes", "no")
 JOINT_SEP = " || "
-_YESNO_START = re.compile(
-    r"^\s*(is|are|was|were|do|does|did|can|could|has|have|had|will|would|should|shall|may|might|must)\b", re.I)
-_WH_START = re.compile(r"^\s*(which|who|whom|whose|what|where|when|in which|of which|between)\b", re.I)
-_OPTIONS = re.compile(r"[,:]\s*(?:the\s+)?([^,:?]+?)\s*,?\s+or\s+(?:the\s+)?([^,?]+?)\s*\??\s*$", re.I)
-_OPTIONS_LOOSE = re.compile(r"\b(?:between\s+)?([A-Z][^,?]*?)\s+(?:or|and)\s+([A-Z][^,?]*?)\s*\??\s*$")
 
 # Characters of a question the reader looks at: its token budget is `max_question` (64) word pieces, and 64
 # word pieces are never more than a few hundred characters of real text; without this cap a 100 kB question
@@ -201,21 +197,6 @@ def _sigmoid(x: float) -> float:
     return 1.0 / (1.0 + math.exp(-max(-40.0, min(40.0, x))))
 
 
-def question_options(question: str) -> tuple[str, str] | None:
-    """The two options of an either-or question ("Which is older, A or B?"), else None."""
-    if _YESNO_START.match(question) and not _WH_START.match(question):
-        return None
-    m = _OPTIONS.search(question)
-    if m is None and _WH_START.match(question):
-        m = _OPTIONS_LOOSE.search(question)
-    if m is None:
-        return None
-    a, b = (s.strip(" \"'“”") for s in (m.group(1), m.group(2)))
-    if not a or not b or len(a) > 80 or len(b) > 80:
-        return None
-    return a, b
-
-
 def option_dashes(context: str, start: int) -> int:
     """How many dashes ("--" or "-") open the option a span starting at `start` names: the word pieces split
     "--frozen" into "-", "-", "frozen" and a span may start at the word."""
@@ -232,10 +213,6 @@ def first_line(c: SpanCandidate) -> SpanCandidate:
     head = c.text.split("\n", 1)[0].rstrip()
     return c if head == c.text else SpanCandidate(head, c.passage, c.score, c.prob, c.char_start,
                                                   c.char_start + len(head))
-
-
-def is_yesno_question(question: str) -> bool:
-    return bool(_YESNO_START.match(question)) and question_options(question) is None
 
 
 class SpanReader:

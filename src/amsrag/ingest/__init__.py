@@ -10,7 +10,7 @@ from amsrag.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from amsrag.ingest.api import iter_passages, load_qa
-    from amsrag.ingest.chunking import TokenCounter, chunk_text, split_sentences
+    from amsrag.ingest.chunking import chunk_text
     from amsrag.ingest.datasets import DATASET_COMPLEXITY, answers_of, dataset_from_name
     from amsrag.ingest.formats import (
         DATASET_FORMATS,
@@ -27,7 +27,7 @@ __all__ = [
     "FORMATS",
     "FORMAT_DESCRIPTIONS",
     "PASSAGE_FORMATS",
-    "TokenCounter",
+
     "answers_of",
     "check_format",
     "chunk_text",
@@ -35,11 +35,9 @@ __all__ = [
     "detect_format",
     "iter_passages",
     "load_qa",
-    "split_sentences",
 ]
 __getattr__, __dir__ = lazy_exports(__name__, {
-    "iter_passages": "amsrag.ingest.api", "load_qa": "amsrag.ingest.api", "TokenCounter": "amsrag.ingest.chunking",
-    "chunk_text": "amsrag.ingest.chunking", "split_sentences": "amsrag.ingest.chunking",
+    "iter_passages": "amsrag.ingest.api", "load_qa": "amsrag.ingest.api", "chunk_text": "amsrag.ingest.chunking",
     "DATASET_COMPLEXITY": "amsrag.ingest.datasets", "answers_of": "amsrag.ingest.datasets",
     "dataset_from_name": "amsrag.ingest.datasets", "DATASET_FORMATS": "amsrag.ingest.formats",
     "FORMAT_DESCRIPTIONS": "amsrag.ingest.formats", "FORMATS": "amsrag.ingest.formats",

@@ -8,9 +8,9 @@ from itertools import islice
 from pathlib import Path
 
 from amsrag.config import ChunkConfig
+from amsrag.embed.tokens import TokenCounter
 from amsrag.errors import InputError
 from amsrag.ingest.blocks import document_passages
-from amsrag.ingest.chunking import TokenCounter
 from amsrag.ingest.datasets import load_dataset
 from amsrag.ingest.documents import read_document
 from amsrag.ingest.formats import DATASET_FORMATS, check_format, detect_format, directory_files

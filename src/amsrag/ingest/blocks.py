@@ -18,7 +18,8 @@ from itertools import pairwise
 from typing import Any
 
 from amsrag.config import ChunkConfig
-from amsrag.ingest.chunking import TokenCounter, chunk_spans
+from amsrag.embed.tokens import TokenCounter
+from amsrag.ingest.chunking import chunk_spans
 from amsrag.ingest.parsers.base import Block, ParsedDocument
 from amsrag.types import Passage
 

@@ -15,36 +15,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from amsrag.config import ChunkConfig
+from amsrag.embed.tokens import TokenCounter
+from amsrag.text.sentences import Span, iter_sentence_spans
 
-Span = tuple[int, int]
-
-# Words that end with "." without ending a sentence (lower-cased, without the dot).
-# fmt: off
-_ABBREVIATIONS = frozenset(
-    (
-        "mr", "mrs", "ms", "mx", "dr", "prof", "sr", "jr", "st", "mt", "ft", "messrs", "mme", "mlle",
-        "rev", "hon", "gov", "sen", "rep", "pres", "supt", "gen", "col", "lt", "sgt", "capt", "cmdr",
-        "adm", "maj", "brig", "cpl", "pvt", "insp", "det", "vs", "v", "cf", "al", "approx", "est", "ca",
-        "c", "b", "d", "fl", "no", "nos", "nr", "vol", "vols", "pp", "p", "para", "ch", "sec", "fig",
-        "figs", "eq", "eqs", "inc", "ltd", "co", "corp", "bros", "assn", "dept", "univ", "ave", "blvd",
-        "rd", "hwy", "ed", "eds", "op", "repr", "trans", "jan", "feb", "mar", "apr", "jun", "jul",
-        "aug", "sep", "sept", "oct", "nov", "dec",
-    )
-)
-# fmt: on
-_OPENERS = "\"'“‘([{«"
-_CLOSERS = "\"'”’)]}»」』）"
-_CANDIDATE = re.compile(rf"[.!?…]+[{re.escape(_CLOSERS)}]*(?=\s)|[。！？]+[{re.escape(_CLOSERS)}]*")
-_FULL_WIDTH_STOPS = frozenset("。！？")
-_DOTTED = re.compile(r"(?:[^\W\d_]\.){2,}")
-_INITIAL = re.compile(r"[^\W\d_]\.")
-_BLOCK_BREAK = re.compile(r"\n[ \t]*\n\s*")
-_NON_SPACE = re.compile(r"\S")
 _WORD = re.compile(r"\S+")
-_WORD_LOOKBACK = 64
 # What one tokenizer call sees: at most this many characters / texts (a longer single text alone).
 WINDOW_CHARS = 1 << 16
 WINDOW_ITEMS = 1024
@@ -53,108 +29,6 @@ WINDOW_ITEMS = 1024
 LONG_SENTENCE_CHARS = 1 << 14
 WORD_WINDOW_CHARS = 1 << 13
 MAX_CHARS_PER_TOKEN = 32
-
-
-def _starts_sentence(char: str) -> bool:
-    if char in _OPENERS or char.isdigit() or char.isupper():
-        return True
-    # Scripts without case (CJK, Arabic, ...) are neither upper nor lower.
-    return char.isalpha() and not char.islower()
-
-
-def _is_abbreviation(text: str, dot: int) -> bool:
-    """Whether the "." at `dot` ends an abbreviation, an initial or a dotted acronym."""
-    start = dot
-    floor = max(0, dot - _WORD_LOOKBACK)  # abbreviations are short: a long run without spaces is none
-    while start > floor and not text[start - 1].isspace():
-        start -= 1
-    word = text[start : dot + 1].lstrip(_OPENERS)
-    if _DOTTED.fullmatch(word) or _INITIAL.fullmatch(word):
-        return True
-    return word[:-1].lower() in _ABBREVIATIONS
-
-
-def _is_boundary(text: str, match: re.Match[str], end: int) -> bool:
-    nxt = _NON_SPACE.search(text, match.end(), end)
-    if nxt is None:
-        return False
-    punct = match.group().rstrip(_CLOSERS)
-    if punct[-1] in _FULL_WIDTH_STOPS:
-        return True
-    if not _starts_sentence(nxt.group()):
-        return False
-    if punct != ".":
-        return True
-    return not _is_abbreviation(text, match.start())
-
-
-def _strip_span(text: str, start: int, end: int) -> Span | None:
-    while start < end and text[start].isspace():
-        start += 1
-    while end > start and text[end - 1].isspace():
-        end -= 1
-    return (start, end) if start < end else None
-
-
-def _block_spans(text: str) -> Iterator[Span]:
-    start = 0
-    for m in _BLOCK_BREAK.finditer(text):
-        yield start, m.start()
-        start = m.end()
-    yield start, len(text)
-
-
-def iter_sentence_spans(text: str) -> Iterator[Span]:
-    """(start, end) character spans of the sentences of `text`, whitespace trimmed, as a stream (the
-    text is scanned in place: no copy of a block or of the rest of the text per candidate stop)."""
-    for block_start, block_end in _block_spans(text):
-        start = block_start
-        for m in _CANDIDATE.finditer(text, block_start, block_end):
-            if _is_boundary(text, m, block_end):
-                span = _strip_span(text, start, m.end())
-                if span:
-                    yield span
-                start = m.end()
-        span = _strip_span(text, start, block_end)
-        if span:
-            yield span
-
-
-def sentence_spans(text: str) -> list[Span]:
-    """(start, end) character spans of the sentences of `text`, whitespace trimmed."""
-    return list(iter_sentence_spans(text))
-
-
-def split_sentences(text: str) -> list[str]:
-    return [text[s:e] for s, e in sentence_spans(text)]
-
-
-class TokenCounter:
-    """Counts embedding-tokenizer tokens (no special tokens), past the tokenizer's truncation length."""
-
-    def __init__(self, tokenizer: Any = None) -> None:
-        if tokenizer is None:
-            from amsrag.embed import load_tokenizer
-
-            tokenizer = load_tokenizer(512)
-        self._tokenizer = tokenizer
-
-    def counts(self, texts: Sequence[str]) -> list[int]:
-        if not texts:
-            return []
-        encodings = self._tokenizer.encode_batch(list(texts), add_special_tokens=False)
-        return [len(e.ids) + sum(len(o.ids) for o in e.overflowing) for e in encodings]
-
-    def count(self, text: str) -> int:
-        return self.counts([text])[0]
-
-    def token_offsets(self, text: str) -> list[Span]:
-        enc = self._tokenizer.encode(text, add_special_tokens=False)
-        offsets = list(enc.offsets)
-        for overflow in enc.overflowing:
-            offsets.extend(overflow.offsets)
-        return offsets
-
 
 @dataclass(frozen=True, slots=True)
 class _Unit:

@@ -16,7 +16,6 @@ import ast
 import json
 import os
 import re
-import unicodedata
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any, Literal, cast
 
 from amsrag.errors import InputError
 from amsrag.ingest.readers import base_name, iter_records, split_flashrag_contents
+from amsrag.text.normalise import normalise_question
 from amsrag.types import COMPLEXITIES, Complexity, Passage, QAExample, QASet, content_hash
 
 MULTI_HOP_DATASETS = ("hotpotqa", "musique", "2wikimultihopqa")
@@ -107,13 +107,6 @@ ANSWER_FILES = ("question_lists/honesty_hq_dev.jsonl", "question_lists/honesty_2
                 "question_lists/honesty_nq_test.jsonl", "nq/flashrag_nq_test_sub1000.jsonl",
                 "triviaqa/flashrag_triviaqa_test_sub1000.jsonl", "nq/migres_odqa_nq200_trivia200.jsonl")
 
-_PUNCT = re.compile(r"[^\w\s]")
-
-
-def normalise_question(text: str) -> str:
-    """The dedup key: NFKC, lower case, punctuation dropped, white space collapsed."""
-    text = unicodedata.normalize("NFKC", text).lower()
-    return " ".join(_PUNCT.sub(" ", text).split())
 
 
 # ---------------------------------------------------------------- silver complexity label files

@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from amsrag.config import ChunkConfig
+from amsrag.embed.tokens import TokenCounter
 from amsrag.errors import InputError
-from amsrag.ingest.chunking import TokenCounter, iter_chunks
+from amsrag.ingest.chunking import iter_chunks
 from amsrag.ingest.markdown import parse_markdown, section_title
 from amsrag.ingest.readers import base_name, clean_text, iter_text_blocks, read_text
 from amsrag.types import Passage

@@ -129,8 +129,8 @@ def read_hop_labels(path: Path, fmt: str = "auto") -> tuple[list[str], list[str]
 def _label_rows(path: Path) -> tuple[list[str], list[str]]:
     from amsrag.classify.library import HOP_LABELS
     from amsrag.errors import InputError
-    from amsrag.ingest.datasets import normalise_question
     from amsrag.ingest.readers import iter_records
+    from amsrag.text.normalise import normalise_question
 
     questions: list[str] = []
     hops: list[str] = []

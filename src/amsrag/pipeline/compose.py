@@ -16,12 +16,13 @@ from amsrag.decompose.calibration import ChainCalibration, chain_features
 from amsrag.decompose.plan import Plan
 from amsrag.generate import Generation, Generator, generate_answer
 from amsrag.generate.base import ABSTAIN, Completes, EvidencePassage, GeneratorError
-from amsrag.generate.span_reader import SpanReaderGenerator, is_yesno_question
-from amsrag.ingest.language import detect_language
+from amsrag.generate.span_reader import SpanReaderGenerator
 from amsrag.pipeline.chain import ChainRunner, ChainStep, ChainTrace, StepEvidence, StepReading
 from amsrag.pipeline.passes import ScoredPassage
 from amsrag.pipeline.systems import system_spec
 from amsrag.pipeline.trace import ComplexityTrace
+from amsrag.text.language import detect_language
+from amsrag.text.questions import is_yesno_question
 
 log = logging.getLogger(__name__)
 

@@ -35,7 +35,6 @@ from amsrag.generate import (
 from amsrag.generate.quote import find_quote
 from amsrag.generate.span_reader import SpanReaderGenerator
 from amsrag.generate.targ import TargGate
-from amsrag.ingest.language import detect_language
 from amsrag.pipeline.compose import Composer
 from amsrag.pipeline.corrective import CorrectiveLoop, CorrectiveOutcome
 from amsrag.pipeline.execute import RetrieverExecutor
@@ -64,6 +63,7 @@ from amsrag.route import RoutePlan, Router
 from amsrag.route.router import retrieval_class
 from amsrag.route.taxonomy import TaxonomyDecision
 from amsrag.store.base import PassageIndex
+from amsrag.text.language import detect_language
 
 if TYPE_CHECKING:
     from amsrag.audit import SupportAuditor

@@ -13,7 +13,7 @@ from typing import Any
 
 from amsrag.config import AmsragConfig
 from amsrag.embed.encoder import MINILM_MODEL
-from amsrag.ingest.language import UNDETERMINED, detect_language
+from amsrag.text.language import UNDETERMINED, detect_language
 
 ENGLISH_ONLY_ENCODERS = frozenset({MINILM_MODEL})
 MULTILINGUAL_ENCODER = "multilingual-e5-small-q4"  # what a warning suggests

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any, cast
 
 from amsrag.errors import InputError
-from amsrag.ingest.datasets import normalise_question
 from amsrag.querylog.entry import iso, parse_time, utc
 from amsrag.review.items import (
     STATUSES,
@@ -34,6 +33,7 @@ from amsrag.review.items import (
 )
 from amsrag.sqlite_wal import WalDatabase
 from amsrag.store.open import is_postgres_url
+from amsrag.text.normalise import normalise_question
 from amsrag.types import Complexity
 
 FILE = "review.sqlite"

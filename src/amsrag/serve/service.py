@@ -13,8 +13,6 @@ from typing import Any
 from amsrag.classify.library import HOP_LABELS
 from amsrag.config import QueryLogConfig, ReviewConfig, ServeConfig, ShadowConfig
 from amsrag.errors import InputError
-from amsrag.ingest.citations import citation_of
-from amsrag.ingest.datasets import normalise_question
 from amsrag.ingest.readers import passage_from_record
 from amsrag.monitor.drift import DriftDetector, reference_for_index
 from amsrag.monitor.shadow import LoggingSink, MisrouteSink, ShadowComparison, ShadowProber
@@ -30,6 +28,8 @@ from amsrag.serve.jobs import Job, Writer
 from amsrag.serve.limits import ReadWriteLock
 from amsrag.serve.metrics import Metrics
 from amsrag.store.documents import Document
+from amsrag.text.citations import citation_of
+from amsrag.text.normalise import normalise_question
 from amsrag.types import RETRIEVERS, Passage
 from amsrag.version import __version__
 

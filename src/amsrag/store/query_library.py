@@ -24,7 +24,7 @@ import numpy as np
 
 from amsrag.embed.encoder import DIMENSION
 from amsrag.errors import InputError
-from amsrag.ingest.datasets import normalise_question
+from amsrag.text.normalise import normalise_question
 
 Hop = Literal["one_hop", "multi_hop"]
 HOP_LABELS: tuple[Hop, ...] = ("one_hop", "multi_hop")

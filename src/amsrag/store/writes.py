@@ -11,9 +11,9 @@ from typing import Any, Protocol
 from amsrag.config import AmsragConfig
 from amsrag.embed.encoder import DIMENSION, model_id_for
 from amsrag.errors import InputError
-from amsrag.ingest.language import detect_language
 from amsrag.retrieve.bm25 import BM25Index
 from amsrag.retrieve.graph import ZH_PARAMS, EntityGraph
+from amsrag.text.language import detect_language
 from amsrag.types import Passage, is_blank
 
 

@@ -20,15 +20,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from amsrag.errors import InputError
-from amsrag.ingest.datasets import (
-    DATASET_DIRS,
-    LabelledQuestion,
-    Split,
-    hop_of_dataset,
-    load_silver3,
-    normalise_question,
-)
+from amsrag.ingest.datasets import DATASET_DIRS, LabelledQuestion, Split, hop_of_dataset, load_silver3
 from amsrag.learn.common import seeded_rank
+from amsrag.text.normalise import normalise_question
 
 # ---------------------------------------------------------------- dataset-derived labels
 

@@ -33,8 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from amsrag.errors import InputError
-from amsrag.ingest.datasets import MUSIQUE_FILES, normalise_question
+from amsrag.ingest.datasets import MUSIQUE_FILES
 from amsrag.learn.common import seeded_rank
+from amsrag.text.normalise import normalise_question
 
 WIKI_FILE = "2wikimultihopqa/migres_2wiki_train_500_decomp.json"
 # The files the templates read: the classifier never trains on their own questions.

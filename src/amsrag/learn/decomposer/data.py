@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from amsrag.decompose.plan import PlanKind
-from amsrag.ingest.datasets import normalise_question
+from amsrag.text.normalise import normalise_question
 
 TWOWIKI_FILE = "2wikimultihopqa/migres_2wiki_train_500_decomp.json"
 MUSIQUE_DECOMP_FILES = ("musique/migres_musique_200.jsonl", "musique/hipporag_musique_train_100.json")

@@ -50,7 +50,7 @@ class Encoded:
 
 def excluded_questions(data_dir: Path) -> set[str]:
     from amsrag.evaluate.builder import evaluated_questions, held_out_questions
-    from amsrag.ingest.datasets import normalise_question
+    from amsrag.text.normalise import normalise_question
 
     return evaluated_questions(data_dir) | {normalise_question(q) for q in held_out_questions(data_dir)}
 
@@ -228,7 +228,7 @@ def fit(train: list[Encoded], cal: list[Encoded], encoder: MiniLMEncoder) -> Dec
 
 def questions_of(path: Path) -> set[str]:
     """Normalised questions of a QA JSONL file (one object with a `question` per line)."""
-    from amsrag.ingest.datasets import normalise_question
+    from amsrag.text.normalise import normalise_question
 
     out = set()
     for line in path.read_text(encoding="utf-8").splitlines():

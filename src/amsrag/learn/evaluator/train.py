@@ -22,11 +22,11 @@ from amsrag.correct.evaluator import (
 from amsrag.correct.features import FEATURE_NAMES, PassageView, list_features
 from amsrag.correct.text import analyse_query, ner_version, passage_labels, sentence_text_for_embedding
 from amsrag.embed.encoder import Encoder, passage_text_for_embedding
-from amsrag.ingest.chunking import split_sentences
 from amsrag.learn.common import standardise
 from amsrag.learn.evaluator.data import DataConfig, PoolQuestion, load_pools, pools_sha256
 from amsrag.learn.evaluator.embedding import cached_labels, embed_cached, open_cache, seed_from_corpus_vectors
 from amsrag.progress import NullProgress, Progress
+from amsrag.text.sentences import split_sentences
 
 LIST_K = 5  # candidate-list size used for the tri-state threshold tuning (the pipeline's default k)
 
