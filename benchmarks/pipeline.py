@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from amsrag.learn.router import calibration_queries, fit_beta, tune_thresholds
 from amsrag.pipeline import Engine
-from amsrag.route.tune import calibration_queries, fit_beta, tune_thresholds
 from amsrag.store import EmbeddedIndex
 from common import CACHE, ROOT, load_benchmark, ndcg_at, percentiles, recall_at
 

@@ -10,8 +10,7 @@ import pytest
 
 from amsrag.config import AmsragConfig, FusionConfig, RouterConfig
 from amsrag.errors import InputError
-from amsrag.pipeline import Engine
-from amsrag.route.tune import (
+from amsrag.learn.router import (
     CalibrationQuery,
     PoolOutcome,
     RankedList,
@@ -25,6 +24,7 @@ from amsrag.route.tune import (
     tune,
     tune_thresholds,
 )
+from amsrag.pipeline import Engine
 from amsrag.store import EmbeddedIndex
 
 ROUTER = RouterConfig()

@@ -72,7 +72,10 @@ def eval_command(
                        corrective=not no_corrective, workers=workers, audit=not no_audit,
                        command=command)
     with progress_for(err, quiet) as progress:
-        report = run_eval(opts, progress, log=lambda m: err.print(Text(str(m)), highlight=False))
+        from amsrag.learn.router import tune_on_calibration
+
+        report = run_eval(opts, progress, log=lambda m: err.print(Text(str(m)), highlight=False),
+                          tuner=tune_on_calibration if tune else None)
     if sections:
         from amsrag.learn.taxonomy.sections import append_sections
 

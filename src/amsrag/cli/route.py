@@ -37,9 +37,9 @@ def route_tune(
     """Grid-search (theta_high, theta_low) under the cost matrix, choose each class's routes, fit the CA-RRF
     priors (beta, k) and the MMR gate on the calibration questions; saves them all."""
     from amsrag.ingest import load_qa
+    from amsrag.learn.router import calibration_queries, tune, write_curve
     from amsrag.pipeline import Engine
     from amsrag.progress import progress_for
-    from amsrag.route.tune import calibration_queries, tune, write_curve
     from amsrag.store.open import is_postgres_url
 
     questions = [q for path in qa for q in load_qa(path, fmt=fmt, limit=limit).questions]

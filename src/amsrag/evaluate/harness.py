@@ -5,12 +5,20 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from amsrag.errors import InputError
 from amsrag.progress import NullProgress, Progress
+
+if TYPE_CHECKING:
+    from amsrag.evaluate.builder import EvalQuery
+    from amsrag.pipeline import Engine
+
+# (engine, calibration questions, progress) -> (the tuned config, what was tuned): `route tune` in memory
+Tuner = Callable[["Engine", Sequence["EvalQuery"], Progress | None], tuple[Any, dict[str, Any]]]
 
 QUICK_SIZES = {"nq": 12, "squad": 8, "hotpotqa": 12, "musique": 8, "zero_hop": 8}
 QUICK_NOISE = 60
@@ -87,15 +95,17 @@ def _notes(report: dict[str, Any], info: dict[str, Any], run_mode: str, bench_di
     ]
 
 
-def run_eval(opts: EvalOptions, progress: Progress | None = None, log=print) -> dict[str, Any]:
-    """The whole evaluation; returns report.json's content (also written under `opts.out`)."""
+def run_eval(opts: EvalOptions, progress: Progress | None = None, log=print,
+             tuner: Tuner | None = None) -> dict[str, Any]:
+    """The whole evaluation; returns report.json's content (also written under `opts.out`). `tuner` runs
+    `opts.tune` (`amsrag.learn.router.tune_on_calibration`: the fitting code lives in the learning wing)."""
     from amsrag.evaluate import plots
     from amsrag.evaluate.answering import make_answerer
     from amsrag.evaluate.builder import BenchmarkSpec, default_cache_dir, load_or_build, parse_sizes
     from amsrag.evaluate.corpus_index import open_or_build_index
     from amsrag.evaluate.predictions import PREDICTIONS_FILE, by_plan, plan_markdown, write_predictions
     from amsrag.evaluate.report import build_report, markdown
-    from amsrag.evaluate.runner import run, tune_on_calibration
+    from amsrag.evaluate.runner import run
     from amsrag.evaluate.systems import parse_systems
     from amsrag.ingest.datasets import default_data_dir
     from amsrag.pipeline import Engine
@@ -153,8 +163,10 @@ def run_eval(opts: EvalOptions, progress: Progress | None = None, log=print) -> 
     tuning: dict[str, Any] = {}
     config_override = None
     if opts.tune:
+        if tuner is None:
+            raise InputError("tune=True needs a tuner: run_eval(..., tuner=amsrag.learn.router.tune_on_calibration)")
         with Engine(index, generator_knows=knows) as probe:
-            config_override, tuning = tune_on_calibration(probe, bench.calibration, progress)
+            config_override, tuning = tuner(probe, bench.calibration, progress)
         log(f"tuned on {tuning['calibration_questions']} calibration questions: theta "
             f"{tuning['theta_high']}/{tuning['theta_low']}")
         index = EmbeddedIndex.open(index.path)  # the probe engine closed it

@@ -33,26 +33,6 @@ K = 5
 MRR_K = 10
 
 
-def tune_on_calibration(engine: Engine, calibration: Sequence[EvalQuery], progress: Progress | None = None,
-                        miss_cap: float = 0.05) -> tuple[Any, dict[str, Any]]:
-    """`route tune` in memory on calibration questions (disjoint from the eval queries): the engine's config
-    with the tuned thresholds, routes, CA-RRF priors and MMR gate, and what was tuned (fitted values and
-    calibration nDCG@5 before / after). The index on disk is not changed."""
-    from amsrag.route.tune import calibration_queries, tune
-    from amsrag.types import QAExample
-
-    questions = [QAExample(id=q.id, question=q.question, answers=q.answers, gold_passage_ids=q.gold,
-                           dataset=q.dataset, complexity=q.complexity) for q in calibration if q.complexity]  # type: ignore[arg-type]
-    if not questions:
-        raise InputError("--tune: the benchmark has no calibration questions with a known class "
-                         "(every usable question is an eval query; lower --sizes)")
-    progress = progress or NullProgress()
-    with progress.task("route tune (calibration questions)", len(questions)) as advance:
-        cal = calibration_queries(engine, questions, advance)
-    tuning = tune(engine.config, cal, miss_cap, engine.generator_knows, engine.index.vectors_for_rows)
-    return tuning.config, {"calibration_questions": len(cal), "miss_cap": miss_cap, **tuning.summary()}
-
-
 # ---------------------------------------------------------------- the run
 
 
