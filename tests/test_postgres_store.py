@@ -31,7 +31,8 @@ def _count(url: str, table: str) -> int:
 
 def test_schema_version_and_opening_errors(pg_url, pg_server) -> None:
     from amsrag.store.postgres import schema
-    from amsrag.store.postgres.store import PostgresIndex, StoreUnavailableError
+    from amsrag.store.postgres.connection import StoreUnavailableError
+    from amsrag.store.postgres.store import PostgresIndex
     from pg_server import new_database
 
     with pytest.raises(IndexNotFoundError, match="no amsrag index"):
@@ -148,8 +149,9 @@ def test_hnsw_index_serves_dense_queries(pg_url, built_index, slice_passages, sl
 def test_server_down_and_dropped_connections(slice_passages, slice_vectors) -> None:
     """A dropped connection is retried transparently; a stopped server gives a clear error within the
     request timeout, never a hang; after a restart the same index object works again."""
+    from amsrag.store.postgres.connection import StoreUnavailableError
     from amsrag.store.postgres.server import LocalPostgres, LocalPostgresError
-    from amsrag.store.postgres.store import PostgresIndex, StoreUnavailableError
+    from amsrag.store.postgres.store import PostgresIndex
 
     server = LocalPostgres(name="amsrag-pg-fault-")
     try:
@@ -796,7 +798,8 @@ def test_a_graph_search_is_three_reads_and_describes_its_hits_from_the_ranking(
 
 
 def test_read_pool_size_is_configurable(pg, monkeypatch) -> None:
-    from amsrag.store.postgres.store import POOL_MAX, POOL_MIN, PostgresIndex, pool_limits
+    from amsrag.store.postgres.connection import POOL_MAX, POOL_MIN, pool_limits
+    from amsrag.store.postgres.store import PostgresIndex
 
     assert (pg.pool.min_size, pg.pool.max_size) == (POOL_MIN, POOL_MAX) == (2, 10)
     assert pool_limits(env={"AMSRAG_PG_POOL_MIN": "4", "AMSRAG_PG_POOL_MAX": "20"}) == (4, 20)

@@ -278,6 +278,6 @@ def index_export(
 
 
 def _redacted(url: str) -> str:
-    from amsrag.store.postgres.store import redact
+    from amsrag.store.postgres.connection import redact
 
     return redact(url)

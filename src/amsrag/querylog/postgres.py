@@ -19,8 +19,8 @@ from psycopg.types.json import Jsonb
 
 from amsrag.querylog.base import PAGE, PRUNE_INTERVAL, cutoff, time_range
 from amsrag.querylog.entry import COLUMNS, JSON_COLUMNS, QueryLogEntry, utc
+from amsrag.store.postgres.connection import CONNECT_TIMEOUT_S, StoreUnavailableError, redact
 from amsrag.store.postgres.schema import SCHEMA
-from amsrag.store.postgres.store import CONNECT_TIMEOUT_S, StoreUnavailableError, redact
 
 T = TypeVar("T")
 TABLE = f"{SCHEMA}.query_log"

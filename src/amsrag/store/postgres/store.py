@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import threading
 import time
 from collections import Counter
@@ -24,7 +23,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 import psycopg
@@ -47,6 +45,14 @@ from amsrag.store.documents import Document, DocumentInfo, PutReport, check_docu
 from amsrag.store.health import CheckReport, RepairReport
 from amsrag.store.postgres import bm25_blobs, graph_state, schema
 from amsrag.store.postgres.bm25_blobs import BM25State
+from amsrag.store.postgres.connection import (
+    CONNECT_TIMEOUT_S,
+    StoreUnavailableError,
+    configure_connection,
+    connect,
+    pool_limits,
+    redact,
+)
 from amsrag.store.postgres.graph_state import GraphCache
 from amsrag.store.postgres.retrievers import PgBM25Retriever, PgDenseRetriever, PgEntityGraph, RowNames
 from amsrag.store.query_library import QueryLibrary
@@ -70,7 +76,6 @@ from amsrag.types import RETRIEVERS, Passage, PassageRow
 from amsrag.version import INDEX_FORMAT_VERSION, __version__
 
 T = TypeVar("T")
-CONNECT_TIMEOUT_S = 5.0
 REQUEST_TIMEOUT_S = 10.0  # a read (with its one retry) gives up after this
 LOCK_TIMEOUT_S = 60.0
 BULK_REBUILD_SHARE = 0.5  # an add at least this large (vs. stored passages) rebuilds HNSW after loading
@@ -81,52 +86,6 @@ COMPONENTS = ("bm25", "dense", "graph")  # what `check` verifies and `repair` re
 NORM_TOLERANCE = 1e-3  # a stored vector's norm may differ this much from 1
 CHECK_SAMPLE = 200  # passages whose postings `check` compares with a fresh tokenisation
 REPAIR_PAGE = 2000  # passages per step of a BM25 rebuild
-
-
-# The read pool, sized for `amsrag serve`: two admission lanes (retrieve, answer) of `serve.max_running`
-# (default 4) engine calls each, every call holding at most one pooled connection at a time, plus the
-# writer thread's reads and the outside-write watcher: 2 * 4 + 2. Writes open their own connection to the
-# primary and are not counted. Overridden per process by AMSRAG_PG_POOL_MIN / AMSRAG_PG_POOL_MAX (for
-# serve with a larger max_running: 2 * max_running + 2), or per index by `pool_min` / `pool_size`.
-POOL_MIN = 2  # kept open (and checked) while idle: the first requests after a pause do not connect
-POOL_MAX = 10
-POOL_ENV = ("AMSRAG_PG_POOL_MIN", "AMSRAG_PG_POOL_MAX")
-
-
-def pool_limits(pool_min: int | None = None, pool_max: int | None = None,
-                env: Mapping[str, str] | None = None) -> tuple[int, int]:
-    """(min, max) connections of the read pool: the arguments, else the environment, else the defaults."""
-    env = os.environ if env is None else env
-    out = []
-    for given, name, default in ((pool_min, POOL_ENV[0], POOL_MIN), (pool_max, POOL_ENV[1], POOL_MAX)):
-        if given is None and env.get(name, "").strip():
-            try:
-                given = int(env[name])
-            except ValueError:
-                raise InputError(f"{name} must be a whole number, got {env[name]!r}") from None
-        out.append(default if given is None else int(given))
-    low, high = out
-    if high < 1 or low < 0:
-        raise InputError(f"the PostgreSQL read pool needs max >= 1 and min >= 0 connections, got min {low}, "
-                         f"max {high}")
-    return min(low, high), high
-
-
-class StoreUnavailableError(AmsragError):
-    """The database cannot be reached or dropped the connection (after one retry)."""
-
-
-def redact(dsn: str) -> str:
-    """The URL without its password, for messages and stats."""
-    parts = urlsplit(dsn)
-    if parts.password is None:
-        return dsn
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-
-
-def _configure(conn: psycopg.Connection) -> None:
-    register_vector(conn)
 
 
 class _Stored:
@@ -209,7 +168,7 @@ class PostgresIndex:
                              f"-c statement_timeout={int(request_timeout * 1000)}"}
         self.pool_min, self.pool_max = pool_limits(pool_min, pool_size)
         self.pool = ConnectionPool(self.read_dsn, min_size=self.pool_min, max_size=self.pool_max, kwargs=kwargs,
-                                   configure=_configure, timeout=request_timeout,
+                                   configure=configure_connection, timeout=request_timeout,
                                    open=False, name="amsrag")
         self.pool.open(wait=False)
 
@@ -220,7 +179,7 @@ class PostgresIndex:
         if config.bm25.method != "lucene":
             raise InputError(f"the postgres backend scores BM25 with the lucene method only, not "
                              f"{config.bm25.method!r}")
-        with _connect(dsn) as conn, conn.transaction():
+        with connect(dsn) as conn, conn.transaction():
             _lock(conn)
             if schema.installed_version(conn) is not None:
                 raise InputError(f"an amsrag index already exists in {redact(dsn)}: add passages with "
@@ -243,7 +202,7 @@ class PostgresIndex:
     @classmethod
     def open(cls, dsn: str, **kwargs: Any) -> PostgresIndex:
         """The index in the database at `dsn`; keyword arguments go to the constructor (`read_dsn`...)."""
-        with _connect(dsn) as conn:
+        with connect(dsn) as conn:
             version = schema.installed_version(conn)
             if version is None:
                 raise IndexNotFoundError(f"no amsrag index in {redact(dsn)}: build one with `amsrag index build "
@@ -334,7 +293,7 @@ class PostgresIndex:
         a replica): for what a writer must see exactly, such as the vectors it has just staged."""
         if self.read_dsn == self.dsn:
             return self.read(fn)
-        conn = _connect(self.dsn)
+        conn = connect(self.dsn)
         try:
             conn.execute(f"SET search_path = {schema.SEARCH_PATH}")
             register_vector(conn)
@@ -345,7 +304,7 @@ class PostgresIndex:
     @contextmanager
     def _write(self) -> Iterator[psycopg.Connection]:
         """One transaction holding the cross-process write lock; no statement timeout (bulk work)."""
-        conn = _connect(self.dsn)
+        conn = connect(self.dsn)
         try:
             with conn.transaction():
                 conn.execute("SET LOCAL statement_timeout = 0")
@@ -915,7 +874,7 @@ class PostgresIndex:
     def _vacuum(self) -> None:
         """After a bulk load: visibility map and planner statistics, so postings are read by index-only
         scans and plans fit the data (autovacuum would get there too, later)."""
-        with _connect(self.dsn) as conn:
+        with connect(self.dsn) as conn:
             conn.execute("SET statement_timeout = 0")
             for table in ("passages", "bm25_terms", "bm25_postings", "graph_ner", "entities", "mentions",
                           "entity_surfaces"):
@@ -929,7 +888,7 @@ class PostgresIndex:
         finite and unit-norm, the HNSW index present and valid, the entity graph covering every
         passage. PostgreSQL keeps no derived files; `repair` rebuilds the components in `repairable`."""
         report = CheckReport(self.location)
-        conn = _connect(self.dsn)
+        conn = connect(self.dsn)
         try:
             with conn.transaction():
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
@@ -1262,13 +1221,6 @@ class PostgresIndex:
         conn.execute("UPDATE meta SET value = to_jsonb(%s::int) WHERE key = 'graph_max_surface'",
                      (max((len(s) for s in graph.query_surfaces), default=0),))
         graph_state.bump_generation(conn)
-
-
-def _connect(dsn: str) -> psycopg.Connection:
-    try:
-        return psycopg.connect(dsn, connect_timeout=int(CONNECT_TIMEOUT_S), autocommit=True)
-    except psycopg.OperationalError as exc:
-        raise StoreUnavailableError(f"cannot connect to PostgreSQL at {redact(dsn)}: {str(exc).strip()}") from exc
 
 
 def _scalar(cur: psycopg.Cursor[Any]) -> Any:

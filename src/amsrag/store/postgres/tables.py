@@ -30,6 +30,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from amsrag.errors import AmsragError, IndexBusyError, IndexNotFoundError, InputError, StorageError
+from amsrag.store.postgres.connection import CONNECT_TIMEOUT_S
 from amsrag.structured.base import DEFAULT_ROW_LIMIT, DEFAULT_TIMEOUT_S, QueryRows, SqlRunner, SqlTimeout, TableHit
 from amsrag.structured.catalog import (
     TableDeleteReport,
@@ -52,7 +53,6 @@ SCHEMA_VERSION = 1
 READER_ROLE = "amsrag_tables_reader"
 WRITE_LOCK_KEY = 0x616D7374  # "amst": table writes (the passage store's lock is another key)
 LOCK_TIMEOUT_S = 60
-CONNECT_TIMEOUT_S = 5
 
 _SCHEMA = f"""
 CREATE SCHEMA IF NOT EXISTS {SCHEMA};
@@ -104,7 +104,7 @@ class PgTableStore:
         owns = isinstance(target, str)
         if isinstance(target, str):
             pool = ConnectionPool(target, min_size=1, max_size=pool_size, open=False, name="amsrag-tables",
-                                  kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S}, timeout=10.0)
+                                  kwargs={"autocommit": True, "connect_timeout": int(CONNECT_TIMEOUT_S)}, timeout=10.0)
             pool.open(wait=False)
         else:
             pool = target
