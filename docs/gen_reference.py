@@ -232,9 +232,10 @@ def python_markdown() -> str:
         obj = getattr(amsrag, name)
         lines += [f"## `amsrag.{name}`", ""]
         if inspect.isclass(obj) or inspect.isfunction(obj):
-            # a class's own docstring only: an undocumented model would show pydantic's BaseModel text
+            # a class's own docstring only: an undocumented model would show pydantic's BaseModel text, an
+            # undocumented dataclass its signature again
             own = obj.__dict__.get("__doc__") if inspect.isclass(obj) else obj.__doc__
-            doc = inspect.cleandoc(own) if own else None
+            doc = inspect.cleandoc(own) if own and not own.startswith(f"{name}(") else None
             try:
                 signature = str(inspect.signature(obj))
             except (TypeError, ValueError):
