@@ -64,7 +64,7 @@ class AmsragGroup(TyperGroup):
 
 # rich_markup_mode=None: help texts are printed as written ("[serve] section", "[default: ...]"), never
 # read as rich markup (the root's mode applies to every command group)
-app = typer.Typer(cls=AmsragGroup, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+app = typer.Typer(cls=AmsragGroup, add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False,
                   rich_markup_mode=None, help="amsrag: adaptive multi-source RAG.")
 app.add_typer(index_app, name="index")
 app.add_typer(classifier_app, name="classifier")
