@@ -104,3 +104,15 @@ def test_themes_follow_adds_and_deletes(tmp_path, slice_passages):
     assert index.themes().n_passages == len(slice_passages) - 1
     assert refresh_themes(index).action == "unchanged"
     index.close()
+
+
+def test_padded_short_rows_are_counted_in_the_report(tmp_path):
+    docs = _folder(tmp_path)
+    (docs / "short.csv").write_text("A,B,C\n1,2,3\n4\n5,6\n", encoding="utf-8")
+    idx = tmp_path / "idx"
+    r = runner.invoke(app, ["index", "build", str(docs), "--index", str(idx), "--json", "-q"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output.strip().splitlines()[-1])["table_rows_padded"] == 2
+    (docs / "short.csv").write_text("A,B,C\n1,2,3\n4\n5,6\n7\n", encoding="utf-8")
+    r = runner.invoke(app, ["index", "sync", str(docs), "--index", str(idx), "-q"])
+    assert r.exit_code == 0 and "3 table row(s) had fewer cells than the header" in " ".join(r.output.split())

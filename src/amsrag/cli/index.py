@@ -42,6 +42,9 @@ def _job_summary(index: PassageIndex, report: JobReport, as_json: bool, what: st
                      f"content skipped")
     parts.append(f"{report.embedded} embedded" + (f" ({report.resumed} resumed from an interrupted run)"
                                                   if report.resumed else ""))
+    if report.table_rows_padded:
+        parts.append(f"{report.table_rows_padded} table row(s) had fewer cells than the header (padded with empty "
+                     f"cells)")
     if report.skipped_files:
         parts.append(f"{len(report.skipped_files)} file(s) skipped (listed below)")
     out.print(f"[green]{what}[/] {escape(index.location)}: " + "; ".join(parts)

@@ -61,6 +61,7 @@ class JobReport:
     tables_unchanged: int = 0
     tables_deleted: int = 0
     table_rows: int = 0  # rows written
+    table_rows_padded: int = 0  # rows read with fewer cells than their header (padded with empty cells)
     themes: dict[str, Any] = field(default_factory=dict)  # `ThemesReport.to_dict()` of the themes refresh
     languages: dict[str, int] = field(default_factory=dict)  # passages read, by detected language
     skipped_files: list[dict[str, str]] = field(default_factory=list)  # {file, reason}: documents left out
@@ -227,6 +228,7 @@ def ingest_inputs(index: PassageIndex, inputs: Sequence[Path | str], fmt: str = 
         raise InputError(f"empty corpus: no passages or tables found in {', '.join(map(str, inputs))}; nothing was "
                          f"added")
     if tables.tables:
+        job.report.table_rows_padded += sum(t.padded_rows for t in tables.tables)
         job.report.count_tables(index.put_tables(tables.tables, replace=replace))
         job.say(f"tables: {len(tables.tables)} read from {len(tables.files)} file(s); {job.report.tables_added} new, "
                 f"{job.report.tables_replaced} replaced, {job.report.tables_unchanged} unchanged")

@@ -66,6 +66,7 @@ def _sync_tables(job: Job, roots: Sequence[InputRoot], tables: Sequence[Table], 
     these folders whose file is gone are deleted."""
     index = job.index
     if tables:
+        job.report.table_rows_padded += sum(t.padded_rows for t in tables)
         job.report.count_tables(index.put_tables(tables, replace=True))
     stored = index.tables()
     if not delete or stored is None:
