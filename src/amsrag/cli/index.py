@@ -31,7 +31,10 @@ def _job_summary(index: PassageIndex, report: JobReport, as_json: bool, what: st
     if as_json:
         emit(summary)
         return
-    parts = [f"{report.added} passages added"]
+    tables = report.tables_added + report.tables_replaced + report.tables_unchanged + report.tables_deleted
+    parts = [] if tables and not report.received else [f"{report.added} passages added"]
+    if tables:
+        parts.append(report.tables_summary())
     if report.removed or report.kept:
         parts.append(f"{report.removed} removed, {report.kept} unchanged in changed documents")
     if report.documents_created or report.documents_replaced or report.documents_deleted:

@@ -69,8 +69,23 @@ class JobReport:
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: v for k, v in self.__dict__.items() if k != "seconds"}
+        out["tables"] = {"added": self.tables_added, "replaced": self.tables_replaced,
+                         "unchanged": self.tables_unchanged, "deleted": self.tables_deleted,
+                         "rows": self.table_rows, "rows_padded": self.table_rows_padded}
         out["seconds"] = {k: round(v, 3) for k, v in self.seconds.items()}
         return out
+
+    def tables_summary(self) -> str:
+        """"added 2 tables (31 rows)", with the replaced / unchanged / deleted ones when there are any."""
+        written = self.tables_added + self.tables_replaced
+        parts = [f"added {self.tables_added} table{'s' if self.tables_added != 1 else ''}"
+                 + (f", replaced {self.tables_replaced}" if self.tables_replaced else "")
+                 + (f" ({self.table_rows} rows)" if written else "")]
+        if self.tables_unchanged:
+            parts.append(f"{self.tables_unchanged} unchanged")
+        if self.tables_deleted:
+            parts.append(f"{self.tables_deleted} deleted")
+        return ", ".join(parts)
 
     def count_languages(self, passages: Sequence[Passage]) -> list[Passage]:
         """`passages` with their detected language in the metadata (`lang`), counted."""
