@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -24,7 +25,8 @@ from amsrag.embed.encoder import passage_text_for_embedding
 from amsrag.errors import InputError
 from amsrag.indexing.tables import read_table_inputs
 from amsrag.indexing.themes import refresh_themes
-from amsrag.ingest.api import FileReader, IdRegistry, SourceFile, input_roots, source_files
+from amsrag.ingest.api import FileReader, IdRegistry, InputRoot, SourceFile, input_roots, source_files
+from amsrag.ingest.formats import PassedOver, printable_path
 from amsrag.ingest.parsers import ParseBudget, SkippedDocument
 from amsrag.ingest.readers import base_suffix
 from amsrag.progress import Advance, NullProgress, Progress
@@ -64,7 +66,7 @@ class JobReport:
     table_rows_padded: int = 0  # rows read with fewer cells than their header (padded with empty cells)
     themes: dict[str, Any] = field(default_factory=dict)  # `ThemesReport.to_dict()` of the themes refresh
     languages: dict[str, int] = field(default_factory=dict)  # passages read, by detected language
-    skipped_files: list[dict[str, str]] = field(default_factory=list)  # {file, reason}: documents left out
+    skipped_files: list[dict[str, str]] = field(default_factory=list)  # {file, reason}: files not read or left out
     seconds: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -72,8 +74,24 @@ class JobReport:
         out["tables"] = {"added": self.tables_added, "replaced": self.tables_replaced,
                          "unchanged": self.tables_unchanged, "deleted": self.tables_deleted,
                          "rows": self.table_rows, "rows_padded": self.table_rows_padded}
+        out["skipped_kinds"] = [{"suffix": suffix, "reason": reason, "files": n}
+                                for (suffix, reason), n in self.skipped_kinds().items()]
+        out["skipped_summary"] = self.skipped_summary()
         out["seconds"] = {k: round(v, 3) for k, v in self.seconds.items()}
         return out
+
+    def skipped_kinds(self) -> dict[tuple[str, str], int]:
+        """The skipped files counted by (extension, reason), most first."""
+        kinds = Counter((base_suffix(Path(f["file"])) or "(no extension)", f["reason"]) for f in self.skipped_files)
+        return dict(kinds.most_common())
+
+    def skipped_summary(self) -> str:
+        """"skipped 3 files: 2 .xyz (unsupported format), 1 .docx (...)", or "" when every file was read."""
+        if not self.skipped_files:
+            return ""
+        n = len(self.skipped_files)
+        return (f"skipped {n} file{'s' if n != 1 else ''}: "
+                + ", ".join(f"{count} {suffix} ({reason})" for (suffix, reason), count in self.skipped_kinds().items()))
 
     def tables_summary(self) -> str:
         """"added 2 tables (31 rows)", with the replaced / unchanged / deleted ones when there are any."""
@@ -161,6 +179,13 @@ class Job:
         self.report.seconds["read"] = time.perf_counter() - t
         return need
 
+    def passed_over(self, root: InputRoot, files: PassedOver) -> None:
+        """The files of a folder that were not read (unsupported format, ...): counted in the report."""
+        for path, reason in files:
+            key = f"{root.name}/{printable_path(path.relative_to(root.path))}"
+            self.report.skipped_files.append({"file": key, "reason": reason})
+            log.info("%s: not read: %s", key, reason)
+
     def skip(self, f: JobFile, reason: str) -> None:
         """A document left out: one line in the report, the rest of the input goes on."""
         self.skipped.add(f.source.key)
@@ -237,7 +262,11 @@ def ingest_inputs(index: PassageIndex, inputs: Sequence[Path | str], fmt: str = 
     t0 = time.perf_counter()
     job = Job(index, progress, notice, fmt)
     tables = read_table_inputs(input_roots(inputs))
-    files = [JobFile(s, s.fingerprint()) for root in tables.roots for s in source_files(root, fmt, bool(tables.tables))]
+    files = []
+    for root in tables.roots:
+        passed_over: PassedOver = []
+        files += [JobFile(s, s.fingerprint()) for s in source_files(root, fmt, bool(tables.tables), passed_over)]
+        job.passed_over(root, passed_over)
     need = job.scan(files)
     if not job.report.received and not tables.tables:
         raise InputError(f"empty corpus: no passages or tables found in {', '.join(map(str, inputs))}; nothing was "
