@@ -4,9 +4,10 @@ A job reads its input twice, as a stream: a first pass chunks every file (so bad
 before anything is written) and counts the passages whose vectors are not stored yet; the second
 pass commits batches of `ingest.batch_passages` passages, one transaction each. Before a batch is
 committed its missing vectors are embedded and *staged* in the index every `ingest.stage_every`
-passages (`PassageIndex.stage_vectors`): a job killed at any point keeps its committed batches and its
-staged vectors, and the next run embeds only what is left ("resuming: N of M passages already
-embedded"). Memory holds one batch, not the input.
+passages or `ingest.stage_seconds` of embedding, whichever comes first (`stage_size`; the stage size
+follows the rate of the last stage) (`PassageIndex.stage_vectors`): a job killed at any point keeps its
+committed batches and its staged vectors, and the next run embeds only what is left ("resuming: N of M
+passages already embedded"). Memory holds one batch, not the input.
 """
 
 from __future__ import annotations
@@ -38,6 +39,19 @@ from amsrag.types import Passage
 
 log = logging.getLogger("amsrag.indexing")
 Notice = Callable[[str], None]
+Clock = Callable[[], float]
+FIRST_STAGE = 64  # passages of the first stage of a job, before any rate is measured
+
+
+def stage_size(stage_every: int, stage_seconds: float, last_passages: int, last_seconds: float) -> int:
+    """Passages for the next staged commit: `stage_every`, or fewer when the last stage's rate (`last_passages`
+    in `last_seconds`) would take longer than `stage_seconds` — by size or time, whichever comes first. Before
+    any stage (`last_passages` 0) a first stage of FIRST_STAGE measures the rate."""
+    if last_passages <= 0:
+        return min(stage_every, FIRST_STAGE)
+    if last_seconds <= 0:
+        return stage_every
+    return max(1, min(stage_every, int(last_passages / last_seconds * stage_seconds)))
 
 
 @dataclass
@@ -58,6 +72,7 @@ class JobReport:
     embedded: int = 0  # passages embedded by this run
     resumed: int = 0  # passages whose vectors an interrupted run had staged
     batches: int = 0  # committed transactions
+    stages: int = 0  # staged commits of embedded vectors
     tables_added: int = 0
     tables_replaced: int = 0
     tables_unchanged: int = 0
@@ -131,8 +146,10 @@ class Job:
     """The machinery an ingest and a sync share: scanning, staged embedding, batched commits."""
 
     def __init__(self, index: PassageIndex, progress: Progress | None = None, notice: Notice | None = None,
-                 fmt: str = "auto") -> None:
+                 fmt: str = "auto", clock: Clock = time.perf_counter) -> None:
         self.index = index
+        self.clock = clock  # times the stages (`stage_size`)
+        self.last_stage = (0, 0.0)  # (passages, seconds) of the last stage
         self.config = index.config
         self.progress = progress or NullProgress()
         self.notice = notice or (lambda message: None)
@@ -200,17 +217,22 @@ class Job:
             yield p
 
     def embed_missing(self, passages: Sequence[Passage], advance: Advance) -> None:
-        """Embed the passages whose content has no stored vector, staging every `stage_every`."""
+        """Embed the passages whose content has no stored vector, staged by size or time (`stage_size`)."""
         by_hash = {p.content_hash: p for p in passages}
         missing = self.index.unembedded(list(by_hash))
-        step = self.config.ingest.stage_every
+        ingest = self.config.ingest
         t = time.perf_counter()
-        for start in range(0, len(missing), step):
-            chunk = missing[start : start + step]
+        start = 0
+        while start < len(missing):
+            chunk = missing[start : start + stage_size(ingest.stage_every, ingest.stage_seconds, *self.last_stage)]
+            start += len(chunk)
+            began = self.clock()
             texts = [passage_text_for_embedding(by_hash[h].title, by_hash[h].text) for h in chunk]
             vectors = self.index.encoder.encode(texts)
+            self.last_stage = (len(chunk), self.clock() - began)
             self.index.stage_vectors(chunk, np.asarray(vectors, dtype=np.float32))
             self.report.embedded += len(chunk)
+            self.report.stages += 1
             advance(len(chunk))
         self.report.seconds["embed"] = self.report.seconds.get("embed", 0.0) + time.perf_counter() - t
 
@@ -252,15 +274,17 @@ def refresh_derived(job: Job) -> None:
 
 
 def ingest_inputs(index: PassageIndex, inputs: Sequence[Path | str], fmt: str = "auto", replace: bool = False,
-                  progress: Progress | None = None, notice: Notice | None = None) -> JobReport:
+                  progress: Progress | None = None, notice: Notice | None = None,
+                  clock: Clock = time.perf_counter) -> JobReport:
     """Add the passages of files and folders to `index` in committed batches (see the module doc).
 
     Without `replace`, identical passages already stored are skipped and a passage id stored with
     other content is an error; with `replace`, each input file's documents are replaced as a whole
-    (`put_documents`): changed passages re-embedded, removed ones deleted.
+    (`put_documents`): changed passages re-embedded, removed ones deleted. `clock` times the staged
+    commits (`stage_size`).
     """
     t0 = time.perf_counter()
-    job = Job(index, progress, notice, fmt)
+    job = Job(index, progress, notice, fmt, clock)
     tables = read_table_inputs(input_roots(inputs))
     files = []
     for root in tables.roots:
