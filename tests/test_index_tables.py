@@ -104,3 +104,30 @@ def test_themes_follow_adds_and_deletes(tmp_path, slice_passages):
     assert index.themes().n_passages == len(slice_passages) - 1
     assert refresh_themes(index).action == "unchanged"
     index.close()
+
+
+def test_padded_short_rows_are_counted_in_the_report(tmp_path):
+    docs = _folder(tmp_path)
+    (docs / "short.csv").write_text("A,B,C\n1,2,3\n4\n5,6\n", encoding="utf-8")
+    idx = tmp_path / "idx"
+    r = runner.invoke(app, ["index", "build", str(docs), "--index", str(idx), "--json", "-q"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output.strip().splitlines()[-1])["table_rows_padded"] == 2
+    (docs / "short.csv").write_text("A,B,C\n1,2,3\n4\n5,6\n7\n", encoding="utf-8")
+    r = runner.invoke(app, ["index", "sync", str(docs), "--index", str(idx), "-q"])
+    assert r.exit_code == 0 and "3 table row(s) had fewer cells than the header" in " ".join(r.output.split())
+
+
+def test_table_only_input_reports_tables_and_rows_not_zero_passages(tmp_path):
+    only = tmp_path / "sheets"
+    only.mkdir()
+    (only / "a.csv").write_text("A,B\n1,2\n3,4\n", encoding="utf-8")
+    (only / "b.csv").write_text("C\nx\ny\nz\n", encoding="utf-8")
+    idx = tmp_path / "idx"
+    r = runner.invoke(app, ["index", "build", str(only), "--index", str(idx), "-q"])
+    text = " ".join(r.output.split())
+    assert r.exit_code == 0 and "added 2 tables (5 rows)" in text and "0 passages added" not in text, r.output
+    r = runner.invoke(app, ["index", "add", str(only / "a.csv"), "--index", str(idx), "--json", "-q"])
+    assert r.exit_code == 0, r.output
+    tables = json.loads(r.output.strip().splitlines()[-1])["tables"]
+    assert tables == {"added": 1, "replaced": 0, "unchanged": 0, "deleted": 0, "rows": 2, "rows_padded": 0}  # id a.csv

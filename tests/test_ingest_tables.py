@@ -216,3 +216,27 @@ def test_read_tables_into_the_store(tmp_path) -> None:
 def test_csv_crlf_and_quoted_newlines(tmp_path) -> None:
     p = write(tmp_path / "t.csv", b'Name,Note\r\n"Oslo","two\r\nlines"\r\nLyon,"x, y"\r\n')
     assert read_csv(p).rows == (("Oslo", "two\r\nlines"), ("Lyon", "x, y"))
+
+
+@pytest.mark.parametrize("tail", ["", "\n"])
+def test_csv_unterminated_quote_is_an_error_naming_the_line_it_opened(tmp_path, tail) -> None:
+    p = write(tmp_path / "open.csv", 'a,b\n1,2\n3,"never closed\n4,5\n6,7' + tail)
+    with pytest.raises(InputError, match=r"open.csv: line 3: a quote .* never closed"):
+        read_csv(p)
+    one = write(tmp_path / "one.csv", 'a,b\n1,"x' + tail)
+    with pytest.raises(InputError, match=r"one.csv: line 2: a quote"):
+        read_csv(one)
+    wtq = write(tmp_path / "wtq.csv", '"a","b"\n"\\"x\\"","y\n1,2' + tail)
+    with pytest.raises(InputError, match=r"wtq.csv: line 2: a quote"):
+        read_csv(wtq)
+
+
+def test_csv_closed_quotes_over_lines_and_at_the_end_still_read(tmp_path) -> None:
+    p = write(tmp_path / "ok.csv", 'a,b\n1,"two\nlines"\n3,"end"')
+    assert read_csv(p).rows == (("1", "two\nlines"), ("3", "end"))
+
+
+def test_short_rows_are_padded_and_counted(tmp_path) -> None:
+    p = write(tmp_path / "short.csv", "a,b,c\n1,2,3\n4\n5,6\n")
+    t = read_csv(p)
+    assert t.rows == (("1", "2", "3"), ("4", "", ""), ("5", "6", "")) and t.padded_rows == 2

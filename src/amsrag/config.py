@@ -143,6 +143,11 @@ class IngestConfig(_Section):
         1024, ge=1, description="embedded passages per staged commit: what a killed ingest keeps, and the texts per "
         "encoder call (128 ran 0.8x as fast: fewer texts sort into fewer, less even token batches)"
     )
+    stage_seconds: float = Field(
+        20.0, ge=1, description="seconds of embedding per staged commit at most: the next stage holds the passages "
+        "the last one's rate embeds in this time when that is fewer than stage_every (a busy machine stages more "
+        "often, so a kill loses about this much work)"
+    )
     max_file_mb: float = Field(256.0, gt=0, description="input files larger than this are refused")
     max_pages: int = Field(5000, ge=1, description="PDF pages / slides per document; a longer one is skipped")
     max_markup_mb: float = Field(

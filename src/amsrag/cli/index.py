@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from amsrag.indexing.job import JobReport
     from amsrag.store.base import PassageIndex
 
+SKIPPED_LISTED = 20  # skipped files listed one a line; --json has all
+
 index_app = typer.Typer(no_args_is_help=True, help="Build and maintain an index directory.")
 
 
@@ -31,7 +33,10 @@ def _job_summary(index: PassageIndex, report: JobReport, as_json: bool, what: st
     if as_json:
         emit(summary)
         return
-    parts = [f"{report.added} passages added"]
+    tables = report.tables_added + report.tables_replaced + report.tables_unchanged + report.tables_deleted
+    parts = [] if tables and not report.received else [f"{report.added} passages added"]
+    if tables:
+        parts.append(report.tables_summary())
     if report.removed or report.kept:
         parts.append(f"{report.removed} removed, {report.kept} unchanged in changed documents")
     if report.documents_created or report.documents_replaced or report.documents_deleted:
@@ -42,14 +47,20 @@ def _job_summary(index: PassageIndex, report: JobReport, as_json: bool, what: st
                      f"content skipped")
     parts.append(f"{report.embedded} embedded" + (f" ({report.resumed} resumed from an interrupted run)"
                                                   if report.resumed else ""))
-    if report.skipped_files:
-        parts.append(f"{len(report.skipped_files)} file(s) skipped (listed below)")
+    if report.table_rows_padded:
+        parts.append(f"{report.table_rows_padded} table row(s) had fewer cells than the header (padded with empty "
+                     f"cells)")
     out.print(f"[green]{what}[/] {escape(index.location)}: " + "; ".join(parts)
               + f"; the index now holds {len(index)} passages in {report.batches} committed batch(es), "
                 f"{report.seconds.get('total', 0):.1f} s", highlight=False)
-    for skipped in report.skipped_files:
+    if report.skipped_files:
+        out.print(f"[yellow]{escape(report.skipped_summary())}[/]", highlight=False, soft_wrap=True)
+    for skipped in report.skipped_files[:SKIPPED_LISTED]:
         out.print(f"  [yellow]skipped:[/] {escape(skipped['reason'])}: {escape(skipped['file'])}", highlight=False,
                   soft_wrap=True)
+    if len(report.skipped_files) > SKIPPED_LISTED:
+        out.print(f"  ... and {len(report.skipped_files) - SKIPPED_LISTED} more (--json lists every one)",
+                  highlight=False)
     from amsrag.pipeline.language import index_language_warnings
 
     for warning in index_language_warnings(index.config, report.languages):

@@ -4,15 +4,17 @@ A job reads its input twice, as a stream: a first pass chunks every file (so bad
 before anything is written) and counts the passages whose vectors are not stored yet; the second
 pass commits batches of `ingest.batch_passages` passages, one transaction each. Before a batch is
 committed its missing vectors are embedded and *staged* in the index every `ingest.stage_every`
-passages (`PassageIndex.stage_vectors`): a job killed at any point keeps its committed batches and its
-staged vectors, and the next run embeds only what is left ("resuming: N of M passages already
-embedded"). Memory holds one batch, not the input.
+passages or `ingest.stage_seconds` of embedding, whichever comes first (`stage_size`; the stage size
+follows the rate of the last stage) (`PassageIndex.stage_vectors`): a job killed at any point keeps its
+committed batches and its staged vectors, and the next run embeds only what is left ("resuming: N of M
+passages already embedded"). Memory holds one batch, not the input.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -24,7 +26,8 @@ from amsrag.embed.encoder import passage_text_for_embedding
 from amsrag.errors import InputError
 from amsrag.indexing.tables import read_table_inputs
 from amsrag.indexing.themes import refresh_themes
-from amsrag.ingest.api import FileReader, IdRegistry, SourceFile, input_roots, source_files
+from amsrag.ingest.api import FileReader, IdRegistry, InputRoot, SourceFile, input_roots, source_files
+from amsrag.ingest.formats import PassedOver, printable_path
 from amsrag.ingest.parsers import ParseBudget, SkippedDocument
 from amsrag.ingest.readers import base_suffix
 from amsrag.progress import Advance, NullProgress, Progress
@@ -36,6 +39,19 @@ from amsrag.types import Passage
 
 log = logging.getLogger("amsrag.indexing")
 Notice = Callable[[str], None]
+Clock = Callable[[], float]
+FIRST_STAGE = 64  # passages of the first stage of a job, before any rate is measured
+
+
+def stage_size(stage_every: int, stage_seconds: float, last_passages: int, last_seconds: float) -> int:
+    """Passages for the next staged commit: `stage_every`, or fewer when the last stage's rate (`last_passages`
+    in `last_seconds`) would take longer than `stage_seconds` — by size or time, whichever comes first. Before
+    any stage (`last_passages` 0) a first stage of FIRST_STAGE measures the rate."""
+    if last_passages <= 0:
+        return min(stage_every, FIRST_STAGE)
+    if last_seconds <= 0:
+        return stage_every
+    return max(1, min(stage_every, int(last_passages / last_seconds * stage_seconds)))
 
 
 @dataclass
@@ -56,20 +72,53 @@ class JobReport:
     embedded: int = 0  # passages embedded by this run
     resumed: int = 0  # passages whose vectors an interrupted run had staged
     batches: int = 0  # committed transactions
+    stages: int = 0  # staged commits of embedded vectors
     tables_added: int = 0
     tables_replaced: int = 0
     tables_unchanged: int = 0
     tables_deleted: int = 0
     table_rows: int = 0  # rows written
+    table_rows_padded: int = 0  # rows read with fewer cells than their header (padded with empty cells)
     themes: dict[str, Any] = field(default_factory=dict)  # `ThemesReport.to_dict()` of the themes refresh
     languages: dict[str, int] = field(default_factory=dict)  # passages read, by detected language
-    skipped_files: list[dict[str, str]] = field(default_factory=list)  # {file, reason}: documents left out
+    skipped_files: list[dict[str, str]] = field(default_factory=list)  # {file, reason}: files not read or left out
     seconds: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: v for k, v in self.__dict__.items() if k != "seconds"}
+        out["tables"] = {"added": self.tables_added, "replaced": self.tables_replaced,
+                         "unchanged": self.tables_unchanged, "deleted": self.tables_deleted,
+                         "rows": self.table_rows, "rows_padded": self.table_rows_padded}
+        out["skipped_kinds"] = [{"suffix": suffix, "reason": reason, "files": n}
+                                for (suffix, reason), n in self.skipped_kinds().items()]
+        out["skipped_summary"] = self.skipped_summary()
         out["seconds"] = {k: round(v, 3) for k, v in self.seconds.items()}
         return out
+
+    def skipped_kinds(self) -> dict[tuple[str, str], int]:
+        """The skipped files counted by (extension, reason), most first."""
+        kinds = Counter((base_suffix(Path(f["file"])) or "(no extension)", f["reason"]) for f in self.skipped_files)
+        return dict(kinds.most_common())
+
+    def skipped_summary(self) -> str:
+        """"skipped 3 files: 2 .xyz (unsupported format), 1 .docx (...)", or "" when every file was read."""
+        if not self.skipped_files:
+            return ""
+        n = len(self.skipped_files)
+        return (f"skipped {n} file{'s' if n != 1 else ''}: "
+                + ", ".join(f"{count} {suffix} ({reason})" for (suffix, reason), count in self.skipped_kinds().items()))
+
+    def tables_summary(self) -> str:
+        """"added 2 tables (31 rows)", with the replaced / unchanged / deleted ones when there are any."""
+        written = self.tables_added + self.tables_replaced
+        parts = [f"added {self.tables_added} table{'s' if self.tables_added != 1 else ''}"
+                 + (f", replaced {self.tables_replaced}" if self.tables_replaced else "")
+                 + (f" ({self.table_rows} rows)" if written else "")]
+        if self.tables_unchanged:
+            parts.append(f"{self.tables_unchanged} unchanged")
+        if self.tables_deleted:
+            parts.append(f"{self.tables_deleted} deleted")
+        return ", ".join(parts)
 
     def count_languages(self, passages: Sequence[Passage]) -> list[Passage]:
         """`passages` with their detected language in the metadata (`lang`), counted."""
@@ -97,8 +146,10 @@ class Job:
     """The machinery an ingest and a sync share: scanning, staged embedding, batched commits."""
 
     def __init__(self, index: PassageIndex, progress: Progress | None = None, notice: Notice | None = None,
-                 fmt: str = "auto") -> None:
+                 fmt: str = "auto", clock: Clock = time.perf_counter) -> None:
         self.index = index
+        self.clock = clock  # times the stages (`stage_size`)
+        self.last_stage = (0, 0.0)  # (passages, seconds) of the last stage
         self.config = index.config
         self.progress = progress or NullProgress()
         self.notice = notice or (lambda message: None)
@@ -145,6 +196,13 @@ class Job:
         self.report.seconds["read"] = time.perf_counter() - t
         return need
 
+    def passed_over(self, root: InputRoot, files: PassedOver) -> None:
+        """The files of a folder that were not read (unsupported format, ...): counted in the report."""
+        for path, reason in files:
+            key = f"{root.name}/{printable_path(path.relative_to(root.path))}"
+            self.report.skipped_files.append({"file": key, "reason": reason})
+            log.info("%s: not read: %s", key, reason)
+
     def skip(self, f: JobFile, reason: str) -> None:
         """A document left out: one line in the report, the rest of the input goes on."""
         self.skipped.add(f.source.key)
@@ -159,17 +217,22 @@ class Job:
             yield p
 
     def embed_missing(self, passages: Sequence[Passage], advance: Advance) -> None:
-        """Embed the passages whose content has no stored vector, staging every `stage_every`."""
+        """Embed the passages whose content has no stored vector, staged by size or time (`stage_size`)."""
         by_hash = {p.content_hash: p for p in passages}
         missing = self.index.unembedded(list(by_hash))
-        step = self.config.ingest.stage_every
+        ingest = self.config.ingest
         t = time.perf_counter()
-        for start in range(0, len(missing), step):
-            chunk = missing[start : start + step]
+        start = 0
+        while start < len(missing):
+            chunk = missing[start : start + stage_size(ingest.stage_every, ingest.stage_seconds, *self.last_stage)]
+            start += len(chunk)
+            began = self.clock()
             texts = [passage_text_for_embedding(by_hash[h].title, by_hash[h].text) for h in chunk]
             vectors = self.index.encoder.encode(texts)
+            self.last_stage = (len(chunk), self.clock() - began)
             self.index.stage_vectors(chunk, np.asarray(vectors, dtype=np.float32))
             self.report.embedded += len(chunk)
+            self.report.stages += 1
             advance(len(chunk))
         self.report.seconds["embed"] = self.report.seconds.get("embed", 0.0) + time.perf_counter() - t
 
@@ -211,22 +274,29 @@ def refresh_derived(job: Job) -> None:
 
 
 def ingest_inputs(index: PassageIndex, inputs: Sequence[Path | str], fmt: str = "auto", replace: bool = False,
-                  progress: Progress | None = None, notice: Notice | None = None) -> JobReport:
+                  progress: Progress | None = None, notice: Notice | None = None,
+                  clock: Clock = time.perf_counter) -> JobReport:
     """Add the passages of files and folders to `index` in committed batches (see the module doc).
 
     Without `replace`, identical passages already stored are skipped and a passage id stored with
     other content is an error; with `replace`, each input file's documents are replaced as a whole
-    (`put_documents`): changed passages re-embedded, removed ones deleted.
+    (`put_documents`): changed passages re-embedded, removed ones deleted. `clock` times the staged
+    commits (`stage_size`).
     """
     t0 = time.perf_counter()
-    job = Job(index, progress, notice, fmt)
+    job = Job(index, progress, notice, fmt, clock)
     tables = read_table_inputs(input_roots(inputs))
-    files = [JobFile(s, s.fingerprint()) for root in tables.roots for s in source_files(root, fmt, bool(tables.tables))]
+    files = []
+    for root in tables.roots:
+        passed_over: PassedOver = []
+        files += [JobFile(s, s.fingerprint()) for s in source_files(root, fmt, bool(tables.tables), passed_over)]
+        job.passed_over(root, passed_over)
     need = job.scan(files)
     if not job.report.received and not tables.tables:
         raise InputError(f"empty corpus: no passages or tables found in {', '.join(map(str, inputs))}; nothing was "
                          f"added")
     if tables.tables:
+        job.report.table_rows_padded += sum(t.padded_rows for t in tables.tables)
         job.report.count_tables(index.put_tables(tables.tables, replace=replace))
         job.say(f"tables: {len(tables.tables)} read from {len(tables.files)} file(s); {job.report.tables_added} new, "
                 f"{job.report.tables_replaced} replaced, {job.report.tables_unchanged} unchanged")

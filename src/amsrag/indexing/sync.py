@@ -15,6 +15,7 @@ from amsrag.errors import InputError
 from amsrag.indexing.job import Job, JobFile, JobReport, Notice, refresh_derived, replace_files
 from amsrag.indexing.tables import read_table_inputs
 from amsrag.ingest.api import InputRoot, input_roots, source_files
+from amsrag.ingest.formats import PassedOver
 from amsrag.progress import Progress
 from amsrag.store.base import PassageIndex
 from amsrag.store.documents import DocumentInfo
@@ -37,7 +38,10 @@ def sync_folders(index: PassageIndex, folders: Sequence[Path | str], fmt: str = 
     held: dict[str, list[str]] = {}  # documents stored from each changed file: kept when it is skipped now
     for root in roots:
         by_source = _stored_by_source(index.documents(prefix=f"{root.name}/"))
-        for src in source_files(root, fmt, allow_empty=bool(tables.tables)):
+        passed_over: PassedOver = []
+        sources = source_files(root, fmt, bool(tables.tables), passed_over)
+        job.passed_over(root, passed_over)
+        for src in sources:
             fp = src.fingerprint()
             stored = by_source.pop(src.key, [])
             if stored and all(d.content_hash == fp for d in stored):
@@ -66,6 +70,7 @@ def _sync_tables(job: Job, roots: Sequence[InputRoot], tables: Sequence[Table], 
     these folders whose file is gone are deleted."""
     index = job.index
     if tables:
+        job.report.table_rows_padded += sum(t.padded_rows for t in tables)
         job.report.count_tables(index.put_tables(tables, replace=True))
     stored = index.tables()
     if not delete or stored is None:

@@ -13,7 +13,7 @@ from amsrag.errors import InputError
 from amsrag.ingest.blocks import document_passages
 from amsrag.ingest.datasets import load_dataset
 from amsrag.ingest.documents import read_document
-from amsrag.ingest.formats import DATASET_FORMATS, check_format, detect_format, directory_files
+from amsrag.ingest.formats import DATASET_FORMATS, PassedOver, check_format, detect_format, directory_files
 from amsrag.ingest.parsers import DOCUMENT_FORMATS, ParseBudget, parse_document
 from amsrag.ingest.readers import check_size, file_fingerprint, read_passage_jsonl
 from amsrag.types import Passage, QASet, passage_id_for
@@ -125,13 +125,14 @@ def input_roots(paths: Sequence[Path | str]) -> list[InputRoot]:
     return roots
 
 
-def source_files(root: InputRoot, fmt: str, allow_empty: bool = False) -> list[SourceFile]:
+def source_files(root: InputRoot, fmt: str, allow_empty: bool = False,
+                 passed_over: PassedOver | None = None) -> list[SourceFile]:
     """The passage files of one input root with their document keys, in sorted order (`allow_empty`: a
-    folder holding only tables is no error)."""
+    folder holding only tables is no error; `passed_over` collects the folder's files not read, and why)."""
     if not root.path.is_dir():
         return [SourceFile(root.name or root.path.name, root.path, fmt)]
     return [SourceFile(f"{root.name}/{rel}", path, fmt, rel)
-            for path in directory_files(root.path, fmt, allow_empty)
+            for path in directory_files(root.path, fmt, allow_empty, passed_over)
             for rel in (path.relative_to(root.path).as_posix(),)]
 
 

@@ -171,32 +171,62 @@ def printable_path(path: Path) -> str:
     return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
-def _iter_dir(path: Path, suffixes: tuple[str, ...]) -> Iterator[Path]:
+PassedOver = list[tuple[Path, str]]  # (file, why it was not read) of the files a folder scan left out
+
+
+def passed_over_reason(path: Path, fmt: str) -> str | None:
+    """Why a visible file of a folder is not read as passages, or None when it is read elsewhere (a table
+    file: the table reader takes it)."""
+    from amsrag.ingest.tables import TABLE_SUFFIXES
+
+    suffix = base_suffix(path)
+    if suffix in TABLE_SUFFIXES or (fmt == "auto" and suffix == ".csv"):
+        return None
+    if fmt != "auto" and any(suffix in group for group in DIRECTORY_SUFFIXES.values()):
+        return f"not {fmt} (--format {fmt})"
+    if suffix == ".json":
+        return "a .json file in a folder is not read (give the file itself as an input)"
+    return "unsupported format"
+
+
+def _iter_dir(path: Path, suffixes: tuple[str, ...], passed_over: PassedOver | None = None,
+              fmt: str = "auto") -> Iterator[Path]:
     """The files under `path` with one of `suffixes` (hidden ones skipped). A file name that is not UTF-8 is
     an InputError naming it; a symbolic link leading outside `path` and what is not a regular file (a FIFO,
-    a device, a socket, a broken link) are skipped with a warning naming them."""
+    a device, a socket, a broken link) are skipped with a warning naming them. Visible files not read are
+    added to `passed_over` with the reason."""
     root = path.resolve()
     for p in sorted(path.rglob("*")):
         rel = p.relative_to(path)
-        if any(part.startswith(".") for part in rel.parts) or base_suffix(p) not in suffixes:
+        if any(part.startswith(".") for part in rel.parts):
+            continue
+        if base_suffix(p) not in suffixes:
+            if passed_over is not None and not p.is_dir() and (why := passed_over_reason(p, fmt)) is not None:
+                passed_over.append((p, why))
             continue
         if lone_surrogate_at(str(p)) is not None:
             raise InputError(f"{printable_path(p)}: the file name is not UTF-8 (the bytes shown as \\x..); rename "
                              f"the file, or move it out of {printable_path(path)}")
         if not p.resolve().is_relative_to(root):
             log.warning("skipped %s: a symbolic link leads outside %s (to %s)", p, path, p.resolve())
+            if passed_over is not None:
+                passed_over.append((p, f"a symbolic link leading outside {printable_path(path)}"))
             continue
         if p.is_dir():
             continue
         if not p.is_file():
             log.warning("skipped %s: not a regular file (a FIFO, device, socket or broken link)", p)
+            if passed_over is not None:
+                passed_over.append((p, "not a regular file (a FIFO, device, socket or broken link)"))
             continue
         yield p
 
 
-def directory_files(path: Path, fmt: str = "auto", allow_empty: bool = False) -> list[Path]:
+def directory_files(path: Path, fmt: str = "auto", allow_empty: bool = False,
+                    passed_over: PassedOver | None = None) -> list[Path]:
     """Supported passage files under a directory, recursively, in sorted order (hidden ones skipped);
-    `allow_empty`: a folder without any (it held tables) is no error."""
+    `allow_empty`: a folder without any (it held tables) is no error; `passed_over` collects the visible
+    files not read, with the reason."""
     if fmt == "auto":
         suffixes = tuple(s for group in DIRECTORY_SUFFIXES.values() for s in group)
     elif fmt in DIRECTORY_SUFFIXES:
@@ -204,7 +234,7 @@ def directory_files(path: Path, fmt: str = "auto", allow_empty: bool = False) ->
     else:
         raise InputError(f"{path}: a directory can only be read as jsonl, text or markdown, or a document "
                          f"format ({', '.join(DOCUMENT_FORMATS)}), not {fmt}")
-    files = list(_iter_dir(path, suffixes))
+    files = list(_iter_dir(path, suffixes, passed_over, fmt))
     if not files and not allow_empty:
         raise InputError(f"{path}: no supported files in this directory (looked for {' '.join(suffixes)})")
     return files

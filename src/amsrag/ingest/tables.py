@@ -10,8 +10,10 @@
   (`read_jsonl_tables`); lines without "table" (passages) are left to the passage reader.
 
 The first non-empty row is the header (empty names become "column N", repeats get " 2", ...). A row
-with fewer cells than the header is padded with ''; a row with more (non-empty) cells is an error
-naming the file and row. Cells are stripped. Limits: `MAX_ROWS` rows, `MAX_COLUMNS` columns,
+with fewer cells than the header is padded with '' and counted (`Table.padded_rows`, reported as
+`table_rows_padded` by index jobs); a row with more (non-empty) cells is an error naming the file and
+row. A CSV quote left open at the end of the file is an error naming the line where it opened.
+Cells are stripped. Limits: `MAX_ROWS` rows, `MAX_COLUMNS` columns,
 `MAX_CELL_CHARS` characters a cell. Every error is an `InputError` naming the file and, where it
 applies, the row (the line in a CSV) and the column. A file's id is like a passage's document id:
 `<root name>/<path relative to root>` when it was found under an input folder `root`, else its
@@ -93,6 +95,7 @@ def build_table(where: str, table_id: str, rows: Iterable[tuple[str, Sequence[ob
     if head is not None:
         _check_width(where, len(head))
     out: list[tuple[str, ...]] = []
+    padded = 0
     for label, raw in rows:
         cells = [_cell(where, label, j, v, head) for j, v in enumerate(raw)]
         if head is None:
@@ -113,12 +116,13 @@ def build_table(where: str, table_id: str, rows: Iterable[tuple[str, Sequence[ob
             cells = cells[:width]
         elif len(cells) < width:
             cells += [""] * (width - len(cells))
+            padded += 1
         out.append(tuple(cells))
         if len(out) > MAX_ROWS:
             raise InputError(f"{where}: more than {MAX_ROWS:,} rows (the table store's limit)")
     if head is None:
         raise InputError(f"{where}: no header row (the table is empty)")
-    return Table(table_id, head, tuple(out), title, source, dict(metadata or {}))
+    return Table(table_id, head, tuple(out), title, source, dict(metadata or {}), padded)
 
 
 def _check_width(where: str, n: int) -> None:
@@ -177,12 +181,35 @@ def read_csv(path: Path, table_id: str | None = None, delimiter: str | None = No
         wtq = looks_like_wtq(text)
     fmt = {"escapechar": "\\", "doublequote": False} if wtq else {}
     tid = table_id or path.name
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=False, **fmt)  # type: ignore[arg-type]
-    return build_table(str(path), tid, _csv_rows(path, reader), title if title is not None else title_of(path),
-                       source if source is not None else tid)
+    lines = _RowLines(io.StringIO(text, newline=""))
+    reader = csv.reader(lines, delimiter=delimiter, strict=False, **fmt)  # type: ignore[arg-type]
+    strict = {"delimiter": delimiter, "strict": True, **fmt}
+    return build_table(str(path), tid, _csv_rows(path, reader, lines, strict),
+                       title if title is not None else title_of(path), source if source is not None else tid)
 
 
-def _csv_rows(path: Path, reader: Iterator[list[str]]) -> Iterator[tuple[str, list[str]]]:
+class _RowLines:
+    """The lines of a CSV text for csv.reader, keeping the raw lines of the row being read (so an
+    unterminated quote in the last row can be found)."""
+
+    def __init__(self, lines: Iterator[str]) -> None:
+        self.lines = lines
+        self.current: list[str] = []
+        self.fresh = True  # the next line starts a new row
+
+    def __iter__(self) -> _RowLines:
+        return self
+
+    def __next__(self) -> str:
+        line = next(self.lines)
+        if self.fresh:
+            self.current = []
+            self.fresh = False
+        self.current.append(line)
+        return line
+
+
+def _csv_rows(path: Path, reader: Any, lines: _RowLines, strict: dict[str, Any]) -> Iterator[tuple[str, list[str]]]:
     line = 0
     while True:
         try:
@@ -191,8 +218,27 @@ def _csv_rows(path: Path, reader: Iterator[list[str]]) -> Iterator[tuple[str, li
             return
         except csv.Error as exc:
             raise InputError(f"{path}: line {getattr(reader, 'line_num', line + 1)}: malformed CSV ({exc})") from None
-        line = getattr(reader, "line_num", line + 1)
+        line = reader.line_num
+        if lines.current and (len(lines.current) > 1 or not lines.current[-1].endswith(("\n", "\r"))
+                              or (row and row[-1].endswith(("\n", "\r")))):
+            _check_closed(path, lines.current, row, line, strict)  # a row over several lines, or the last one
+        lines.fresh = True
         yield f"line {line}", row
+
+
+def _check_closed(path: Path, raw: list[str], row: list[str], end_line: int, strict: dict[str, Any]) -> None:
+    """InputError when the row read from `raw` ends inside a quoted field (a quote never closed: the lenient
+    reader would take the rest of the file as one cell)."""
+    try:
+        list(csv.reader(raw, **strict))
+    except csv.Error as exc:
+        if "unexpected end of data" not in str(exc):
+            return  # other irregularities are read leniently, as before
+        last = row[-1] if row else ""
+        opened = end_line - last.count("\n") + (1 if last.endswith("\n") else 0)
+        raise InputError(f"{path}: line {opened}: a quote (\") opens a cell that is never closed (the rest of the "
+                         f"file would be read as one cell); close the quote or double it (\"\") if it is part of "
+                         f"the text") from None
 
 
 def _read_bytes(path: Path) -> bytes:

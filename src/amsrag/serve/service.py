@@ -24,7 +24,7 @@ from amsrag.querylog import QueryLog, QueryLogEntry, Redactor, entry_from_answer
 from amsrag.querylog.writer import BackgroundAppender
 from amsrag.review import FILE as REVIEW_FILE
 from amsrag.review import ReviewCandidate, ReviewQueue, candidate_of
-from amsrag.serve.jobs import Job, Writer
+from amsrag.serve.jobs import JOBS_FILE, Job, Writer
 from amsrag.serve.limits import ReadWriteLock
 from amsrag.serve.metrics import Metrics
 from amsrag.store.documents import Document
@@ -40,6 +40,13 @@ WARM_QUERY = "Who was the first person to walk on the Moon?"
 def _default_ask(engine: Engine) -> Callable[[str, str], Any]:
     """Engine.ask with the generator the index's configuration names (the engine builds it once)."""
     return lambda q, s: engine.ask(q, system=s)
+
+
+def jobs_file(index: object) -> Path | None:
+    """Where an embedded index keeps the service's job records; None for PostgreSQL (kept in memory)."""
+    if getattr(index, "backend", "") == "postgres" or not isinstance(getattr(index, "path", None), Path):
+        return None
+    return Path(index.path) / JOBS_FILE  # type: ignore[attr-defined]
 
 
 class _ReviewSink:
@@ -68,7 +75,7 @@ class Service:
         self.config = config
         self.metrics = metrics or Metrics()
         self.lock = ReadWriteLock()
-        self.writer = Writer(on_finish=self._job_finished)
+        self.writer = Writer(on_finish=self._job_finished, store=jobs_file(engine.index))
         self._ask = ask or _default_ask(engine)
         self.metrics.passages.set(len(engine.index))
         self.started = time.time()

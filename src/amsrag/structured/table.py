@@ -152,6 +152,7 @@ class Table:
     title: str = ""
     source: str = ""
     metadata: dict[str, str] = field(default_factory=dict)
+    padded_rows: int = field(default=0, compare=False)  # rows read with fewer cells than the header, padded with ''
 
     def __post_init__(self) -> None:
         width = len(self.header)
