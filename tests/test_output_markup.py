@@ -39,7 +39,16 @@ def index_dir(tmp_path_factory):
 
 
 def invoke(*args: str, **env: str):
-    return CliRunner().invoke(app, list(args), env={"COLUMNS": "100", **env})
+    # The CLI's consoles read COLUMNS once, when amsrag.cli.common is first imported (by whichever test came
+    # first in this process): pin their width for the call, as COLUMNS=100 would.
+    from amsrag.cli import common
+
+    widths = common.out.width, common.err.width
+    common.out.width = common.err.width = 100
+    try:
+        return CliRunner().invoke(app, list(args), env={"COLUMNS": "100", **env})
+    finally:
+        common.out.width, common.err.width = widths
 
 
 def test_ask_prints_citations_verbatim(index_dir) -> None:
