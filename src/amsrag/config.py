@@ -499,6 +499,9 @@ class DecomposeConfig(_Section):
     prefer_chain_margin: float = Field(0.0, ge=-1, le=1, description="the chain's answer replaces the plain "
                                        "reader's when its confidence exceeds the reader's by this much (or the "
                                        "reader abstained)")
+    split_parts: bool = Field(True, description="a question that asks two or three things at once (\"which "
+                              "command builds the site, and which one serves it?\") is answered part by part, each "
+                              "part retrieved, read and cited on its own (`ask`; `amsrag.decompose.parts`)")
 
 
 class ServeConfig(_Section):

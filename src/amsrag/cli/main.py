@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -202,7 +202,7 @@ def ask(
                 emit(answer)
                 return
             print_answer(answer["answer"], answer["citations"], answer["abstained"], answer["trace"], sources,
-                         answer.get("quote"))
+                         answer.get("quote"), answer.get("parts") or ())
             return
     if index is None:
         raise InputError("--index is required (or --server URL: ask a running service)")
@@ -230,13 +230,23 @@ def ask_locally(query: str, index: str, system: str, generator: str | None, mode
         emit(result.to_dict())
         return
     print_answer(result.answer, result.citations, result.abstained, result.trace, answer_passages,
-                 result.quote.to_dict() if result.quote is not None else None)
+                 result.quote.to_dict() if result.quote is not None else None,
+                 [part.to_dict() for part in result.parts])
 
 
 def print_answer(answer: str, citations: list[str], abstained: bool, trace: Mapping[str, Any],
-                 passages: Mapping[str, tuple[str, str]], quote: Mapping[str, Any] | None = None) -> None:
+                 passages: Mapping[str, tuple[str, str]], quote: Mapping[str, Any] | None = None,
+                 parts: Sequence[Mapping[str, Any]] = ()) -> None:
     """An answer as `ask` prints it: the trace, the generator line, the answer with its citations, the audit,
-    the table route's statement and the cited passages (`passages`: citation label or title, and text, by id)."""
+    the table route's statement and the cited passages (`passages`: citation label or title, and text, by id).
+    A question answered in `parts`: each part as its own answer under its question, then the cited passages."""
+    if parts:
+        for i, part in enumerate(parts, 1):
+            out.print(Text(f"part {i}: {part['query']}", style="bold"), highlight=False, soft_wrap=True)
+            print_answer(part["answer"], part["citations"], part["abstained"], part["trace"], {}, part.get("quote"))
+            out.print()
+        print_cited(citations, passages)
+        return
     print_trace(trace)
     g = trace["generator"]
     line = f"generator {g['name']}: {g['prompt_tokens']} prompt + {g['output_tokens']} output tokens, {g['ms']:.1f} ms"
@@ -265,7 +275,13 @@ def print_answer(answer: str, citations: list[str], abstained: bool, trace: Mapp
                        f"{structured['sql']}", style="dim"), highlight=False, soft_wrap=True)
         for row in structured.get("cited", []):
             out.print(Text(f"[{row['id']}] {row['text'][:160]}", style="dim"), highlight=False)
-    for cid in citations:  # a document's passage cites its file, page and section: "guide.pdf p. 14 · Install"
+    print_cited(citations, passages)
+
+
+def print_cited(citations: Sequence[str], passages: Mapping[str, tuple[str, str]]) -> None:
+    """The cited passages under an answer: a document's passage cites its file, page and section
+    ("guide.pdf p. 14 · Install")."""
+    for cid in citations:
         if cid in passages:
             label, text = passages[cid]
             out.print(Text(f"[{cid}] {label}: {text[:160]}{'…' if len(text) > 160 else ''}", style="dim"),

@@ -21,6 +21,7 @@ import numpy as np
 from amsrag.audit.signals import proxy_signals
 from amsrag.classify import ComplexityClassifier
 from amsrag.config import AmsragConfig
+from amsrag.decompose.parts import split_parts
 from amsrag.embed.encoder import Encoder, MiniLMEncoder
 from amsrag.embed.factory import ROUTING_MODEL
 from amsrag.errors import InputError
@@ -39,6 +40,7 @@ from amsrag.pipeline.compose import Composer
 from amsrag.pipeline.corrective import CorrectiveLoop, CorrectiveOutcome
 from amsrag.pipeline.execute import RetrieverExecutor
 from amsrag.pipeline.language import question_language
+from amsrag.pipeline.parts import answer_parts
 from amsrag.pipeline.passes import Pass, RetrievalPass, ms_since
 from amsrag.pipeline.results import (
     Answered,
@@ -437,7 +439,18 @@ class Engine:
         `widest`: answer on the widest text path whatever the classifier said (the shadow probe's wider path,
         `amsrag.monitor.shadow`): no TARG gate, no five-way decision, the multi_hop plan on Strategy C (every
         retriever and the second hop) whatever routing chose; the trace's reason names both.
-        Adaptive systems only (a fixed pipeline has one route)."""
+        Adaptive systems only (a fixed pipeline has one route).
+
+        A question that asks two or three things at once ("which command builds the site, and which one serves
+        it?", `amsrag.decompose.parts`) is answered part by part, each with its own retrieval, citation and
+        quote, listed in `parts` (`decompose.split_parts = false` turns this off)."""
+        query = self.check_question(query)
+        parts = split_parts(query) if self.config.decompose.split_parts and not widest else (query,)
+        if len(parts) > 1:
+            return answer_parts(query, parts, lambda part: self._ask_one(part, system, generator, widest))
+        return self._ask_one(query, system, generator, widest)
+
+    def _ask_one(self, query: str, system: str, generator: Generator | None, widest: bool) -> AnswerResult:
         result = self._ask(query, system, generator, widest)
         return replace(result, trace=replace(result.trace, language=question_language(result.query, self.config)))
 

@@ -66,6 +66,7 @@ class AnswerResult:
     abstained: bool
     trace: Trace
     quote: Quote | None = None  # the supporting sentence with the answer span marked
+    parts: tuple[AnswerResult, ...] = ()  # a question asking several things: each part's own answer
 
     @property
     def audit(self) -> AuditTrace | None:
@@ -78,9 +79,12 @@ class AnswerResult:
         return self.trace.audit is not None and self.trace.audit.flagged
 
     def to_dict(self) -> dict[str, Any]:
-        return {"query": self.query, "answer": self.answer, "citations": self.citations,
-                "abstained": self.abstained, "quote": self.quote.to_dict() if self.quote is not None else None,
-                "trace": self.trace.to_dict()}  # flagged: trace["audit"]
+        out = {"query": self.query, "answer": self.answer, "citations": self.citations,
+               "abstained": self.abstained, "quote": self.quote.to_dict() if self.quote is not None else None,
+               "trace": self.trace.to_dict()}  # flagged: trace["audit"]
+        if self.parts:
+            out["parts"] = [p.to_dict() for p in self.parts]
+        return out
 
 
 

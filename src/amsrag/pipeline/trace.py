@@ -227,6 +227,7 @@ class Trace(Mapping[str, Any]):
     signals: ProxySignals | None = None  # the five proxy signals of the answer (set by `ask`)
     evidence: tuple[str, ...] = ()  # the ids of the passages the generator read, in order (set by `ask`)
     chain: ChainTrace | None = None  # the decomposer's plan and the chain that answered it (set by `answer`)
+    parts: tuple[str, ...] = ()  # a question asking several things: its parts, each answered on its own (`ask`)
 
     @property
     def retriever_calls(self) -> int:
@@ -274,6 +275,8 @@ class Trace(Mapping[str, Any]):
             out["signals"] = self.signals.to_dict()
         if self.chain is not None:
             out["chain"] = self.chain.to_dict()
+        if self.parts:
+            out["parts"] = list(self.parts)
         out["timings_ms"] = dict(self.timings)
         return out
 
