@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from amsrag.decompose.parts import split_parts
 from amsrag.pipeline.trace import ComplexityTrace
 from amsrag.route.router import retrieval_class
 from test_serve_api import KEY, copy_index, start_server
@@ -118,6 +119,12 @@ def test_ask_in_the_browser_shows_answer_and_route(built_index, tmp_path, slice_
                 source_text = page.locator("#source-1 .text")
                 assert source_text.is_visible()
                 assert source_text.inner_text() == expected["sources"][0]["text"]
+                quote = expected["quote"]  # the supporting sentence, the answer span marked
+                assert page.locator("#quote").is_visible() == (quote is not None)
+                if quote is not None:
+                    assert page.inner_text("#quote mark") == quote["text"][quote["start"]:quote["end"]]
+                    assert quote["passage_id"] in page.inner_text("#quote")
+                assert not page.locator("#parts").is_visible()
 
                 trace = expected["trace"]
                 # the audit's verdict and the signals that fired sit under the answer
@@ -194,6 +201,24 @@ def test_ask_in_the_browser_shows_answer_and_route(built_index, tmp_path, slice_
                 page.evaluate("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
                 _assert_gauge_labels_apart(page, "0.1/0.9 alpha 1.0, narrow")
                 page.set_viewport_size({"width": 1280, "height": 720})
+
+                # a question asking two things: each part with its question, answer and citation numbers
+                singles = [q.question.rstrip("?") for q in slice_questions
+                           if q.question.split()[0].lower() in ("who", "what", "when", "where")]
+                two = next(f"{a}, and {b}?" for a, b in itertools.pairwise(singles)
+                           if len(split_parts(f"{a}, and {b}?")) == 2)
+                both = _ask(server, two)
+                assert len(both["parts"]) == 2, both.get("parts")
+                page.fill("#question", two)
+                page.click("#ask-button")
+                page.wait_for_selector("#parts li", timeout=60_000)
+                shown = page.locator("#parts li")
+                assert shown.count() == 2
+                for i, part in enumerate(both["parts"]):
+                    assert page.inner_text(f"#parts li[data-part='{i + 1}'] .part-q") == part["query"]
+                    assert page.inner_text(f"#parts li[data-part='{i + 1}'] .part-answer") == (
+                        "not found" if part["abstained"] else part["answer"])
+                assert page.locator("#answer a.cite").count() == len(both["citations"])
 
                 # a Chinese question on this English-only index: the language warning shows under the answer,
                 # and the classifier's note that it decided by structure (it cannot read the question)

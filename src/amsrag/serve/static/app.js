@@ -105,9 +105,36 @@ function renderAnswer(result) {
       },
     }, "[" + (i + 1) + "]"));
   });
+  renderQuote($("quote"), result.quote);
+  renderParts(result.parts || [], result.citations);
   renderAudit(result.trace || {});
   renderChain(result.trace || {});
   $("answer-panel").classList.remove("hidden");
+}
+
+// The supporting sentence with the answer span marked (result.quote: text, start, end, passage_id).
+function renderQuote(box, quote) {
+  if (!quote || typeof quote.text !== "string") { box.replaceChildren(); box.classList.add("hidden"); return; }
+  const { text, start, end } = quote;
+  box.replaceChildren("“", text.slice(0, start), el("mark", {}, text.slice(start, end)), text.slice(end), "” ",
+    el("span", { class: "muted" }, "[" + quote.passage_id + "]"));
+  box.classList.remove("hidden");
+}
+
+// A question asking several things (result.parts): each part's question, answer, citation numbers and quote.
+function renderParts(parts, citations) {
+  const box = $("parts");
+  if (!parts.length) { box.replaceChildren(); box.classList.add("hidden"); return; }
+  box.replaceChildren(...parts.map((part, i) => {
+    const numbers = part.citations.map((id) => "[" + (citations.indexOf(id) + 1) + "]").join(" ");
+    const quote = el("p", { class: "quote hidden" });
+    renderQuote(quote, part.quote);
+    return el("li", { class: "part", "data-part": String(i + 1) },
+      el("span", { class: "part-q" }, part.query), " → ",
+      el("strong", { class: "part-answer" }, part.abstained ? "not found" : part.answer), " ",
+      el("span", { class: "muted" }, numbers), quote);
+  }));
+  box.classList.remove("hidden");
 }
 
 // The decomposer's plan and the chain's steps (trace.chain): each step's sub-question, answer, cited
