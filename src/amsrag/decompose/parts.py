@@ -32,9 +32,9 @@ AUXILIARIES = frozenset({"is", "are", "was", "were", "does", "do", "did", "can",
 _CONTINUATIONS = frozenset({"not", "also", "later", "then", "still", "now", "never", "often", "once", "being",
                             "been", "used", "known", "called", "named", "based", "made", "born", "located"})
 _PRONOUNS = re.compile(r"\b(it|its|he|his|him|she|her|they|their|them)\b|\bthis\s+so\b|\bthis\s*$", re.IGNORECASE)
+_MODALS = AUXILIARIES | {"must", "may", "might", "lets", "let"}
 # a word that ends the head noun phrase after "which"/"what" ("Which environment variable sets ...")
-_AUX = AUXILIARIES | {"must", "may", "might", "lets", "let", "to", "that", "of", "in", "for", "on", "by", "with",
-                      "from", "when", "if"}
+_HEAD_END = _MODALS | {"to", "that", "of", "in", "for", "on", "by", "with", "from", "when", "if"}
 _RELATING = re.compile(r"\b(between|both|same|differ(?:ent|ence|s)?|compare[ds]?|together|versus|vs\.?|either|"
                        r"neither|respectively)\b", re.IGNORECASE)
 # a cut: "and" or ";" (a comma alone opens relative and subordinate clauses far more often than questions)
@@ -67,7 +67,7 @@ def _head(first: str) -> str:
     head: list[str] = []
     for i, w in enumerate(words[1:5]):
         lw = w.lower()
-        if lw in _AUX or (i > 0 and lw.endswith("s") and not lw.endswith("ss")):
+        if lw in _HEAD_END or (i > 0 and lw.endswith("s") and not lw.endswith("ss")):
             break
         head.append(w)
     return " ".join(head) if len(head) < len(words) - 1 else ""
@@ -81,11 +81,10 @@ def _resolve(second: str, first: str) -> str:
     m = re.match(r"^(which|what)\s+(one|ones)\b", second, re.IGNORECASE)
     if head and m:
         second = f"{m.group(1)} {head}{second[m.end():]}"
-    elif head and re.match(r"^which\s+(\w+)", second, re.IGNORECASE):
-        verb = second.split()[1].lower()
-        if verb in _AUX - {"to", "that", "of", "in", "for", "on", "by", "with", "from", "when", "if"} or (
-                verb.endswith("s") and not verb.endswith("ss")):
-            second = f"{second.split()[0]} {head} {' '.join(second.split()[1:])}"
+    elif head and re.match(r"^which\s+\w+", second, re.IGNORECASE):
+        which, verb, *rest = second.split()
+        if verb.lower() in _MODALS or (verb.endswith("s") and not verb.endswith("ss")):
+            second = " ".join([which, head, verb, *rest])
     body = first.rstrip("?")
     topic = _TOPIC.search(body) or _COPULA_SUBJECT.match(body) or _LAST_OBJECT.search(body)
     if topic:
