@@ -361,3 +361,21 @@ def test_themes_from_an_index(built_index, slice_passages, tmp_path):
     q = "What topics does the corpus cover?"
     r = global_search(q, built_index.encoder.encode_query(q), up)
     assert r.mode == "corpus" and sum(t.size for t in r.themes) == up.n_passages
+
+
+def test_compose_answer_names_each_theme_by_its_representative_heading(corpus, themes):
+    """With the passages, each theme is named by its representative passage's heading and file, and the answer
+    opens by naming the largest themes; without a heading a theme falls back to its key terms."""
+    r = global_search("What topics does the corpus cover?", corpus[2][0], themes)
+    by_id = {}
+    for n, t in enumerate(r.themes):
+        for pid in t.representatives:
+            meta = {"source": f"guide-{n}.pdf", "type": "pdf", "page": 3, "section": f"Part {n} › Chapter {n}"}
+            by_id[pid] = Passage.make("text", id=pid, title=f"Guide {n}", metadata=meta if n < 3 else None)
+    text, cites = compose_answer(r, passages_by_id=by_id)
+    head, *lines = text.splitlines()
+    assert head == ("The corpus of 240 passages falls into 4 themes, the largest about “Chapter 0”, “Chapter 1” and "
+                    "“Chapter 2”:")
+    assert lines[0].startswith("1. Chapter 0 (guide-0.pdf p. 3) — ")
+    assert lines[3].startswith("4. Guide 3 — ")  # no section: the title names it
+    assert len(cites) == 12 and text.count("\n") == 4

@@ -199,7 +199,7 @@ class GlobalRoute:
             citations = tuple(p.id for p in passages)
             name = getattr(generator, "name", "llm")
         else:
-            text, citations = compose_answer(result)
+            text, citations = compose_answer(result, passages_by_id={p.id: p for p in found})
             name = "themes"
         confidence = float(np.mean([t.score for t in result.themes])) if result.mode != "corpus" else 1.0
         ms = ms_since(t0)

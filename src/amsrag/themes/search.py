@@ -17,6 +17,7 @@ from typing import Literal, Protocol
 import numpy as np
 
 from amsrag.errors import InputError
+from amsrag.text.citations import citation_label
 from amsrag.themes.model import Themes
 from amsrag.themes.terms import stem, tokenize
 
@@ -45,7 +46,8 @@ _META = [
     "regarding", "concerning", "involving", "around", "surrounding", "connected", "pertaining", "do", "does",
     "did", "doing", "done", "is", "are", "was", "were", "be", "been", "being", "am", "can", "could", "would",
     "should", "may", "might", "will", "shall", "has", "have", "had", "get", "gets", "got", "please", "know",
-    "want", "need", "like", "find", "anything", "things", "thing", "stuff",
+    "want", "need", "like", "find", "anything", "things", "thing", "stuff", "say", "says", "said", "mention",
+    "mentions", "mentioned",
 ]
 META_WORDS: frozenset[str] = frozenset(stem(_META))
 
@@ -158,30 +160,63 @@ def _fmt_share(share: float) -> str:
     return f"{share:.1%}" if share >= 0.001 else "<0.1%"
 
 
-def compose_answer(result: GlobalResult, max_listed: int = 10) -> tuple[str, tuple[str, ...]]:
-    """An extractive answer listing the selected themes (key terms, size, share), citing each theme's
-    representative passages as [n] (n counting over the returned citation ids)."""
+def theme_name(representatives: Sequence[HasText]) -> tuple[str, str]:
+    """A theme named as a person would: the heading of its most representative passage (the last step of its
+    section path, else its title), and where that passage comes from (its file and page, when known). Empty
+    when the passages have neither."""
+    for p in representatives:
+        meta = getattr(p, "metadata", None) or {}
+        section = meta.get("section") if isinstance(meta.get("section"), str) else ""
+        heading = (section or p.title or "").split(" › ")[-1].strip()
+        source = citation_label({k: v for k, v in meta.items() if k != "section"}) if meta else ""
+        if heading:
+            return heading, source
+    return "", ""
+
+
+def _join(names: Sequence[str]) -> str:
+    quoted = [f"“{n}”" for n in names]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
+
+
+def compose_answer(result: GlobalResult, max_listed: int = 10,
+                   passages_by_id: Mapping[str, HasText] | None = None) -> tuple[str, tuple[str, ...]]:
+    """An extractive answer over the selected themes, citing each theme's representative passages as [n] (n
+    counting over the returned citation ids). With the passages (`passages_by_id`), each theme is named by its
+    representative passage's heading and file, and the answer opens with a sentence naming the largest themes;
+    each line keeps the theme's key terms, size and share."""
     if not result.themes:
         return (f"No themes to report: {result.selection}.", ())
+    by_id = passages_by_id or {}
     citations: list[str] = []
     lines: list[str] = []
+    names: list[str] = []
     for i, t in enumerate(result.themes[:max_listed], 1):
         marks = []
         for pid in t.representatives:
             if pid not in citations:
                 citations.append(pid)
             marks.append(f"[{citations.index(pid) + 1}]")
-        lines.append(f"{i}. {', '.join(t.label_terms)} — {t.size} passages ({_fmt_share(t.share)}) {''.join(marks)}")
+        name, source = theme_name([by_id[pid] for pid in t.representatives if pid in by_id])
+        terms = ", ".join(t.label_terms)
+        size = f"{t.size} passages ({_fmt_share(t.share)})"
+        if name:
+            names.append(name)
+            where = f" ({source})" if source else ""
+            lines.append(f"{i}. {name}{where} — {terms}; {size} {''.join(marks)}")
+        else:
+            lines.append(f"{i}. {terms} — {size} {''.join(marks)}")
     rest = result.themes[max_listed:]
     if rest:
         lines.append(f"… and {len(rest)} smaller themes ({sum(t.size for t in rest)} passages).")
     if result.mode == "corpus":
-        head = (f"The corpus of {result.n_passages} passages falls into {result.n_themes} themes; "
-                f"{'the largest' if rest else 'by size'}:")
+        head = f"The corpus of {result.n_passages} passages falls into {result.n_themes} themes"
+        head += f", the largest about {_join(names[:3])}:" if names else (":" if not rest else "; the largest:")
     else:
         about = " ".join(result.focus_terms)
-        head = (f"{len(result.themes)} of the corpus' {result.n_themes} themes relate to {about!r} "
-                f"({result.n_selected_passages} passages):")
+        n = len(result.themes)
+        head = (f"{n} of the corpus' {result.n_themes} themes {'relates' if n == 1 else 'relate'} to {about!r} "
+                f"({result.n_selected_passages} passages)" + (f", chiefly {_join(names[:3])}:" if names else ":"))
     return head + "\n" + "\n".join(lines), tuple(citations)
 
 
