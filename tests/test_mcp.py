@@ -27,6 +27,7 @@ from api_index import QUESTIONS
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 KEY = "k" * 24
+TWO_PART = "Who was the first person to walk on the Moon, and which ship recovered the Apollo 11 crew?"
 
 
 def run(coro_fn, *args: Any) -> Any:
@@ -45,13 +46,14 @@ def test_tools_in_process_equal_the_engine_and_the_cli(api_index, api_index_dir:
              ("search", {"query": QUESTIONS[2]}),
              ("get_passage", {"id": stored}), ("get_passage", {"id": "no/such#0"}),
              ("search", {"query": "x" * 301}), ("search", {"query": QUESTIONS[1], "k": 21}),
-             ("ask", {"question": QUESTIONS[0], "system": "nope"})]
+             ("ask", {"question": QUESTIONS[0], "system": "nope"}),
+             ("ask", {"question": TWO_PART})]
 
     async def session() -> tuple[dict, list]:
         async with Client(server) as client:
             return await tools_and_calls(client, calls)
 
-    tools, (search, ask, routed_k, passage, missing, too_long, too_many, bad_system) = run(session)
+    tools, (search, ask, routed_k, passage, missing, too_long, too_many, bad_system, two) = run(session)
     assert set(tools) == {"search", "ask", "get_passage"}
     schema = tools["search"].input_schema["properties"]
     k_bounds = [branch.get("maximum") for branch in schema["k"].get("anyOf", [schema["k"]])]
@@ -80,6 +82,12 @@ def test_tools_in_process_equal_the_engine_and_the_cli(api_index, api_index_dir:
     assert missing.is_error and "no passage with id 'no/such#0'" in missing.content[0].text
     assert too_long.is_error and too_many.is_error
     assert bad_system.is_error and "unknown system 'nope'" in bad_system.content[0].text
+
+    both = api_index.ask(TWO_PART)  # a question asking two things: each part as the engine answers it
+    parts = two.structured_content["parts"]
+    assert [(p["question"], p["answer"], p["citations"]) for p in parts] == [
+        (p.query, p.answer, p.citations) for p in both.parts] and len(parts) == 2
+    assert ask.structured_content["parts"] == []
 
 
 def test_stdio_subprocess(api_index_dir: Path) -> None:

@@ -19,7 +19,7 @@ from amsrag.api import Citation, Index, route_of
 from amsrag.config import ServeConfig
 from amsrag.errors import AmsragError
 from amsrag.integrations.passages import retrieved
-from amsrag.mcp.tools import AskOut, PassageOut, RouteOut, ScoredPassageOut, SearchOut, StoredPassageOut
+from amsrag.mcp.tools import AskOut, AskPartOut, PassageOut, RouteOut, ScoredPassageOut, SearchOut, StoredPassageOut
 from amsrag.pipeline.systems import SYSTEMS
 from amsrag.serve.errors import ApiError, error_response
 from amsrag.serve.limits import KeyCheck
@@ -76,7 +76,9 @@ def build_server(index: Index, limits: ServeConfig) -> MCPServer:
         result = await bounded(engine.ask, question, system)
         return AskOut(question=result.query, answer=result.answer, abstained=result.abstained,
                       flagged=result.flagged, citations=[PassageOut.of(c) for c in index.citations(result)],
-                      route=RouteOut.of(route_of(result.trace)))
+                      route=RouteOut.of(route_of(result.trace)),
+                      parts=[AskPartOut(question=p.query, answer=p.answer, abstained=p.abstained, citations=p.citations)
+                             for p in result.parts])
 
     @server.tool(description="A stored passage by its id (as `search` and `ask` return them), with its metadata.")
     async def get_passage(id: Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS)]) -> StoredPassageOut:

@@ -59,6 +59,15 @@ class SearchOut(BaseModel):
     route: RouteOut
 
 
+class AskPartOut(BaseModel):
+    """One part of a question that asks several things, answered on its own."""
+
+    question: str
+    answer: str
+    abstained: bool
+    citations: list[str] = Field(description="ids of the passages this part cites (all are in `citations`)")
+
+
 class AskOut(BaseModel):
     """The answer with the passages it cites, the route, and the audit's verdict."""
 
@@ -68,6 +77,8 @@ class AskOut(BaseModel):
     flagged: bool = Field(description="the citation-support audit found the cited text does not support it")
     citations: list[PassageOut]
     route: RouteOut
+    parts: list[AskPartOut] = Field(default_factory=list, description="a question asking several things: each "
+                                    "part's own answer (`answer` joins them)")
 
 
 class StoredPassageOut(PassageOut):
