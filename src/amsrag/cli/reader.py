@@ -153,6 +153,10 @@ def calibrate_quote_cmd(
     data: DataOpt = None,
     seed: SeedOpt = 13,
     per_dataset: Annotated[int, typer.Option("--per-dataset", help="calibration and test items per data set")] = 100,
+    wrong_cost: Annotated[float, typer.Option("--wrong-cost", min=0.0, help="what a sentence answer without the "
+                                              "answer costs against an abstention (a right one scores 1)")] = 1.0,
+    reads: Annotated[Path | None, typer.Option("--reads", help="JSON file of the reads: written after reading, "
+                                               "reused when it exists (same seed and size)")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Fit P(the quoted sentence holds the answer) and the sentence-answer threshold; written into the card as
@@ -164,8 +168,9 @@ def calibrate_quote_cmd(
     folder = model or default_directory()
     d = _data(data)
     reader = SpanReader.load(folder)
-    cal = calibrate_quotes(reader, load_items(folder, d, seed, _held_out(d)), seed, per_dataset)
-    cal["command"] = f"amsrag reader calibrate-quote --per-dataset {per_dataset} --seed {seed}"
+    cal = calibrate_quotes(reader, load_items(folder, d, seed, _held_out(d)), seed, per_dataset, reads, wrong_cost)
+    cal["command"] = (f"amsrag reader calibrate-quote --per-dataset {per_dataset} --seed {seed} "
+                      f"--wrong-cost {wrong_cost:g}")
     card = json.loads((folder / CARD_FILE).read_text(encoding="utf-8"))
     card["quote_calibration"] = cal
     (folder / CARD_FILE).write_text(json.dumps(card, indent=1), encoding="utf-8")

@@ -4,14 +4,19 @@ When the span is unsure (its confidence below the reader's threshold) but its se
 answer, the extractive generator answers with the sentence (`SpanReaderGenerator`). The probability is a
 logistic regression of "the quote holds a gold answer" on the quote's features (`SpanReader._quote`), fitted
 on reads of the calibration split (gold, gold + 3 distractors, 4 distractors: in the last, no quote holds the
-answer) and checked on the test split. The threshold maximises the same expected utility as the span's
-(a right answer or an abstention on an unanswerable read scores 1) over the reads where the span abstains.
+answer) and checked on the test split. The threshold maximises an expected utility over the reads where the
+span abstains: a sentence holding the answer scores 1, an abstention on a read without the answer scores 1,
+an abstention where the answer was there scores 0, and a sentence without the answer costs `wrong_cost`
+(1 by default: a sentence answer must be more likely right than wrong — a user is better served by "not sure"
+than by a wrong sentence).
 """
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -62,7 +67,7 @@ def ece(p: np.ndarray, y: np.ndarray, bins: int = 10) -> float:
 
 
 def fit_quote_calibration(cal: Sequence[dict[str, Any]], test: Sequence[dict[str, Any]],
-                          unanswerable_share: float = 0.25) -> dict[str, Any]:
+                          unanswerable_share: float = 0.25, wrong_cost: float = 1.0) -> dict[str, Any]:
     """The card's `quote_calibration`: coefficients, threshold, and the test split's AUC / ECE / precision."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import roc_auc_score
@@ -78,7 +83,7 @@ def fit_quote_calibration(cal: Sequence[dict[str, Any]], test: Sequence[dict[str
     best_t, best_u = 1.0, float((w * np.where(ans, 0.0, 1.0)).sum())  # never answer with the sentence
     for t in np.linspace(0.05, 0.95, 91):
         keep = pu >= t
-        u = float((w * np.where(keep, yu, np.where(ans, 0.0, 1.0))).sum())
+        u = float((w * np.where(keep, np.where(yu == 1, 1.0, -wrong_cost), np.where(ans, 0.0, 1.0))).sum())
         if u > best_u + 1e-9:
             best_t, best_u = float(t), u
     xt, yt = _design(test)
@@ -88,7 +93,8 @@ def fit_quote_calibration(cal: Sequence[dict[str, Any]], test: Sequence[dict[str
     return {"features": list(FEATURES), "coef": dict(zip(FEATURES, (round(float(c), 5) for c in coef), strict=True)),
             "intercept": round(icpt, 5), "threshold": round(best_t, 3),
             "objective": f"expected utility over the reads where the span abstains, {unanswerable_share:.0%} of "
-                         "reads without the answer (a quote holding the answer or an abstention there scores 1)",
+                         "reads without the answer (a quote holding the answer or an abstention there scores 1, "
+                         f"a quote without it {-wrong_cost:g})",
             "fitted_on": f"{len(cal)} reads of the calibration split ({len(unsure)} where the span abstains)",
             "test": {"reads": len(test), "auc": round(float(roc_auc_score(yt, pt)), 4) if len(set(yt)) > 1 else None,
                      "ece": round(ece(pt, yt), 4), "span_abstained": len(tu), "answered_with_sentence": len(kept),
@@ -96,8 +102,16 @@ def fit_quote_calibration(cal: Sequence[dict[str, Any]], test: Sequence[dict[str
                      "mean_confidence_answered": round(float(np.mean([pt[i] for i in kept])), 4) if kept else None}}
 
 
-def calibrate_quotes(reader: SpanReader, items: Sequence[Item], seed: int, per_dataset: int) -> dict[str, Any]:
-    """Read `per_dataset` calibration and test items per data set and fit the quote calibration."""
+def calibrate_quotes(reader: SpanReader, items: Sequence[Item], seed: int, per_dataset: int,
+                     reads: Path | None = None, wrong_cost: float = 1.0) -> dict[str, Any]:
+    """Read `per_dataset` calibration and test items per data set and fit the quote calibration. `reads`: a
+    JSON file of the reads — written after reading, and read instead of reading again when it exists for the
+    same seed and size (a refit with another objective then takes a second, not half an hour)."""
+    key = {"seed": seed, "per_dataset": per_dataset, "features": list(FEATURES)}
+    if reads is not None and reads.is_file():
+        stored = json.loads(reads.read_text(encoding="utf-8"))
+        if stored.get("key") == key:
+            return fit_quote_calibration(stored["cal"], stored["test"], wrong_cost=wrong_cost)
     rng = random.Random(seed)
 
     def pick(split: str) -> list[Item]:
@@ -108,4 +122,7 @@ def calibrate_quotes(reader: SpanReader, items: Sequence[Item], seed: int, per_d
         return [x for _, its in sorted(by_ds.items()) for x in rng.sample(its, min(per_dataset, len(its)))]
 
     cal = read_quotes(reader, pick("cal"), seed + 1)
-    return fit_quote_calibration(cal, read_quotes(reader, pick("test"), seed + 2))
+    test = read_quotes(reader, pick("test"), seed + 2)
+    if reads is not None:
+        reads.write_text(json.dumps({"key": key, "cal": cal, "test": test}), encoding="utf-8")
+    return fit_quote_calibration(cal, test, wrong_cost=wrong_cost)
