@@ -1,0 +1,102 @@
+"""The house rules of docs/architecture.md, kept by reading every module's imports (issue 41):
+
+- the packages of `amsrag` import each other without a circle, so they stack into floors and every import
+  points down (function-level imports count: a lazy import is still a dependency);
+- no module imports another package's private names (`_name`, or a `_module`);
+- the training wing (`learn/`) and the command line (`cli/`) are imported by nothing else in the package:
+  running a query never loads fitting code.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from functools import cache
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "amsrag"
+ONLY_FROM_CLI = {"cli", "learn"}
+
+
+def _owner(path: Path) -> str:
+    """The top-level package (or root module) a file belongs to."""
+    return path.relative_to(PACKAGE).parts[0].removesuffix(".py")
+
+
+def _imports(path: Path) -> list[tuple[str, list[str]]]:
+    """(module, imported names) of every `amsrag` import in the file, wherever it stands."""
+    found: list[tuple[str, list[str]]] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and (
+                node.module == "amsrag" or node.module.startswith("amsrag.")):
+            found.append((node.module, [a.name for a in node.names]))
+        elif isinstance(node, ast.Import):
+            found += [(a.name, []) for a in node.names if a.name.startswith("amsrag.")]
+    return found
+
+
+@cache
+def _graph() -> tuple[dict[str, set[str]], list[str]]:
+    edges: dict[str, set[str]] = defaultdict(set)
+    private: list[str] = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        owner = _owner(path)
+        for module, names in _imports(path):
+            parts = module.split(".")
+            target = parts[1] if len(parts) > 1 else "__init__"
+            if target == owner:
+                continue
+            edges[owner].add(target)
+            if any(p.startswith("_") and not p.startswith("__") for p in parts[1:]) or any(
+                    n.startswith("_") and not n.startswith("__") for n in names):
+                private.append(f"{path.relative_to(PACKAGE)}: from {module} import {', '.join(names)}")
+    return edges, private
+
+
+def _cycle(edges: dict[str, set[str]]) -> list[str]:
+    """A circle of packages, or [] (depth-first search with colours)."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str]:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        stack.pop()
+        state[node] = 2
+        return []
+
+    for node in sorted(edges):
+        if node not in state and (found := visit(node)):
+            return found
+    return []
+
+
+def test_the_packages_import_each_other_without_a_circle() -> None:
+    edges, _ = _graph()
+    assert len(edges) > 20  # the walk really read the package
+    assert not _cycle(edges), " -> ".join(_cycle(edges))
+
+
+def test_no_module_imports_another_packages_private_names() -> None:
+    _, private = _graph()
+    assert not private, "\n".join(private)
+
+
+def test_only_the_command_line_imports_the_training_wing_and_itself() -> None:
+    edges, _ = _graph()
+    bad = sorted(f"{src} -> {dst}" for src, targets in edges.items() for dst in targets & ONLY_FROM_CLI
+                 if src != "cli")
+    assert not bad, bad
+
+
+def test_the_rules_see_a_circle_and_a_private_import(tmp_path: Path) -> None:
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": {"c"}}) == []
+    module = tmp_path / "m.py"
+    module.write_text("def f():\n    from amsrag.store._x import y\n    from amsrag.text import _z\n", "utf-8")
+    assert _imports(module) == [("amsrag.store._x", ["y"]), ("amsrag.text", ["_z"])]
