@@ -63,7 +63,7 @@ def _cycle(edges: dict[str, set[str]]) -> list[str]:
         stack.append(node)
         for nxt in sorted(edges.get(node, ())):
             if state.get(nxt) == 1:
-                return stack[stack.index(nxt):] + [nxt]
+                return [*stack[stack.index(nxt):], nxt]
             if nxt not in state and (found := visit(nxt)):
                 return found
         stack.pop()
