@@ -35,11 +35,13 @@ from amsrag.config import AmsragConfig
 from amsrag.embed.encoder import DIMENSION, Encoder, passage_text_for_embedding
 from amsrag.embed.factory import encoder_for
 from amsrag.errors import AmsragError, IndexBusyError, IndexMismatchError, IndexNotFoundError, InputError
+from amsrag.filters import Where
 from amsrag.progress import NullProgress, Progress
 from amsrag.retrieve.base import Retriever
 from amsrag.retrieve.bm25 import BM25Index, BM25Tokenizer, passage_text_for_bm25
 from amsrag.retrieve.entities import SPACELESS_CLASS
 from amsrag.retrieve.entities_zh import is_mostly_han
+from amsrag.retrieve.filtered import AllowedRows
 from amsrag.retrieve.graph import EntityGraph, GraphRetriever, NerCache, text_checksum
 from amsrag.store.documents import Document, DocumentInfo, PutReport, check_documents, plan_put
 from amsrag.store.health import CheckReport, RepairReport
@@ -357,6 +359,10 @@ class PostgresIndex:
         if name not in self._retrievers:
             self._retrievers[name] = self._make_retriever(name)
         return self._retrievers[name]
+
+    def allowed_rows(self, where: Where) -> AllowedRows:
+        raise InputError("metadata filters (--where) are not supported on PostgreSQL stores yet; use an embedded "
+                         "index (a directory) to filter by source, type or document")
 
     def _make_retriever(self, name: str) -> Retriever:
         if name == "bm25":
