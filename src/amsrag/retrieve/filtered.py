@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -268,8 +268,35 @@ class Deepened:
         return [self.search(q, k, query_vector=v) for q, v in zip(queries, vecs, strict=True)]
 
 
+@runtime_checkable
+class SearchesWithin(Protocol):
+    """A retriever that ranks within given rows itself (the PostgreSQL store's BM25 and dense)."""
+
+    name: str
+
+    def search_within(self, query: str, k: int, rows: np.ndarray,
+                      query_vector: np.ndarray | None = None) -> list[Hit]: ...
+
+
+class Within:
+    """A `SearchesWithin` retriever restricted to the allowed rows."""
+
+    def __init__(self, inner: SearchesWithin, allowed: AllowedRows) -> None:
+        self.inner, self.allowed, self.name = inner, allowed, inner.name
+
+    def search(self, query: str, k: int = 10, query_vector: np.ndarray | None = None) -> list[Hit]:
+        return self.inner.search_within(query, k, self.allowed.rows, query_vector)
+
+    def batch_search(self, queries: Sequence[str], k: int = 10,
+                     query_vectors: np.ndarray | None = None) -> list[list[Hit]]:
+        vecs = list(query_vectors) if query_vectors is not None else [None] * len(queries)
+        return [self.search(q, k, query_vector=v) for q, v in zip(queries, vecs, strict=True)]
+
+
 def filtered(retriever: Retriever, allowed: AllowedRows, size: int) -> Retriever:
     """`retriever` ranking within `allowed` (`size`: the passages in the index, the deepest search)."""
+    if isinstance(retriever, SearchesWithin):
+        return Within(retriever, allowed)
     if isinstance(retriever, BM25Retriever):
         return FilteredBM25(retriever, allowed)
     if isinstance(retriever, DenseRetriever):
