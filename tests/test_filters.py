@@ -286,10 +286,11 @@ def test_cli_where_on_search_retrieve_and_ask(doc_index: Path) -> None:
         assert code == 2 and "--where 'kind=pdf': unknown field 'kind'" in " ".join(out.split()), out
 
 
-def test_http_where_on_retrieve_and_ask(doc_index: Path, tmp_path: Path) -> None:
+def test_http_where_on_retrieve_and_ask(doc_index: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import httpx
 
-    from test_serve_api import AUTH, error_of, start_server
+    from test_indexing import invoke
+    from test_serve_api import AUTH, KEY, error_of, start_server
 
     copy = tmp_path / "served"
     shutil.copytree(doc_index, copy, ignore=shutil.ignore_patterns("*-shm", ".write.lock"))
@@ -319,6 +320,14 @@ def test_http_where_on_retrieve_and_ask(doc_index: Path, tmp_path: Path) -> None
                         assert r.status_code == 422, r.text
                         continue
                     assert message in error_of(r, 400, "invalid_input")
+        # `ask --server` sends the filter in the request body
+        monkeypatch.setenv("AMSRAG_API_KEY", KEY)
+        code, out = invoke("ask", "How do I set the build target directory?", "--server", server.url, "--where",
+                           "doc=kb/docs/cargo/*", "--json")
+        assert code == 0, out
+        remote = json.loads(out)
+        assert remote["trace"]["filter"]["where"] == {"doc": ["kb/docs/cargo/*"]}
+        assert remote["trace"]["evidence"] and all(e.startswith("kb/docs/cargo/") for e in remote["trace"]["evidence"])
     finally:
         server.stop()
         service.close()
