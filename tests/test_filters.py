@@ -184,7 +184,8 @@ def test_filtered_dense_is_the_top_k_of_the_allowed_passages(engine, specs: list
 @pytest.mark.parametrize("specs", [["type=pdf"], ["source=docs/*"], ["source=*diversions.html"], ["doc=none"]])
 def test_filtered_hnsw_walk_and_gather_keep_k(embedded_engine, specs: list[str]) -> None:
     """The same index's vectors in an HNSW graph (the embedded index searches exactly below 20k passages): a
-    filter over 2 % of the passages walks the graph with hnswlib's filter, a smaller one gathers its vectors."""
+    filter over a tenth of the passages asks the graph for more candidates (or searches exactly when that would
+    reach a quarter of the graph), a smaller one gathers its vectors."""
     from amsrag.config import DenseConfig
     from amsrag.retrieve.dense import DenseRetriever, VectorIndex
 

@@ -2,8 +2,10 @@
 within them, so a filtered top-k holds k passages whenever k allowed passages match.
 
 BM25 scores every passage anyway: disallowed rows are masked before the top-k. Dense search is exact
-over the allowed vectors when they are few (or the index has no HNSW graph), else hnswlib's filtered
-graph walk beside the masked delta. The entity graph walks from allowed seeds and ranks deeper until k
+over the gathered allowed vectors when they are few, else the unfiltered search masked: exact, or HNSW
+asked for more candidates (about 2k / the allowed share, deeper until k are allowed) beside the masked
+delta (hnswlib's own `knn_query(filter=…)` calls Python per visited node: 3-15× slower at 25k passages,
+`benchmarks/filters.py`). The entity graph walks from allowed seeds and ranks deeper until k
 allowed passages are found; any other retriever is searched deeper the same way (k·4, k·16, … up to
 the index size), keeping only allowed hits.
 """
@@ -27,7 +29,7 @@ from amsrag.retrieve.graph import GraphRetriever
 from amsrag.retrieve.topk import topk_indices
 from amsrag.types import Hit
 
-EXACT_BELOW = 0.02  # dense: exact search over the allowed vectors when they are under this share of the index
+GATHER_SHARE = 0.1  # dense: exact search over the gathered allowed vectors up to this share of the index
 DEEPEN = 4  # a deepened search asks for this many times more hits each round
 
 
@@ -127,7 +129,8 @@ class FilteredBM25:
 
 
 class FilteredDense:
-    """Dense search over the allowed passages (exact when they are few or there is no graph)."""
+    """Dense search over the allowed passages: a gather of their vectors when they are few, else the
+    unfiltered search (exact, or HNSW asked deeper until k allowed candidates come back) with the mask."""
 
     def __init__(self, inner: DenseRetriever, allowed: AllowedRows) -> None:
         self.inner, self.allowed, self.name = inner, allowed, inner.name
@@ -145,35 +148,32 @@ class FilteredDense:
         live = index.rows[self.allowed.mask(index.rows)]
         if not len(live):
             return []
-        if index.hnsw is not None and not exact and len(live) >= EXACT_BELOW * len(index.rows):
-            found = self._graph_candidates(qvec, k, live)
+        if len(live) <= GATHER_SHARE * len(index.rows):  # a gather of few vectors beats any wider search
+            rows, scores = live, np.asarray(index.vectors_for_rows(live) @ qvec, dtype=np.float32)
+            return _ranked_hits(rows, scores, k, self.inner.lookup, self.name)
+        if index.hnsw is not None and not exact:
+            found = self._graph_candidates(qvec, k, len(live) / len(index.rows))
             if found is not None:
                 return _ranked_hits(*found, k, self.inner.lookup, self.name)
-        if index.hnsw is None or exact:
-            rows, scores = index.scored_candidates(qvec, k, exact=True)  # every passage, no copy of the vectors
-            keep = np.isin(rows, self.allowed.rows)
-            rows, scores = rows[keep], scores[keep]
-        else:  # a few allowed passages: a gather of their vectors beats a filtered graph walk
-            rows, scores = live, np.asarray(index.vectors_for_rows(live) @ qvec, dtype=np.float32)
-        return _ranked_hits(rows, scores, k, self.inner.lookup, self.name)
+        rows, scores = index.scored_candidates(qvec, k, exact=True)  # every passage, no copy of the vectors
+        keep = np.isin(rows, self.allowed.rows)
+        return _ranked_hits(rows[keep], scores[keep], k, self.inner.lookup, self.name)
 
-    def _graph_candidates(self, qvec: np.ndarray, k: int, live: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-        """hnswlib's walk restricted to allowed base rows, beside the allowed delta; None when the walk
-        cannot return enough (a filter too selective for the graph's ef): then the exact search runs."""
+    def _graph_candidates(self, qvec: np.ndarray, k: int, share: float) -> tuple[np.ndarray, np.ndarray] | None:
+        """HNSW's candidates from the base, asked for about 2k/`share` and deeper (×4) until k are allowed,
+        beside the allowed delta; None when the search would grow past a quarter of the base (then the exact
+        search runs)."""
         index = self.inner.index
-        assert index.hnsw is not None
-        in_base = live[np.isin(live, index.base_rows)]
-        want = min(len(in_base), max(k + 10, k * 2))
-        labels = np.zeros(0, np.int64)
-        if want:
-            allowed = frozenset(in_base.tolist())
-            index.hnsw.set_ef(max(index.config.hnsw_ef_search, want))
-            try:
-                found, _ = index.hnsw.knn_query(qvec.reshape(1, -1), k=want, num_threads=1,
-                                                filter=lambda label: label in allowed)
-            except RuntimeError:
+        base_live = len(index.base_rows) - len(index.dead)
+        depth = max(k, int(np.ceil(k / max(share, 1e-6))))
+        while True:
+            if 2 * depth > base_live // 4:
                 return None
-            labels = np.asarray(found[0], dtype=np.int64)
+            labels = index._hnsw_labels(qvec, depth)
+            labels = labels[np.isin(labels, self.allowed.rows)]
+            if len(labels) >= k:
+                break
+            depth *= DEEPEN
         delta = index.delta_rows[np.isin(index.delta_rows, self.allowed.rows)]
         rows = np.concatenate([labels, delta])
         return rows, np.asarray(index.vectors_for_rows(rows) @ qvec, dtype=np.float32)
