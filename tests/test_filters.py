@@ -345,3 +345,19 @@ def test_postgres_cli_where(pg_doc_index: str) -> None:
     assert all(h["id"].startswith("kb/docs/") for h in found["hits"])
     code, out = invoke("search", "x", "--index", pg_doc_index, "--where", "type=")
     assert code == 2 and "empty value for type" in out, out
+
+
+def test_python_api_takes_any_spelling_of_a_filter(doc_index: Path) -> None:
+    from amsrag.api import Index
+
+    with Index.open(doc_index) as index:
+        for where in ({"type": "pdf"}, ["type=pdf"], Where(type=("pdf",))):
+            hits = index.search("root account password", k=3, where=where)
+            assert len(hits) == 3 and all(".pdf#" in h.id for h in hits)
+            retrieved = index.retrieve("root account password", k=3, where=where)
+            assert len(retrieved.passages) == 3 and all(".pdf#" in p.id for p in retrieved.passages)
+        answer = index.ask("How do I set the build target directory?", where={"doc": "kb/docs/cargo/*"})
+        assert answer.trace.to_dict()["filter"]["where"] == {"doc": ["kb/docs/cargo/*"]}
+        assert "filter" not in index.retrieve("root account password", k=3).trace.to_dict()
+        with pytest.raises(InputError, match="unknown field 'kind'"):
+            index.search("x", where={"kind": "pdf"})

@@ -21,9 +21,11 @@ True
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
+from fnmatch import translate
+from functools import lru_cache
 from typing import Any
 
 from amsrag.errors import InputError
@@ -92,6 +94,21 @@ class Where:
         return cls._make(values)
 
     @classmethod
+    def of(cls, value: Where | Mapping[str, Any] | Sequence[str] | None) -> Where:
+        """A filter from any of its spellings: a `Where`, the request object, or `--where` strings.
+
+        >>> Where.of(["type=pdf"]) == Where.of({"type": "pdf"}) == Where(type=("pdf",))
+        True
+        """
+        if isinstance(value, Where):
+            return value
+        if value is None or isinstance(value, Mapping):
+            return cls.from_json(value)
+        if isinstance(value, str):
+            return cls.parse([value])
+        return cls.parse(value)
+
+    @classmethod
     def _make(cls, values: Mapping[str, Sequence[str]]) -> Where:
         return cls(**{f: tuple(dict.fromkeys(values[f])) for f in FIELDS})
 
@@ -111,11 +128,11 @@ class Where:
         src = source if isinstance(source, str) else None
         if self.type and kind not in self.type:
             return False
-        if self.doc and (doc is None or not any(fnmatchcase(doc, g) for g in self.doc)):
+        if self.doc and (doc is None or not _globs(self.doc).match(doc)):
             return False
         if self.source:
-            names = [n for n in (src, doc) if n is not None]
-            if not any(fnmatchcase(n, g) for g in self.source for n in names):
+            pattern = _globs(self.source)
+            if not any(n is not None and pattern.match(n) for n in (src, doc)):
                 return False
         return True
 
@@ -127,6 +144,12 @@ class Where:
     def cli_args(self) -> list[str]:
         """The `--where` strings of this filter: `Where.parse(w.cli_args()) == w`."""
         return [f"{f}={','.join(getattr(self, f))}" for f in FIELDS if getattr(self, f)]
+
+
+@lru_cache(maxsize=256)
+def _globs(globs: tuple[str, ...]) -> re.Pattern[str]:
+    """One pattern matching a whole string that any of `globs` matches (`fnmatch.fnmatchcase` semantics)."""
+    return re.compile("|".join(f"(?:{translate(g)})" for g in globs))
 
 
 def _field(name: str, where: str) -> str:
