@@ -18,7 +18,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from amsrag.config import AmsragConfig
+    from amsrag.filters import Where
     from amsrag.generate import Generator
     from amsrag.indexing.job import JobReport
     from amsrag.pipeline.engine import Engine
@@ -26,6 +29,8 @@ if TYPE_CHECKING:
     from amsrag.pipeline.trace import Trace
     from amsrag.progress import Progress
     from amsrag.types import Hit, Passage
+
+    WhereLike = Where | Mapping[str, Any] | Sequence[str] | None  # a metadata filter in any of its spellings
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +74,12 @@ class Citation:
                    _text_or_none(meta.get("section")))
 
 
+def _where(value: WhereLike) -> Where | None:
+    from amsrag.filters import Where
+
+    return Where.of(value) or None
+
+
 def _text_or_none(value: Any) -> str | None:
     return str(value) if value not in (None, "") else None
 
@@ -107,17 +118,21 @@ class Index:
         return cls(Engine(index))
 
     # ------------------------------------------------------------------ reads
-    def ask(self, question: str, system: str = "full", generator: Generator | None = None) -> AnswerResult:
+    def ask(self, question: str, system: str = "full", generator: Generator | None = None,
+            where: WhereLike = None) -> AnswerResult:
         """The answer with its citations (passage ids), whether it abstained, and the trace (route, scores,
-        audit). `generator`: another than the configured one (`amsrag.generate.make_generator`)."""
-        return self.engine.ask(question, system=system, generator=generator)
+        audit). `generator`: another than the configured one (`amsrag.generate.make_generator`). `where`: only
+        passages this metadata filter allows (`{"type": ["pdf"]}`, `["source=guides/*"]` or a `Where`)."""
+        return self.engine.ask(question, system=system, generator=generator, where=_where(where))
 
-    def retrieve(self, question: str, system: str = "full", k: int | None = None) -> RetrievalResult:
-        """The passages adaptive retrieval finds for `question`, best first, and the trace of how."""
-        return self.engine.retrieve(question, system=system, k=k)
+    def retrieve(self, question: str, system: str = "full", k: int | None = None,
+                 where: WhereLike = None) -> RetrievalResult:
+        """The passages adaptive retrieval finds for `question`, best first, and the trace of how (`where`: as
+        `ask`'s)."""
+        return self.engine.retrieve(question, system=system, k=k, where=_where(where))
 
-    def search(self, query: str, retriever: str = "bm25", k: int = 10) -> list[Hit]:
-        """One retriever's ranked hits (bm25, dense or graph), without routing or fusion."""
+    def search(self, query: str, retriever: str = "bm25", k: int = 10, where: WhereLike = None) -> list[Hit]:
+        """One retriever's ranked hits (bm25, dense or graph), without routing or fusion (`where`: as `ask`'s)."""
         from amsrag.types import RETRIEVERS
 
         if retriever not in RETRIEVERS:
@@ -125,7 +140,11 @@ class Index:
 
             raise InputError(f"unknown retriever {retriever!r}; choose from {', '.join(RETRIEVERS)}")
         query = self.engine.check_question(query)
-        return self.engine.index.retriever(retriever).search(query, k=k)
+        scope = _where(where)
+        found = self.engine.index.retriever(retriever)
+        if scope is not None:
+            found = self.engine.index.allowed_rows(scope).within(found)
+        return found.search(query, k=k)
 
     def passage(self, passage_id: str) -> Passage | None:
         """The stored passage with this id (None when there is none)."""

@@ -40,6 +40,9 @@ def emit(obj: dict[str, Any]) -> None:
 
 
 SystemOpt = Annotated[str, typer.Option("--system", help="full|fixed|A0..A4|bm25|dense|graph|adaptive-rag")]
+WhereOpt = Annotated[list[str] | None, typer.Option(
+    "--where", help="only passages matching FIELD=VALUE[,VALUE…] (repeatable; fields AND, values OR): "
+    "source=GLOB (path in the synced folder or document key), type=pdf,html,docx,pptx,markdown,text, doc=GLOB")]
 
 
 def generator_config(base: GeneratorConfig, name: str | None, model: str | None,
@@ -60,6 +63,10 @@ def print_trace(trace: Mapping[str, Any]) -> None:
     e = escape  # every value is data: an id, an entity, an error message may look like markup
     head = (f"system [bold]{e(str(trace['system']))}[/] · strategy [bold]{e(str(trace['strategy']))}[/] · "
             f"{e(str(trace['reason']))}")
+    scope = trace.get("filter")
+    if scope:
+        spelled = " ".join(f"{f}={','.join(v)}" for f, v in scope["where"].items())
+        head += f"\nfilter [bold]{e(spelled)}[/]: {scope['allowed']} of {scope['passages']} passages allowed"
     if cx:
         probs = " ".join(f"{e(k)} {v:.2f}" for k, v in cx["probs"].items())
         head += f"\ncomplexity [bold]{e(cx['label'])}[/] (alpha {cx['alpha']:.3f}; {probs})"

@@ -22,6 +22,7 @@ from amsrag.cli.common import (
     JsonOpt,
     QuietOpt,
     SystemOpt,
+    WhereOpt,
     emit,
     err,
     generator_config,
@@ -46,6 +47,7 @@ from amsrag.errors import AmsragError, InputError
 
 if TYPE_CHECKING:
     from amsrag.config import GeneratorConfig
+    from amsrag.filters import Where
     from amsrag.pipeline import Engine
     from amsrag.pipeline.results import AnswerResult
 
@@ -105,24 +107,34 @@ def search(
     index: IndexOpt,
     retriever: Annotated[str, typer.Option("--retriever", help="bm25|dense|graph")] = "bm25",
     k: Annotated[int, typer.Option("-k", help="number of hits")] = 10,
+    where: WhereOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run one retriever and print its ranked hits."""
+    from amsrag.filters import Where
     from amsrag.pipeline.results import check_question
     from amsrag.store.open import open_index
 
+    scope = Where.parse(where)
     with open_index(index) as idx:
         query = check_question(query, idx.config.serve.max_question_chars)
         r = idx.retriever(retriever)
+        allowed = idx.allowed_rows(scope) if scope else None
+        if allowed is not None:
+            r = allowed.within(r)
         t = time.perf_counter()
         hits = r.search(query, k=k)
         ms = (time.perf_counter() - t) * 1000
     if as_json:
-        emit({"query": query, "retriever": retriever,
-               "hits": [{"id": h.id, "title": h.title, "score": h.score, "rank": h.rank} for h in hits],
-               "ms": round(ms, 3)})
+        found: dict[str, Any] = {"query": query, "retriever": retriever,
+                                 "hits": [{"id": h.id, "title": h.title, "score": h.score, "rank": h.rank}
+                                          for h in hits], "ms": round(ms, 3)}
+        if allowed is not None:
+            found["filter"] = allowed.trace()
+        emit(found)
         return
-    table = Table(title=Text(f"{retriever}: {query}  ({ms:.1f} ms)"))
+    scoped = f" [{' '.join(scope.cli_args())}: {len(allowed)} passages]" if allowed is not None else ""
+    table = Table(title=Text(f"{retriever}: {query}{scoped}  ({ms:.1f} ms)"))
     for col in ("rank", "score", "id", "title"):
         table.add_column(col, no_wrap=col == "id")
     for h in hits:
@@ -139,13 +151,17 @@ def retrieve(
     explain: Annotated[int, typer.Option(
         "--explain", min=-1, max=10, help="learned fuser: trace the top feature contributions of this many "
         "leading passages (default: 3 with --json)")] = -1,
+    where: WhereOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Adaptive retrieval: classify, route, retrieve, fuse; prints the passages and the trace."""
+    from amsrag.filters import Where
     from amsrag.pipeline import Engine
 
+    scope = Where.parse(where)
     with Engine.open(index) as engine:
-        result = engine.retrieve(query, system=system, k=k, explain=(3 if as_json else 0) if explain < 0 else explain)
+        result = engine.retrieve(query, system=system, k=k, explain=(3 if as_json else 0) if explain < 0 else explain,
+                                 where=scope or None)
     if as_json:
         emit(result.to_dict())
         return
@@ -179,17 +195,21 @@ def ask(
         "announces, if one runs; key: $AMSRAG_API_KEY)")] = None,
     local: Annotated[bool, typer.Option(
         "--local", help="answer in this process even when a service runs for the index")] = False,
+    where: WhereOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Answer with citations from the retrieved passages, and show the route taken."""
     from amsrag.cli.remote import ServiceUnavailable, find_service
+    from amsrag.filters import Where
+
+    scope = Where.parse(where)  # a malformed filter fails here, before a service or a model is reached
 
     local_options = [name for name, value in (("--generator", generator), ("--model", model),
                                               ("--base-url", base_url), ("--log/--no-log", log)) if value is not None]
     service = find_service(index, server, local, local_options)
     if service is not None:
         try:
-            answer = service.ask(query, system)
+            answer = service.ask(query, system, scope.to_dict())
         except ServiceUnavailable as exc:
             if not service.discovered:
                 raise InputError(str(exc)) from None
@@ -206,11 +226,11 @@ def ask(
             return
     if index is None:
         raise InputError("--index is required (or --server URL: ask a running service)")
-    ask_locally(query, index, system, generator, model, base_url, log, as_json)
+    ask_locally(query, index, system, generator, model, base_url, log, as_json, scope)
 
 
 def ask_locally(query: str, index: str, system: str, generator: str | None, model: str | None,
-                base_url: str | None, log: bool | None, as_json: bool) -> None:
+                base_url: str | None, log: bool | None, as_json: bool, where: Where | None = None) -> None:
     """`ask` in this process: open the index, load the generator, answer."""
     from amsrag.generate import make_generator
     from amsrag.pipeline import Engine
@@ -219,7 +239,7 @@ def ask_locally(query: str, index: str, system: str, generator: str | None, mode
         engine.check_question(query)  # before a generator is loaded
         gen_config = generator_config(engine.config.generator, generator, model, base_url)
         gen = make_generator(gen_config, encoder=engine.index.encoder)
-        result = engine.ask(query, system=system, generator=gen)
+        result = engine.ask(query, system=system, generator=gen, where=where or None)
         from amsrag.text.citations import citation_label
 
         answer_passages = {c: (citation_label(p.metadata) or p.title, p.text)

@@ -33,10 +33,14 @@ class Service:
     key: str | None
     discovered: bool  # found through the index's discovery file, not named with --server
 
-    def ask(self, query: str, system: str) -> dict[str, Any]:
-        """The `POST /v1/ask` answer to `query`. InputError when the service refuses the question itself (the
-        same refusal a local answer gives); ServiceUnavailable for every other failure."""
-        body = json.dumps({"query": query, "system": system}).encode("utf-8")
+    def ask(self, query: str, system: str, where: dict[str, list[str]] | None = None) -> dict[str, Any]:
+        """The `POST /v1/ask` answer to `query` (`where`: the metadata filter's request field, sent when given).
+        InputError when the service refuses the question itself (the same refusal a local answer gives);
+        ServiceUnavailable for every other failure."""
+        request_body: dict[str, Any] = {"query": query, "system": system}
+        if where:
+            request_body["where"] = where
+        body = json.dumps(request_body).encode("utf-8")
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self.key:
             headers["Authorization"] = f"Bearer {self.key}"

@@ -16,6 +16,7 @@ from amsrag.pipeline.passes import Pass, RetrievalPass, ScoredPassage, ms_since
 from amsrag.pipeline.systems import SystemSpec
 from amsrag.pipeline.trace import ComplexityTrace, CorrectiveTrace, Escalation, ReaderCheck, Timings
 from amsrag.retrieve.external import ExternalSources
+from amsrag.retrieve.filtered import current_scope
 from amsrag.route import Router
 from amsrag.store.base import PassageIndex
 
@@ -112,7 +113,7 @@ class CorrectiveLoop:
                                               f"corrective: {correction.assessment.action} "
                                               f"(S = {correction.assessment.score:.3f})"))
                 current = wider
-            if self.external:
+            if self.external and current_scope() is None:  # a filter scopes the answer to the index's documents
                 result = self.external.search(rewritten, k or plan.k)
                 external_trace = {key: v for key, v in result.to_dict().items() if key != "passages"}
                 found = [ScoredPassage(p.id, p.title, p.text, p.score, -1) for p in result.passages]

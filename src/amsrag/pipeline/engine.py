@@ -25,6 +25,7 @@ from amsrag.decompose.parts import split_parts
 from amsrag.embed.encoder import Encoder, MiniLMEncoder
 from amsrag.embed.factory import ROUTING_MODEL
 from amsrag.errors import InputError
+from amsrag.filters import Where
 from amsrag.generate import (
     CalibratedReader,
     Generation,
@@ -61,6 +62,7 @@ from amsrag.pipeline.trace import (
     Trace,
 )
 from amsrag.retrieve.external import ExternalSources
+from amsrag.retrieve.filtered import AllowedRows, current_scope, scope
 from amsrag.route import RoutePlan, Router
 from amsrag.route.router import retrieval_class
 from amsrag.route.taxonomy import TaxonomyDecision
@@ -266,13 +268,23 @@ class Engine:
     # ------------------------------------------------------------------ retrieval
     def retrieve(self, query: str, system: str = "full", k: int | None = None,
                  query_vector: np.ndarray | None = None, corrective: bool | None = None,
-                 generator_knows: bool | None = None, explain: int = 0) -> RetrievalResult:
+                 generator_knows: bool | None = None, explain: int = 0, where: Where | None = None) -> RetrievalResult:
         """Passages for `query` and the trace of how they were found. `corrective`: run the corrective
         step (systems that include it only); default: `corrective.on_retrieve` of the configuration.
         `generator_knows`: this call's generator answers from its own knowledge (default: the engine's).
-        `explain`: with the learned fuser, trace the top feature contributions of this many leading passages."""
-        result = self._retrieve(query, system, k, query_vector, corrective, generator_knows, explain)
-        return replace(result, trace=replace(result.trace, language=question_language(query, self.config)))
+        `explain`: with the learned fuser, trace the top feature contributions of this many leading passages.
+        `where`: only passages this metadata filter allows (`amsrag.filters`), ranked within them."""
+        allowed = self._allowed(where)
+        with scope(allowed):
+            result = self._retrieve(query, system, k, query_vector, corrective, generator_knows, explain)
+        trace = replace(result.trace, language=question_language(query, self.config))
+        return replace(result, trace=trace if allowed is None else replace(trace, filter=allowed.trace()))
+
+    def _allowed(self, where: Where | None) -> AllowedRows | None:
+        """The rows a filter allows (None without one). A call inside a filtered call keeps the outer filter."""
+        if where:
+            return self.index.allowed_rows(where)
+        return current_scope()
 
     def _retrieve(self, query: str, system: str, k: int | None, query_vector: np.ndarray | None,
                   corrective: bool | None, generator_knows: bool | None, explain: int) -> RetrievalResult:
@@ -317,8 +329,8 @@ class Engine:
         answers (`Answered` for `answer`, its evidence as a `RetrievalResult` for `retrieve`), else the
         classification and the reason the query goes down the text path; None without a taxonomy."""
         spec = system_spec(system)
-        if not (spec.taxonomy and self.taxonomy.active):
-            return None
+        if not (spec.taxonomy and self.taxonomy.active) or current_scope() is not None:
+            return None  # the table and global routes answer over tables and themes, which filters do not scope
         query = self.check_question(query)
         knows = self.generator_knows if knows is None else knows
         t0 = time.perf_counter()
@@ -425,7 +437,7 @@ class Engine:
 
     # ------------------------------------------------------------------ answering
     def ask(self, query: str, system: str = "full", generator: Generator | None = None, *,
-            widest: bool = False) -> AnswerResult:
+            widest: bool = False, where: Where | None = None) -> AnswerResult:
         """Retrieve, check the evidence (corrective step), then answer with `generator` (default: the
         configured one).
 
@@ -443,8 +455,17 @@ class Engine:
 
         A question that asks two or three things at once ("which command builds the site, and which one serves
         it?", `amsrag.decompose.parts`) is answered part by part, each with its own retrieval, citation and
-        quote, listed in `parts` (`decompose.split_parts = false` turns this off)."""
+        quote, listed in `parts` (`decompose.split_parts = false` turns this off).
+
+        `where`: retrieve only passages this metadata filter allows (`amsrag.filters`); the table and global
+        routes are skipped under a filter, and trace["filter"] names it and how many passages it allowed."""
         query = self.check_question(query)
+        allowed = self._allowed(where)
+        with scope(allowed):
+            result = self._ask_split(query, system, generator, widest)
+        return result if allowed is None else replace(result, trace=replace(result.trace, filter=allowed.trace()))
+
+    def _ask_split(self, query: str, system: str, generator: Generator | None, widest: bool) -> AnswerResult:
         parts = split_parts(query) if self.config.decompose.split_parts and not widest else (query,)
         if len(parts) > 1:
             return answer_parts(query, parts, lambda part: self._ask_one(part, system, generator, widest))
@@ -460,7 +481,7 @@ class Engine:
         generator = generator or self.generator
         gate = TargGate(generator, self.config.generator.targ_threshold)
         targ = None
-        if system_spec(system).adaptive and gate.active and not widest:
+        if system_spec(system).adaptive and gate.active and not widest and current_scope() is None:
             t = time.perf_counter()
             skip, confidence, closed = gate.decide(query)
             targ = TargTrace(confidence, gate.threshold, skip, ms_since(t))

@@ -18,6 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 from amsrag.config import SecondHopConfig
 from amsrag.fuse import FusedItem, FusedList, WeightedRRF
 from amsrag.retrieve.entities import entity_key
+from amsrag.retrieve.filtered import scoped_retriever
 from amsrag.store.base import PassageIndex
 from amsrag.types import Hit
 
@@ -60,10 +61,10 @@ def _names(text: str, key: str) -> bool:
 def expand(index: PassageIndex, query: str, first: FusedList, config: SecondHopConfig, depth: int) -> Expansion:
     """`first` fused with up to `config.hops` rounds of bridge-entity expansion."""
     t0 = time.perf_counter()
-    graph = getattr(index.retriever("graph"), "graph", None)
+    graph = getattr(scoped_retriever(index, "graph"), "graph", None)
     if not isinstance(graph, EntityBridges):
         raise TypeError("the second hop needs an entity-graph retriever whose graph names bridge entities")
-    bm25 = index.retriever("bm25")
+    bm25 = scoped_retriever(index, "bm25")
     used = set(graph.query_entities(query))
     lowered = entity_key(query)
     current = first

@@ -22,6 +22,7 @@ from amsrag.pipeline.signals import IndexSignals, index_profile
 from amsrag.pipeline.systems import SystemSpec
 from amsrag.pipeline.trace import AdaptiveKTrace, ComplexityTrace, Timings
 from amsrag.retrieve.base import Retriever
+from amsrag.retrieve.filtered import scoped_retriever
 from amsrag.route import RoutePlan
 from amsrag.store.base import PassageIndex
 from amsrag.types import Hit
@@ -187,7 +188,7 @@ class RetrievalPass:
         names = list(plan.retrievers)
         if not names:
             return {}
-        retrievers = {n: self.index.retriever(n) for n in names}
+        retrievers = {n: scoped_retriever(self.index, n) for n in names}
         seeded = {n: r for n, r in retrievers.items() if isinstance(r, SeededRetriever)}
         others = {n: r for n, r in retrievers.items() if n not in seeded}
         runs = self.executor.run(others, query, plan.depth, vector, timeout) if others else {}

@@ -228,6 +228,7 @@ class Trace(Mapping[str, Any]):
     evidence: tuple[str, ...] = ()  # the ids of the passages the generator read, in order (set by `ask`)
     chain: ChainTrace | None = None  # the decomposer's plan and the chain that answered it (set by `answer`)
     parts: tuple[str, ...] = ()  # a question asking several things: its parts, each answered on its own (`ask`)
+    filter: dict[str, Any] | None = None  # the metadata filter in force and how many rows it allowed (`where`)
 
     @property
     def retriever_calls(self) -> int:
@@ -277,6 +278,8 @@ class Trace(Mapping[str, Any]):
             out["chain"] = self.chain.to_dict()
         if self.parts:
             out["parts"] = list(self.parts)
+        if self.filter is not None:
+            out["filter"] = self.filter
         out["timings_ms"] = dict(self.timings)
         return out
 

@@ -21,6 +21,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from amsrag.errors import AmsragError, IndexBusyError, IndexCorruptError
+from amsrag.filters import Where
 from amsrag.pipeline.results import QuestionError, check_question
 from amsrag.serve.errors import ApiError, error_body
 from amsrag.serve.limits import Admission, BodyLimit, HostCheck, KeyCheck, allowed_host_names, is_loopback
@@ -35,6 +36,9 @@ ReviewId = Annotated[int, PathParam(ge=0, le=SQL_INT_MAX, description="a review 
 
 
 # ---------------------------------------------------------------------------- request bodies
+WHERE_HELP = ("only passages this metadata filter allows: {\"source\": [globs], \"type\": [pdf|html|docx|pptx|"
+              "markdown|text], \"doc\": [globs of document keys]}; fields AND, values OR (400 when malformed)")
+
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -45,6 +49,7 @@ class RetrieveBody(_Body):
     system: str = Field("full", description="full|fixed|A0..A4|bm25|dense|graph|adaptive-rag")
     k: int | None = Field(None, ge=1, description="passages to return (default: the strategy's k)")
     explain: bool = Field(False, description="add `titles`: the title of every passage the trace names")
+    where: dict[str, Any] | None = Field(None, description=WHERE_HELP)
 
 
 class AskBody(_Body):
@@ -52,6 +57,7 @@ class AskBody(_Body):
     question: str | None = None
     system: str = Field("full", description="full|fixed|A0..A4|bm25|dense|graph|adaptive-rag")
     explain: bool = Field(False, description="add `titles`: the title of every passage the trace names")
+    where: dict[str, Any] | None = Field(None, description=WHERE_HELP)
 
 
 class DocumentsBody(_Body):
@@ -226,13 +232,15 @@ def create_app(service: Service, warm: bool = True) -> FastAPI:
         q = question_of(body, cfg.max_question_chars)
         if body.k is not None and body.k > cfg.max_k:
             raise ApiError(422, "k_too_large", f"k = {body.k} exceeds the limit of {cfg.max_k}")
-        return await lanes["retrieve"].call(service.retrieve, q, body.system, body.k, body.explain)
+        where = Where.from_json(body.where)  # a malformed filter: InputError, 400 invalid_input
+        return await lanes["retrieve"].call(service.retrieve, q, body.system, body.k, body.explain, where)
 
     @app.post("/v1/ask", dependencies=auth, tags=["query"],
               summary="An answer with citations and the trace (DESIGN §9 ask JSON, plus the cited `sources`)")
     async def ask(body: AskBody) -> dict[str, Any]:
         q = question_of(body, cfg.max_question_chars)
-        return await lanes["answer"].call(service.ask, q, body.system, body.explain)
+        where = Where.from_json(body.where)
+        return await lanes["answer"].call(service.ask, q, body.system, body.explain, "api", where)
 
     @app.get("/v1/config", dependencies=auth, tags=["service"],
              summary="Router thresholds, systems and limits (what the web UI draws against)")

@@ -13,6 +13,7 @@ from typing import Any
 from amsrag.classify.library import HOP_LABELS
 from amsrag.config import QueryLogConfig, ReviewConfig, ServeConfig, ShadowConfig
 from amsrag.errors import InputError
+from amsrag.filters import Where
 from amsrag.ingest.readers import passage_from_record
 from amsrag.monitor.drift import DriftDetector, reference_for_index
 from amsrag.monitor.shadow import LoggingSink, MisrouteSink, ShadowComparison, ShadowProber
@@ -22,6 +23,7 @@ from amsrag.pipeline.systems import SYSTEMS
 from amsrag.progress import Progress
 from amsrag.querylog import QueryLog, QueryLogEntry, Redactor, entry_from_answer, query_log_for_index, secrets_of
 from amsrag.querylog.writer import BackgroundAppender
+from amsrag.retrieve.filtered import scope
 from amsrag.review import FILE as REVIEW_FILE
 from amsrag.review import ReviewCandidate, ReviewQueue, candidate_of
 from amsrag.serve.jobs import JOBS_FILE, Job, Writer
@@ -207,19 +209,23 @@ class Service:
         return ms
 
     # ------------------------------------------------------------------ reads
-    def retrieve(self, query: str, system: str, k: int | None, explain: bool = False) -> dict[str, Any]:
+    def retrieve(self, query: str, system: str, k: int | None, explain: bool = False,
+                 where: Where | None = None) -> dict[str, Any]:
         with self.lock.read():
-            out = self.engine.retrieve(query, system=system, k=k).to_dict()
+            out = self.engine.retrieve(query, system=system, k=k, where=where or None).to_dict()
             self._cite(out["passages"])
             if explain:
                 out["titles"] = self._titles(out["trace"])
         self.metrics.observe_trace(out["trace"])
         return out
 
-    def ask(self, query: str, system: str, explain: bool = False, source: str = "api") -> dict[str, Any]:
-        """`source`: who asked, for the query log (api: /v1/ask, openai: the chat completions route)."""
+    def ask(self, query: str, system: str, explain: bool = False, source: str = "api",
+            where: Where | None = None) -> dict[str, Any]:
+        """`source`: who asked, for the query log (api: /v1/ask, openai: the chat completions route). `where`:
+        the metadata filter retrieval keeps to."""
         with self.lock.read():
-            out = self._ask(query, system).to_dict()
+            with scope(self.engine.index.allowed_rows(where) if where else None):  # Engine.ask reads the scope
+                out = self._ask(query, system).to_dict()
             # the cited passages themselves, so clients can show them without another request
             out["sources"] = [self._passage_dict(p) for p in map(self.engine.index.get, out["citations"]) if p]
             if explain:
@@ -234,7 +240,7 @@ class Service:
             self._log_answer(out, source)
         if self._review is not None:
             self._queue_for_review(out, system)
-        if self.shadow is not None:
+        if self.shadow is not None and not where:  # the probe's wider route would not keep to the filter
             self.shadow.offer(query, system, out)  # never raises; the probe runs after this request
         return out
 

@@ -16,6 +16,8 @@ from amsrag.retrieve.base import Retriever
 from amsrag.types import Passage
 
 if TYPE_CHECKING:
+    from amsrag.filters import Where
+    from amsrag.retrieve.filtered import AllowedRows
     from amsrag.store.documents import Document, DocumentInfo, PutReport
     from amsrag.store.health import CheckReport, RepairReport
     from amsrag.store.query_library import QueryLibrary
@@ -147,6 +149,11 @@ class PassageIndex(Protocol):
 
     def retriever(self, name: str) -> Retriever:
         """The retriever `name` (one of `amsrag.types.RETRIEVERS`) over the current passages."""
+        ...
+
+    def allowed_rows(self, where: Where) -> AllowedRows:
+        """The store rows of the passages `where` allows (`amsrag.filters`); an `InputError` on a store that
+        cannot filter."""
         ...
 
     def tables(self) -> TableSource | None:

@@ -49,12 +49,14 @@ from amsrag.errors import (
     InputError,
     StorageError,
 )
+from amsrag.filters import Where
 from amsrag.progress import NullProgress, Progress
 from amsrag.retrieve.base import Retriever
 from amsrag.retrieve.bm25 import BM25Index, BM25Retriever
 from amsrag.retrieve.dense import DenseRetriever, VectorIndex
 from amsrag.retrieve.entities import has_spaceless
 from amsrag.retrieve.entities_zh import is_mostly_han
+from amsrag.retrieve.filtered import AllowedRows
 from amsrag.retrieve.graph import EntityGraph, GraphRetriever
 from amsrag.retrieve.graph_parts import NerCache
 from amsrag.store.documents import Document, DocumentInfo, PutReport, check_documents, plan_put
@@ -88,6 +90,7 @@ CONFIG_FILE = "config.toml"
 LOCK_FILE = ".write.lock"
 LOCK_TIMEOUT_S = 60.0
 LOAD_ATTEMPTS = 5
+ALLOWED_KEPT = 32  # resolved filters kept per index (each a sorted row array)
 STAGE_TIMEOUT_S = 900.0  # staging waits for another writer's commit this long
 LIBRARY_FILE = "query_library.npz"
 LIBRARY_FORMAT = 1
@@ -110,6 +113,7 @@ class EmbeddedIndex:
         self._vectors: VectorIndex | None = None
         self._graph: EntityGraph | None = None
         self._retrievers: dict[str, Retriever] = {}
+        self._allowed: dict[tuple[Any, int, Where], AllowedRows] = {}  # (generations, filter): its rows
         self._info: dict[int, tuple[str, str]] = {}
         self._row_of: dict[str, int] = {}
         self._library: tuple[tuple[int, int, int] | None, QueryLibrary] | None = None  # (file stamp, library)
@@ -278,6 +282,18 @@ class EmbeddedIndex:
         if name not in self._retrievers:
             self._retrievers[name] = self._make_retriever(name)
         return self._retrievers[name]
+
+    def allowed_rows(self, where: Where) -> AllowedRows:
+        """The rows `where` allows, resolved from the passages' document keys and metadata once per
+        generation and filter."""
+        key = (self.manifest.get("generation"), self.table.generation, where)
+        found = self._allowed.get(key)
+        if found is None:
+            found = AllowedRows.resolve(where, self.table.row_facets())
+            if len(self._allowed) >= ALLOWED_KEPT:
+                self._allowed.clear()
+            self._allowed[key] = found
+        return found
 
     def _make_retriever(self, name: str) -> Retriever:
         if name == "bm25":

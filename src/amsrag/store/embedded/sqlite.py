@@ -15,6 +15,7 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -131,6 +132,13 @@ class PassageTable:
     def row_info(self) -> Iterator[tuple[int, str, str]]:
         with self._lock:
             yield from self._conn.execute("SELECT row, id, title FROM passages ORDER BY row").fetchall()
+
+    def row_facets(self) -> list[tuple[int, str, Any, Any]]:
+        """(row, document key, metadata `source`, metadata `type`) of every passage: what filters read."""
+        with self._lock:
+            return self._conn.execute(
+                "SELECT row, doc_id, json_extract(metadata, '$.source'), json_extract(metadata, '$.type') "
+                "FROM passages").fetchall()
 
     def iter_rows(self, rows: Sequence[int] | None = None) -> Iterator[PassageRow]:
         """Passage rows in row order; all of them, or the given rows (missing ones skipped)."""

@@ -195,15 +195,25 @@ class PgBM25Retriever:
         return [Hit(id=pid, score=float(s), rank=n + 1, title=title, retriever=self.name, row=int(r))
                 for n, (r, s, pid, title) in enumerate(rows)]
 
-    def _memory_search(self, query: str, k: int) -> list[Hit]:
+    def search_within(self, query: str, k: int, rows: np.ndarray,
+                      query_vector: np.ndarray | None = None) -> list[Hit]:
+        """The top `k` among passage rows `rows` (ascending): the in-process index's scores, the others masked."""
+        check_query(query)
+        check_k(k)
+        return self._memory_search(query, k, rows)
+
+    def _memory_search(self, query: str, k: int, within: np.ndarray | None = None) -> list[Hit]:
         """Score with the cached index, then one statement fetches the top rows' ids and the stored
         generation: when that is not the cached index's, the index is read again and the query scored
-        again (so the ranking is always that of one committed state, in one round trip when current)."""
+        again (so the ranking is always that of one committed state, in one round trip when current).
+        `within`: only these rows (a metadata filter's)."""
         def run(c: psycopg.Connection) -> tuple[np.ndarray, np.ndarray, dict[int, tuple[str, str]]]:
             state = self.index.bm25_state(c)
             for _ in range(DESCRIBE_TRIES):
                 index = state.index
                 scores = index.scores(query)
+                if within is not None:
+                    scores = np.where(np.isin(index.rows, within), scores, np.float32(0.0))
                 cand = np.flatnonzero(scores > 0)
                 if cand.size > k:  # every passage tied with the k-th score, for the order by id
                     kth = np.partition(scores[cand], cand.size - k)[cand.size - k]
@@ -293,6 +303,31 @@ class PgDenseRetriever:
         return [Hit(id=got[i][1], score=float(scores[i]), rank=n + 1, title=got[i][2], retriever=self.name,
                     row=int(got[i][0])) for n, i in enumerate(best)]
 
+    def search_within(self, query: str, k: int, rows: np.ndarray,
+                      query_vector: np.ndarray | None = None) -> list[Hit]:
+        """The top `k` among passage rows `rows` (a metadata filter's): an exact scan of those rows by primary key,
+        so k come back whenever k are allowed."""
+        check_query(query)
+        check_k(k)
+        qvec = check_query_vector(query_vector, 384)
+        if qvec is None:
+            qvec = self.index.encoder.encode_query(query)
+        if not len(rows):
+            return []
+        sql = f"{DENSE_WITHIN_SQL} LIMIT {int(max(k + 10, k * 2))}"
+        params = {"q": qvec, "rows": [int(r) for r in rows]}
+        got = self.index.read(lambda c: c.execute(sql, params, binary=True).fetchall())
+        return self._ranked(got, qvec, k)
+
+    def _ranked(self, got: list[tuple], qvec: np.ndarray, k: int) -> list[Hit]:
+        if not got:
+            return []
+        vectors = np.stack([np.asarray(r[3], dtype=np.float32) for r in got])
+        scores = np.asarray(vectors @ qvec, dtype=np.float32)
+        best = topk_indices(scores, k, lambda i: got[i][1])
+        return [Hit(id=got[i][1], score=float(scores[i]), rank=n + 1, title=got[i][2], retriever=self.name,
+                    row=int(got[i][0])) for n, i in enumerate(best)]
+
     def batch_search(self, queries: Sequence[str], k: int = 10,
                      query_vectors: np.ndarray | None = None) -> list[list[Hit]]:
         for q in queries:
@@ -307,6 +342,9 @@ class PgDenseRetriever:
 # the HNSW index above; the other branch's gate is a one-time filter, so it does not run. `+ 0` keeps
 # the planner off the HNSW index (prepared plans cannot flip it). LIMIT is inline: a generic plan with
 # LIMIT $n does not know the limit is small and may pick a full scan over the HNSW index.
+# A metadata filter's candidates: its rows by primary key, scanned exactly (`+ 0`: not the HNSW index).
+DENSE_WITHIN_SQL = ("SELECT prow, id, title, embedding FROM passages WHERE prow = ANY(%(rows)s::bigint[]) "
+                    "ORDER BY (embedding <=> %(q)s) + 0")
 DENSE_N = "(SELECT (value::text)::bigint FROM meta WHERE key = 'n_passages')"
 DENSE_SQL = f"""
 (SELECT prow, id, title, embedding FROM passages WHERE %(exact)s OR {DENSE_N} < %(min_size)s

@@ -35,11 +35,13 @@ from amsrag.config import AmsragConfig
 from amsrag.embed.encoder import DIMENSION, Encoder, passage_text_for_embedding
 from amsrag.embed.factory import encoder_for
 from amsrag.errors import AmsragError, IndexBusyError, IndexMismatchError, IndexNotFoundError, InputError
+from amsrag.filters import Where
 from amsrag.progress import NullProgress, Progress
 from amsrag.retrieve.base import Retriever
 from amsrag.retrieve.bm25 import BM25Index, BM25Tokenizer, passage_text_for_bm25
 from amsrag.retrieve.entities import SPACELESS_CLASS
 from amsrag.retrieve.entities_zh import is_mostly_han
+from amsrag.retrieve.filtered import AllowedRows
 from amsrag.retrieve.graph import EntityGraph, GraphRetriever, NerCache, text_checksum
 from amsrag.store.documents import Document, DocumentInfo, PutReport, check_documents, plan_put
 from amsrag.store.health import CheckReport, RepairReport
@@ -76,6 +78,7 @@ from amsrag.types import RETRIEVERS, Passage, PassageRow
 from amsrag.version import INDEX_FORMAT_VERSION, __version__
 
 T = TypeVar("T")
+ALLOWED_KEPT = 32  # resolved filters kept per store (each a sorted row array)
 REQUEST_TIMEOUT_S = 10.0  # a read (with its one retry) gives up after this
 LOCK_TIMEOUT_S = 60.0
 BULK_REBUILD_SHARE = 0.5  # an add at least this large (vs. stored passages) rebuilds HNSW after loading
@@ -159,6 +162,7 @@ class PostgresIndex:
         self.row_names = RowNames()  # (id, title) of passage rows met, for `describe_rows`
         self._bm25: BM25State | None = None  # the in-process BM25 index, as of its bm25_generation
         self._bm25_lock = threading.Lock()
+        self._allowed: dict[tuple[int, Where], AllowedRows] = {}  # (generation, filter): its rows
         self.graph_cache = GraphCache()  # the in-process entity graph, as of its graph_generation
         self._tables: Any = None  # the PgTableStore, opened on first use
         self._tables_checked = 0.0  # when the table schema was last found missing (monotonic seconds)
@@ -357,6 +361,24 @@ class PostgresIndex:
         if name not in self._retrievers:
             self._retrievers[name] = self._make_retriever(name)
         return self._retrievers[name]
+
+    def allowed_rows(self, where: Where) -> AllowedRows:
+        """The rows `where` allows, read from the passages' document keys and metadata once per generation and
+        filter (the same matching as the embedded store's, in Python: one statement over every passage)."""
+        def run(c: psycopg.Connection) -> AllowedRows:
+            with c.transaction():  # the generation and the passages from one snapshot
+                c.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                key = (int(self.meta(c, "generation") or 0), where)
+                found = self._allowed.get(key)
+                if found is None:
+                    found = AllowedRows.resolve(where, c.execute(
+                        "SELECT prow, doc_id, metadata->>'source', metadata->>'type' FROM passages").fetchall())
+            if len(self._allowed) >= ALLOWED_KEPT:
+                self._allowed.clear()
+            self._allowed[key] = found
+            return found
+
+        return self.read(run)
 
     def _make_retriever(self, name: str) -> Retriever:
         if name == "bm25":

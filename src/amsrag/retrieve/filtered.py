@@ -1,0 +1,335 @@
+"""Retrieval inside a metadata filter: the allowed store rows (`AllowedRows`) and retrievers that rank
+within them, so a filtered top-k holds k passages whenever k allowed passages match.
+
+BM25 scores every passage anyway: disallowed rows are masked before the top-k. Dense search is exact
+over the gathered allowed vectors when they are few, else the unfiltered search masked: exact, or HNSW
+asked for more candidates (about 2k / the allowed share, deeper until k are allowed) beside the masked
+delta (hnswlib's own `knn_query(filter=…)` calls Python per visited node: 3-15× slower at 25k passages,
+`benchmarks/filters.py`). The entity graph walks from allowed seeds and ranks deeper until k
+allowed passages are found; any other retriever is searched deeper the same way (k·4, k·16, … up to
+the index size), keeping only allowed hits.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from amsrag.filters import Where
+from amsrag.retrieve.base import Retriever, RowLookup, check_k, check_query, to_hits
+from amsrag.retrieve.bm25 import BM25Retriever
+from amsrag.retrieve.dense import DenseRetriever, check_query_vector
+from amsrag.retrieve.graph import GraphRetriever
+from amsrag.retrieve.topk import topk_indices
+from amsrag.types import Hit
+
+GATHER_SHARE = 0.1  # dense: exact search over the gathered allowed vectors up to this share of the index
+DEEPEN = 4  # a deepened search asks for this many times more hits each round
+
+
+@dataclass(frozen=True, eq=False)
+class AllowedRows:
+    """The store rows a filter allows (`rows`, ascending) out of `total` stored passages."""
+
+    where: Where
+    rows: np.ndarray
+    total: int
+    _masks: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
+    _wrapped: dict[int, tuple[Retriever, Retriever]] = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @classmethod
+    def resolve(cls, where: Where, facets: Iterable[tuple[int, str | None, Any, Any]]) -> AllowedRows:
+        """The rows among `facets` (row, document key, metadata `source`, metadata `type`) that `where` allows."""
+        total = 0
+        allowed: list[int] = []
+        for row, doc_id, source, kind in facets:
+            total += 1
+            if where.allows(doc_id, source, kind):
+                allowed.append(int(row))
+        return cls(where, np.asarray(sorted(allowed), dtype=np.int64), total)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __contains__(self, row: object) -> bool:
+        if not isinstance(row, (int, np.integer)) or not len(self.rows):
+            return False
+        i = int(np.searchsorted(self.rows, row))
+        return i < len(self.rows) and int(self.rows[i]) == int(row)
+
+    def mask(self, rows: np.ndarray) -> np.ndarray:
+        """Which of `rows` are allowed (a bool array aligned with them); kept for arrays asked again
+        (a retriever's row array is the same object for a whole index generation)."""
+        key = id(rows)
+        with self._lock:
+            kept = self._masks.get(key)
+            if kept is not None and kept[0] is rows:
+                return kept[1]
+        m = np.isin(rows, self.rows)
+        with self._lock:
+            if len(self._masks) > 8:
+                self._masks.clear()
+            self._masks[key] = (rows, m)
+        return m
+
+    def within(self, retriever: Retriever) -> Retriever:
+        """`retriever` ranking within these rows (made once per retriever object)."""
+        key = id(retriever)
+        with self._lock:
+            kept = self._wrapped.get(key)
+            if kept is not None and kept[0] is retriever:
+                return kept[1]
+        wrapped = filtered(retriever, self, max(1, self.total))
+        with self._lock:
+            self._wrapped[key] = (retriever, wrapped)
+        return wrapped
+
+    def keep(self, hits: Sequence[Hit]) -> list[Hit]:
+        return [h for h in hits if h.row in self]
+
+    def trace(self) -> dict[str, Any]:
+        """What the trace says about the filter: the filter and how many rows it allowed."""
+        return {"where": self.where.to_dict(), "allowed": len(self.rows), "passages": self.total}
+
+
+def _ranked_hits(rows: np.ndarray, scores: np.ndarray, k: int, lookup: RowLookup, name: str,
+                 min_score: float | None = None) -> list[Hit]:
+    best = topk_indices(scores, k, lambda i: lookup.describe_rows([int(rows[i])])[0][0], min_score=min_score)
+    info = lookup.describe_rows([int(rows[i]) for i in best])
+    return [Hit(id=pid, score=float(scores[i]), rank=n + 1, title=title, retriever=name, row=int(rows[i]))
+            for n, (i, (pid, title)) in enumerate(zip(best, info, strict=True))]
+
+
+class FilteredBM25:
+    """BM25 over the allowed passages: every live passage is scored, the disallowed masked out."""
+
+    def __init__(self, inner: BM25Retriever, allowed: AllowedRows) -> None:
+        self.inner, self.allowed, self.name = inner, allowed, inner.name
+
+    def search(self, query: str, k: int = 10, query_vector: np.ndarray | None = None) -> list[Hit]:
+        check_query(query)
+        check_k(k)
+        rows = self.inner.index.rows
+        scores = np.where(self.allowed.mask(rows), self.inner.index.scores(query), np.float32(-1.0))
+        return _ranked_hits(rows, scores, k, self.inner.lookup, self.name, min_score=0.0)
+
+    def batch_search(self, queries: Sequence[str], k: int = 10,
+                     query_vectors: np.ndarray | None = None) -> list[list[Hit]]:
+        return [self.search(q, k) for q in queries]
+
+    def score_rows(self, query: str, rows: Sequence[int]) -> np.ndarray:
+        return self.inner.score_rows(query, rows)
+
+
+class FilteredDense:
+    """Dense search over the allowed passages: a gather of their vectors when they are few, else the
+    unfiltered search (exact, or HNSW asked deeper until k allowed candidates come back) with the mask."""
+
+    def __init__(self, inner: DenseRetriever, allowed: AllowedRows) -> None:
+        self.inner, self.allowed, self.name = inner, allowed, inner.name
+
+    def search(self, query: str, k: int = 10, query_vector: np.ndarray | None = None,
+               exact: bool = False) -> list[Hit]:
+        check_query(query)
+        check_k(k)
+        index = self.inner.index
+        qvec = check_query_vector(query_vector, index.dim)
+        if qvec is None:
+            qvec = self.inner.encoder.encode_query(query)
+        if not len(index.rows):
+            return []
+        live = index.rows[self.allowed.mask(index.rows)]
+        if not len(live):
+            return []
+        if len(live) <= GATHER_SHARE * len(index.rows):  # a gather of few vectors beats any wider search
+            rows, scores = live, np.asarray(index.vectors_for_rows(live) @ qvec, dtype=np.float32)
+            return _ranked_hits(rows, scores, k, self.inner.lookup, self.name)
+        if index.hnsw is not None and not exact:
+            found = self._graph_candidates(qvec, k, len(live) / len(index.rows))
+            if found is not None:
+                return _ranked_hits(*found, k, self.inner.lookup, self.name)
+        rows, scores = index.scored_candidates(qvec, k, exact=True)  # every passage, no copy of the vectors
+        keep = np.isin(rows, self.allowed.rows)
+        return _ranked_hits(rows[keep], scores[keep], k, self.inner.lookup, self.name)
+
+    def _graph_candidates(self, qvec: np.ndarray, k: int, share: float) -> tuple[np.ndarray, np.ndarray] | None:
+        """HNSW's candidates from the base, asked for about 2k/`share` and deeper (×4) until k are allowed,
+        beside the allowed delta; None when the search would grow past a quarter of the base (then the exact
+        search runs)."""
+        index = self.inner.index
+        base_live = len(index.base_rows) - len(index.dead)
+        depth = max(k, int(np.ceil(k / max(share, 1e-6))))
+        while True:
+            if 2 * depth > base_live // 4:
+                return None
+            labels = index._hnsw_labels(qvec, depth)
+            labels = labels[np.isin(labels, self.allowed.rows)]
+            if len(labels) >= k:
+                break
+            depth *= DEEPEN
+        delta = index.delta_rows[np.isin(index.delta_rows, self.allowed.rows)]
+        rows = np.concatenate([labels, delta])
+        return rows, np.asarray(index.vectors_for_rows(rows) @ qvec, dtype=np.float32)
+
+    def batch_search(self, queries: Sequence[str], k: int = 10,
+                     query_vectors: np.ndarray | None = None) -> list[list[Hit]]:
+        vecs = self.inner.encoder.encode(list(queries)) if query_vectors is None else np.asarray(query_vectors)
+        return [self.search(q, k, query_vector=v) for q, v in zip(queries, vecs, strict=True)]
+
+
+class _FilteredBridges:
+    """An entity graph's bridges (the second hop) leading to allowed passages only."""
+
+    def __init__(self, graph: Any, allowed: AllowedRows) -> None:
+        self.graph, self.allowed = graph, allowed
+
+    def query_entities(self, query: str) -> list[int]:
+        return list(self.graph.query_entities(query))
+
+    def bridge_entities(self, rows: Sequence[int], exclude: Iterable[int], limit: int) -> list[tuple[int, int]]:
+        return list(self.graph.bridge_entities(rows, exclude, limit))
+
+    def entity_key_of(self, entity: int) -> str:
+        return str(self.graph.entity_key_of(entity))
+
+    def title_rows(self, entity: int) -> list[int]:
+        return [r for r in self.graph.title_rows(entity) if r in self.allowed]
+
+    def rank(self, query: str, seed_rows: Sequence[tuple[int, float]], k: int) -> list[tuple[int, float, str]]:
+        return list(self.graph.rank(query, seed_rows, k))
+
+
+class FilteredGraph:
+    """The entity graph walked from allowed seeds (its seeders filtered), ranked deeper until k allowed."""
+
+    def __init__(self, inner: GraphRetriever[Any], allowed: AllowedRows, seeders: list[Retriever],
+                 size: int) -> None:
+        self.inner, self.allowed, self.name, self.size = inner, allowed, inner.name, size
+        self.seeders = seeders
+        self.graph = _FilteredBridges(inner.graph, allowed)
+
+    def _hits(self, query: str, seeds: list[tuple[int, float]], k: int) -> list[Hit]:
+        depth = k
+        while True:
+            ranked = [r for r in self.inner.graph.rank(query, seeds, depth) if r[0] in self.allowed]
+            if len(ranked) >= k or depth >= self.size:
+                break
+            depth = min(self.size, depth * DEEPEN)
+        ranked = ranked[:k]
+        described = self.inner.titles.describe_rows([row for row, _, _ in ranked])
+        return to_hits(ranked, [title for _, title in described], self.name)
+
+    def search(self, query: str, k: int = 10, query_vector: np.ndarray | None = None) -> list[Hit]:
+        query, k = check_query(query), check_k(k)
+        seed_k = self.inner.config.seed_hits
+        if not seed_k or not self.seeders:
+            return self._hits(query, [], k)
+        lists = [s.search(query, k=seed_k, query_vector=query_vector) for s in self.seeders]
+        return self._hits(query, self.inner._seeds(lists), k)
+
+    def search_seeded(self, query: str, k: int, seed_hits: Iterable[list[Hit]]) -> list[Hit]:
+        query, k = check_query(query), check_k(k)
+        return self._hits(query, self.inner._seeds([self.allowed.keep(h) for h in seed_hits]), k)
+
+    def batch_search(self, queries: Sequence[str], k: int = 10,
+                     query_vectors: np.ndarray | None = None) -> list[list[Hit]]:
+        vecs = list(query_vectors) if query_vectors is not None else [None] * len(queries)
+        return [self.search(q, k, query_vector=v) for q, v in zip(queries, vecs, strict=True)]
+
+
+class Deepened:
+    """Any retriever searched deeper (k·4, k·16, … up to the index size) until k allowed hits are found."""
+
+    def __init__(self, inner: Retriever, allowed: AllowedRows, size: int) -> None:
+        self.inner, self.allowed, self.name, self.size = inner, allowed, inner.name, size
+
+    def search(self, query: str, k: int = 10, query_vector: np.ndarray | None = None) -> list[Hit]:
+        check_k(k)
+        depth = k
+        while True:
+            hits = self.inner.search(query, depth, query_vector)
+            kept = self.allowed.keep(hits)
+            if len(kept) >= k or len(hits) < depth or depth >= self.size:
+                break
+            depth = min(self.size, depth * DEEPEN)
+        return [Hit(id=h.id, score=h.score, rank=i + 1, title=h.title, retriever=h.retriever, row=h.row)
+                for i, h in enumerate(kept[:k])]
+
+    def batch_search(self, queries: Sequence[str], k: int = 10,
+                     query_vectors: np.ndarray | None = None) -> list[list[Hit]]:
+        vecs = list(query_vectors) if query_vectors is not None else [None] * len(queries)
+        return [self.search(q, k, query_vector=v) for q, v in zip(queries, vecs, strict=True)]
+
+
+@runtime_checkable
+class SearchesWithin(Protocol):
+    """A retriever that ranks within given rows itself (the PostgreSQL store's BM25 and dense)."""
+
+    name: str
+
+    def search_within(self, query: str, k: int, rows: np.ndarray,
+                      query_vector: np.ndarray | None = None) -> list[Hit]: ...
+
+
+class Within:
+    """A `SearchesWithin` retriever restricted to the allowed rows."""
+
+    def __init__(self, inner: SearchesWithin, allowed: AllowedRows) -> None:
+        self.inner, self.allowed, self.name = inner, allowed, inner.name
+
+    def search(self, query: str, k: int = 10, query_vector: np.ndarray | None = None) -> list[Hit]:
+        return self.inner.search_within(query, k, self.allowed.rows, query_vector)
+
+    def batch_search(self, queries: Sequence[str], k: int = 10,
+                     query_vectors: np.ndarray | None = None) -> list[list[Hit]]:
+        vecs = list(query_vectors) if query_vectors is not None else [None] * len(queries)
+        return [self.search(q, k, query_vector=v) for q, v in zip(queries, vecs, strict=True)]
+
+
+def filtered(retriever: Retriever, allowed: AllowedRows, size: int) -> Retriever:
+    """`retriever` ranking within `allowed` (`size`: the passages in the index, the deepest search)."""
+    if isinstance(retriever, SearchesWithin):
+        return Within(retriever, allowed)
+    if isinstance(retriever, BM25Retriever):
+        return FilteredBM25(retriever, allowed)
+    if isinstance(retriever, DenseRetriever):
+        return FilteredDense(retriever, allowed)
+    if isinstance(retriever, GraphRetriever):
+        return FilteredGraph(retriever, allowed, [filtered(s, allowed, size) for s in retriever.seeders], size)
+    return Deepened(retriever, allowed, size)
+
+
+_SCOPE: ContextVar[AllowedRows | None] = ContextVar("amsrag_filter_scope", default=None)
+
+
+@contextmanager
+def scope(allowed: AllowedRows | None) -> Iterator[None]:
+    """Inside the block, `scoped_retriever` in this thread (and context) ranks within `allowed` (None: no filter)."""
+    token = _SCOPE.set(allowed)
+    try:
+        yield
+    finally:
+        _SCOPE.reset(token)
+
+
+def current_scope() -> AllowedRows | None:
+    """The rows the current call's filter allows (None: no filter in force)."""
+    return _SCOPE.get()
+
+
+class _HasRetrievers(Protocol):
+    def retriever(self, name: str) -> Retriever: ...
+
+
+def scoped_retriever(index: _HasRetrievers, name: str) -> Retriever:
+    """`index.retriever(name)`, ranking within the filter of the current call when one is in force."""
+    retriever = index.retriever(name)
+    allowed = _SCOPE.get()
+    return retriever if allowed is None else allowed.within(retriever)

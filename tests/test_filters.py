@@ -1,0 +1,363 @@
+"""Metadata filters (`--where`, issue 38 item 4): parsing, and retrieval inside the filter — a filtered top-k
+holds k passages whenever k allowed passages exist, never a disallowed one — checked against brute force
+on a real index of the document fixtures (tests/fixtures/documents, tests/fixtures/docs; their licences
+are listed there), for BM25, dense (exact, gathered and HNSW), the graph and the full system, on both stores
+(PostgreSQL: skipped without a local server unless AMSRAG_REQUIRE_POSTGRES=1), through the CLI and the HTTP
+API."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from amsrag.errors import InputError
+from amsrag.filters import Where
+from amsrag.retrieve.filtered import AllowedRows
+from amsrag.types import Passage
+
+FIXTURES = Path(__file__).parent / "fixtures"
+QUERIES = ["configuration file", "How do I set the build target directory?", "root account password",
+           "slides about the project", "diversions of a package file"]
+FILTERS = [["type=pdf"], ["type=pdf,html"], ["source=docs/*"], ["source=guides/*.docx"], ["type=markdown"],
+           ["source=guides/*", "type=pdf"], ["doc=kb/docs/cargo/*"], ["source=*diversions.html"],
+           ["type=pptx", "source=nowhere/*"]]
+
+
+# ---------------------------------------------------------------------------------------------- parsing
+@pytest.mark.parametrize(("specs", "message"), [
+    (["colour=red"], "unknown field 'colour'"),
+    (["type"], "expected FIELD=VALUE"),
+    (["source="], "empty value for source"),
+    (["type=pdf,"], "empty value for type"),
+    (["type=pfd"], "unknown type 'pfd'"),
+    ([" =pdf"], "unknown field ''"),
+])
+def test_malformed_cli_filters_name_the_problem(specs: list[str], message: str) -> None:
+    with pytest.raises(InputError, match=message) as exc:
+        Where.parse(specs)
+    assert repr(specs[0]) in str(exc.value)
+
+
+@pytest.mark.parametrize(("obj", "message"), [
+    (["type=pdf"], "must be an object"),
+    ({"colour": ["red"]}, r"`where.colour`: unknown field"),
+    ({"type": []}, r"`where.type`: empty value"),
+    ({"source": [""]}, "empty value for source"),
+    ({"type": [3]}, "must be a string or a list of strings"),
+    ({"type": ["docs"]}, "unknown type 'docs'"),
+])
+def test_malformed_request_filters_name_the_problem(obj: object, message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        Where.from_json(obj)
+
+
+def test_spellings_agree_and_fields_and_values_combine() -> None:
+    w = Where.parse(["source=guides/*.pdf", "type=PDF,html", "type=docx"])
+    assert w == Where(source=("guides/*.pdf",), type=("pdf", "html", "docx"))
+    assert Where.from_json(w.to_dict()) == w == Where.parse(w.cli_args())
+    assert not Where.parse([]) and not Where.from_json(None) and not Where.from_json({})
+    pdf = Passage(id="kb/guides/a.pdf#0", doc_id="kb/guides/a.pdf", text="x", metadata={"source": "guides/a.pdf",
+                                                                                        "type": "pdf"})
+    assert w.matches(pdf) and w.matches(dict(pdf.metadata))
+    assert not w.matches({"source": "guides/a.pdf", "type": "pptx"})  # fields AND
+    assert not w.matches({"source": "other/a.pdf", "type": "pdf"})
+    assert Where.parse(["source=kb/guides/*"]).matches(pdf)  # a source glob matches the document key too
+    assert Where.parse(["doc=kb/*"]).matches(pdf) and not Where.parse(["doc=guides/*"]).matches(pdf)
+    plain = Passage(id="p1", text="no metadata")
+    assert not Where.parse(["type=text"]).matches(plain) and Where.parse(["source=p*"]).matches(plain) is False
+    assert Where().matches(plain)
+
+
+# ---------------------------------------------------------------------------------------------- the index
+def document_folder(root: Path) -> Path:
+    (root / "guides").mkdir(parents=True)
+    for name in ("debian-reference-p30-33.pdf", "cite.pdf", "slides.pptx", "handbook.docx", "word-styles.docx"):
+        shutil.copy(FIXTURES / "documents" / name, root / "guides" / name)
+    shutil.copy(FIXTURES / "documents" / "policy-diversions.html", root / "policy-diversions.html")
+    for name in ("cargo", "mkdocs"):
+        shutil.copytree(FIXTURES / "docs" / name, root / "docs" / name)
+    return root
+
+
+@pytest.fixture(scope="module")
+def doc_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from test_indexing import invoke
+
+    base = tmp_path_factory.mktemp("filters")
+    target = base / "idx"
+    code, out = invoke("index", "build", str(document_folder(base / "kb")), "--index", str(target), "--json", "-q")
+    assert code == 0, out
+    return target
+
+
+@pytest.fixture(scope="module")
+def pg_doc_index(pg_server, tmp_path_factory: pytest.TempPathFactory) -> str:
+    from pg_server import new_database
+    from test_indexing import invoke
+
+    url = new_database(pg_server)
+    folder = document_folder(tmp_path_factory.mktemp("filters-pg") / "kb")
+    code, out = invoke("index", "build", str(folder), "--index", url, "--json", "-q")
+    assert code == 0, out
+    return url
+
+
+@pytest.fixture(scope="module", params=["embedded", "postgres"])
+def engine(request: pytest.FixtureRequest):
+    """The engine over the document index on each store (PostgreSQL: skipped without a local server)."""
+    from amsrag.pipeline import Engine
+
+    target = request.getfixturevalue("pg_doc_index" if request.param == "postgres" else "doc_index")
+    with Engine.open(target) as e:
+        yield e
+
+
+@pytest.fixture(scope="module")
+def embedded_engine(doc_index: Path):
+    from amsrag.pipeline import Engine
+
+    with Engine.open(doc_index) as e:
+        yield e
+
+
+def allowed_passages(engine, where: Where) -> dict[int, Passage]:
+    idx = engine.index
+    rows = idx.stored_rows()
+    return {r: p for r, p in zip(rows, idx.passages_by_rows(rows), strict=True) if where.matches(p)}
+
+
+def brute_top(scores: dict[int, float], ids: dict[int, str], k: int) -> list[str]:
+    return [ids[r] for r in sorted(scores, key=lambda r: (-scores[r], ids[r]))[:k]]
+
+
+@pytest.mark.parametrize("specs", FILTERS)
+def test_resolution_equals_the_passages_the_filter_matches(engine, specs: list[str]) -> None:
+    where = Where.parse(specs)
+    allowed = engine.index.allowed_rows(where)
+    assert allowed.rows.tolist() == sorted(allowed_passages(engine, where))
+    assert allowed.total == len(engine.index) and engine.index.allowed_rows(where) is allowed  # cached
+    assert allowed.trace() == {"where": where.to_dict(), "allowed": len(allowed), "passages": len(engine.index)}
+
+
+@pytest.mark.parametrize("specs", FILTERS)
+@pytest.mark.parametrize("k", [1, 3, 10, 100])
+def test_filtered_bm25_is_the_top_k_of_the_allowed_passages(engine, specs: list[str], k: int) -> None:
+    where = Where.parse(specs)
+    allowed = allowed_passages(engine, where)
+    inner = engine.index.retriever("bm25")
+    search = engine.index.allowed_rows(where).within(inner)
+    rows = engine.index.stored_rows()
+    for query in QUERIES:
+        all_scores = dict(zip(rows, inner.score_rows(query, rows).tolist(), strict=True))
+        scores = {r: s for r, s in all_scores.items() if r in allowed and s > 0}  # BM25 hits score above 0
+        hits = search.search(query, k=k)
+        assert [h.id for h in hits] == brute_top(scores, {r: p.id for r, p in allowed.items()}, k), (query, specs)
+        assert len(hits) == min(k, len(scores)) and all(h.row in allowed for h in hits)
+        assert [h.rank for h in hits] == list(range(1, len(hits) + 1))
+
+
+def dense_brute(engine, allowed: dict[int, Passage], qvec: np.ndarray, k: int) -> list[str]:
+    rows = sorted(allowed)
+    if not rows:
+        return []
+    scores = engine.index.vectors_for_rows(rows) @ qvec
+    return brute_top(dict(zip(rows, scores.tolist(), strict=True)), {r: allowed[r].id for r in rows}, k)
+
+
+@pytest.mark.parametrize("specs", FILTERS)
+@pytest.mark.parametrize("k", [1, 4, 100])
+def test_filtered_dense_is_the_top_k_of_the_allowed_passages(engine, specs: list[str], k: int) -> None:
+    where = Where.parse(specs)
+    allowed = allowed_passages(engine, where)
+    search = engine.index.allowed_rows(where).within(engine.index.retriever("dense"))
+    for query in QUERIES:
+        qvec = engine.index.encoder.encode_query(query)
+        hits = search.search(query, k=k, query_vector=qvec)
+        assert [h.id for h in hits] == dense_brute(engine, allowed, qvec, k), (query, specs)
+        assert len(hits) == min(k, len(allowed))  # every allowed passage has a cosine: k whenever k exist
+
+
+@pytest.mark.parametrize("specs", [["type=pdf"], ["source=docs/*"], ["source=*diversions.html"], ["doc=none"]])
+def test_filtered_hnsw_walk_and_gather_keep_k(embedded_engine, specs: list[str]) -> None:
+    """The same index's vectors in an HNSW graph (the embedded index searches exactly below 20k passages): a
+    filter over a tenth of the passages asks the graph for more candidates (or searches exactly when that would
+    reach a quarter of the graph), a smaller one gathers its vectors."""
+    from amsrag.config import DenseConfig
+    from amsrag.retrieve.dense import DenseRetriever, VectorIndex
+
+    engine = embedded_engine
+    idx = engine.index
+    rows = idx.stored_rows()
+    config = DenseConfig(hnsw_min_size=1)
+    vectors = VectorIndex.empty(config, idx.vector_index.dim).updated(rows, idx.vectors_for_rows(rows), [])
+    assert vectors.kind == "hnsw"
+    where = Where.parse(specs)
+    allowed = allowed_passages(engine, where)
+    search = AllowedRows.resolve(where, idx.table.row_facets()).within(DenseRetriever(vectors, idx.encoder, idx))
+    for query in QUERIES:
+        qvec = idx.encoder.encode_query(query)
+        for k in (1, 5, 60):
+            hits = search.search(query, k=k, query_vector=qvec)
+            assert [h.id for h in hits] == dense_brute(engine, allowed, qvec, k), (query, specs, k)
+
+
+@pytest.mark.parametrize("specs", [["type=pdf"], ["source=docs/*"], ["type=docx,pptx"]])
+def test_filtered_graph_and_full_system_return_only_allowed_passages(engine, specs: list[str]) -> None:
+    where = Where.parse(specs)
+    allowed = allowed_passages(engine, where)
+    graph = engine.index.allowed_rows(where).within(engine.index.retriever("graph"))
+    for query in QUERIES:
+        hits = graph.search(query, k=5)
+        assert hits and all(h.row in allowed for h in hits)
+        for system in ("full", "fixed", "graph", "dense"):
+            for k in (3, 8):
+                result = engine.retrieve(query, system=system, k=k, where=where)
+                assert all(p.row in allowed for p in result.passages), (query, system)
+                if system in ("fixed", "dense"):  # a dense list in the fusion: k whenever k are allowed
+                    assert len(result.passages) == min(k, len(allowed)), (query, system, k)
+                assert result.trace.to_dict()["filter"] == {"where": where.to_dict(), "allowed": len(allowed),
+                                                            "passages": len(engine.index)}
+
+
+def test_full_system_fills_k_from_the_allowed_passages(engine) -> None:
+    where = Where.parse(["source=guides/*"])
+    allowed = allowed_passages(engine, where)
+    for query in QUERIES:
+        result = engine.retrieve(query, k=6, where=where)
+        assert len(result.passages) == 6 and all(p.row in allowed for p in result.passages), query
+    nothing = engine.retrieve(QUERIES[0], k=5, where=Where.parse(["doc=no/such/*"]))
+    assert nothing.passages == [] and nothing.trace.to_dict()["filter"]["allowed"] == 0
+
+
+def without_timings(d: dict) -> dict:
+    d = json.loads(json.dumps(d))
+    d["trace"].pop("timings_ms")
+    for run in d["trace"]["retrievers"]:
+        run.pop("ms", None)
+    return d
+
+
+def test_no_filter_changes_nothing(embedded_engine) -> None:
+    engine = embedded_engine
+    query = QUERIES[1]
+    before = without_timings(engine.retrieve(query, k=5).to_dict())
+    engine.retrieve(query, k=5, where=Where.parse(["type=pdf"]))  # a filtered call leaves no scope behind
+    assert without_timings(engine.retrieve(query, k=5, where=Where()).to_dict()) == before
+    assert without_timings(engine.retrieve(query, k=5).to_dict()) == before
+    assert "filter" not in before["trace"]
+    answer = engine.ask(query)
+    assert "filter" not in answer.trace.to_dict()
+    scoped = engine.ask(query, where=Where.parse(["source=docs/*"]))
+    assert scoped.trace.to_dict()["filter"]["where"] == {"source": ["docs/*"]}
+    assert all(c.startswith("kb/docs/") for c in scoped.citations)
+    assert engine.ask(query).to_dict()["answer"] == answer.to_dict()["answer"]
+
+
+# ---------------------------------------------------------------------------------------------- interfaces
+def test_cli_where_on_search_retrieve_and_ask(doc_index: Path) -> None:
+    from test_indexing import invoke
+
+    code, out = invoke("search", "configuration file", "--index", str(doc_index), "--where", "source=docs/*",
+                       "--where", "type=markdown", "-k", "20", "--json")
+    assert code == 0, out
+    found = json.loads(out)
+    assert found["filter"]["allowed"] == len(found["hits"]) > 0
+    assert all(h["id"].startswith("kb/docs/") for h in found["hits"])
+    code, out = invoke("retrieve", "root account password", "--index", str(doc_index), "--where", "type=pdf",
+                       "-k", "4", "--json")
+    assert code == 0, out
+    got = json.loads(out)
+    assert len(got["passages"]) == 4 and all(".pdf#" in p["id"] for p in got["passages"])
+    assert got["trace"]["filter"]["where"] == {"type": ["pdf"]}
+    code, out = invoke("retrieve", "root account password", "--index", str(doc_index), "--where", "type=pdf")
+    assert code == 0 and "filter type=pdf:" in out, out
+    code, out = invoke("ask", "How do I set the build target directory?", "--index", str(doc_index), "--where",
+                       "doc=kb/docs/cargo/*", "--no-log", "--local", "--json")
+    assert code == 0, out
+    answer = json.loads(out)
+    assert answer["trace"]["filter"]["where"] == {"doc": ["kb/docs/cargo/*"]}
+    assert all(c.startswith("kb/docs/cargo/") for c in answer["citations"])
+    assert all(e.startswith("kb/docs/cargo/") for e in answer["trace"]["evidence"])
+    for command in (["search", "x"], ["retrieve", "x"], ["ask", "x", "--no-log", "--local"]):
+        code, out = invoke(*command, "--index", str(doc_index), "--where", "kind=pdf")
+        assert code == 2 and "--where 'kind=pdf': unknown field 'kind'" in " ".join(out.split()), out
+
+
+def test_http_where_on_retrieve_and_ask(doc_index: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import httpx
+
+    from test_indexing import invoke
+    from test_serve_api import AUTH, KEY, error_of, start_server
+
+    copy = tmp_path / "served"
+    shutil.copytree(doc_index, copy, ignore=shutil.ignore_patterns("*-shm", ".write.lock"))
+    server, service = start_server(copy)
+    try:
+        with httpx.Client(base_url=server.url, headers=AUTH, timeout=60) as client:
+            r = client.post("/v1/retrieve", json={"query": "configuration file", "k": 5,
+                                                  "where": {"source": ["guides/*"], "type": "pdf"}})
+            assert r.status_code == 200, r.text
+            got = r.json()
+            assert len(got["passages"]) == 5 and all(p["id"].startswith("kb/guides/") and ".pdf#" in p["id"]
+                                                     for p in got["passages"])
+            assert got["trace"]["filter"]["where"] == {"source": ["guides/*"], "type": ["pdf"]}
+            plain = client.post("/v1/retrieve", json={"query": "configuration file", "k": 5}).json()
+            assert "filter" not in plain["trace"]
+            r = client.post("/v1/ask", json={"query": "How do I set the build target directory?",
+                                             "where": {"doc": ["kb/docs/mkdocs/*"]}})
+            assert r.status_code == 200, r.text
+            asked = r.json()
+            assert asked["trace"]["filter"]["allowed"] > 0
+            assert all(s["id"].startswith("kb/docs/mkdocs/") for s in asked["sources"])
+            for bad, message in (({"colour": ["red"]}, "unknown field 'colour'"), ({"type": []}, "empty value"),
+                                 ("type=pdf", "must be an object")):
+                for route in ("/v1/retrieve", "/v1/ask"):
+                    r = client.post(route, json={"query": "configuration file", "where": bad})
+                    if isinstance(bad, str):  # not an object: the request body's schema refuses it
+                        assert r.status_code == 422, r.text
+                        continue
+                    assert message in error_of(r, 400, "invalid_input")
+        # `ask --server` sends the filter in the request body
+        monkeypatch.setenv("AMSRAG_API_KEY", KEY)
+        code, out = invoke("ask", "How do I set the build target directory?", "--server", server.url, "--where",
+                           "doc=kb/docs/cargo/*", "--json")
+        assert code == 0, out
+        remote = json.loads(out)
+        assert remote["trace"]["filter"]["where"] == {"doc": ["kb/docs/cargo/*"]}
+        assert remote["trace"]["evidence"] and all(e.startswith("kb/docs/cargo/") for e in remote["trace"]["evidence"])
+    finally:
+        server.stop()
+        service.close()
+
+
+def test_postgres_cli_where(pg_doc_index: str) -> None:
+    from test_indexing import invoke
+
+    code, out = invoke("search", "target directory", "--index", pg_doc_index, "--where", "source=docs/*",
+                       "--retriever", "dense", "-k", "20", "--json")
+    assert code == 0, out
+    found = json.loads(out)
+    assert found["filter"]["allowed"] == len(found["hits"]) > 0
+    assert all(h["id"].startswith("kb/docs/") for h in found["hits"])
+    code, out = invoke("search", "x", "--index", pg_doc_index, "--where", "type=")
+    assert code == 2 and "empty value for type" in out, out
+
+
+def test_python_api_takes_any_spelling_of_a_filter(doc_index: Path) -> None:
+    from amsrag.api import Index
+
+    with Index.open(doc_index) as index:
+        for where in ({"type": "pdf"}, ["type=pdf"], Where(type=("pdf",))):
+            hits = index.search("root account password", k=3, where=where)
+            assert len(hits) == 3 and all(".pdf#" in h.id for h in hits)
+            retrieved = index.retrieve("root account password", k=3, where=where)
+            assert len(retrieved.passages) == 3 and all(".pdf#" in p.id for p in retrieved.passages)
+        answer = index.ask("How do I set the build target directory?", where={"doc": "kb/docs/cargo/*"})
+        assert answer.trace.to_dict()["filter"]["where"] == {"doc": ["kb/docs/cargo/*"]}
+        assert "filter" not in index.retrieve("root account password", k=3).trace.to_dict()
+        with pytest.raises(InputError, match="unknown field 'kind'"):
+            index.search("x", where={"kind": "pdf"})
