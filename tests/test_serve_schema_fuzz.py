@@ -1,7 +1,9 @@
 """Schema-driven fuzzing of the HTTP API (issue 39): Schemathesis generates requests for every operation of
 `amsrag serve`'s OpenAPI document — valid ones (positive mode: they reach the engine, not only the validator)
 and invalid ones (negative mode) — and sends them to the app over a private copy of the slice index; no
-response may be a 5xx. Bounded by `EXAMPLES` a operation and mode to stay under ~60 s.
+response may be a 5xx, and every response must be one the document describes: its status code listed for the
+operation, its content type, and its body valid against the listed schema (errors included: one `ErrorOut`
+shape). Bounded by `EXAMPLES` a operation and mode to stay under ~60 s.
 
 Hypothesis drives the strategies directly rather than through Schemathesis' pytest plugin, which reaches into
 pytest internals that pytest 9.2 removed."""
@@ -13,6 +15,11 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
 
 from amsrag.config import ServeConfig
 from amsrag.pipeline import Engine
@@ -20,6 +27,7 @@ from amsrag.serve import Service, create_app
 from test_serve_api import copy_index
 
 EXAMPLES = 8  # a operation and mode
+CONFORMANCE = [status_code_conformance, content_type_conformance, response_schema_conformance]
 
 
 @pytest.fixture(scope="module")
@@ -32,8 +40,8 @@ def api_schema(built_index, tmp_path_factory):
 
 
 def _server_errors(operation, mode: GenerationMode) -> list[str] | None:
-    """The 5xx responses to generated requests; None when the mode has nothing to generate (an operation
-    without parameters has no invalid request)."""
+    """The 5xx responses to generated requests and the responses the OpenAPI document does not describe; None
+    when the mode has nothing to generate (an operation without parameters has no invalid request)."""
     errors: list[str] = []
 
     @given(case=operation.as_strategy(generation_mode=mode))
@@ -41,9 +49,16 @@ def _server_errors(operation, mode: GenerationMode) -> list[str] | None:
               suppress_health_check=list(HealthCheck))
     def probe(case) -> None:
         response = case.call()
-        if response.status_code >= 500 and len(errors) < 3:
+        if len(errors) >= 3:
+            return
+        if response.status_code >= 500:
             errors.append(f"{mode.value} {case.method} {case.formatted_path}: {response.status_code} "
                           f"{response.text[:300]}")
+            return
+        try:
+            case.validate_response(response, checks=CONFORMANCE)
+        except Exception as exc:  # Schemathesis' failure group: the first lines name the check and the response
+            errors.append(f"{mode.value} {case.method} {case.formatted_path}: not as documented: {str(exc)[:400]}")
 
     try:
         probe()
@@ -53,7 +68,7 @@ def _server_errors(operation, mode: GenerationMode) -> list[str] | None:
 
 
 @pytest.mark.slow
-def test_no_request_gets_a_server_error(api_schema) -> None:
+def test_no_request_gets_a_server_error_or_an_undocumented_response(api_schema) -> None:
     operations = [result.ok() for result in api_schema.get_all_operations()]
     assert len(operations) >= 10, "the OpenAPI document lists fewer operations than the service has"
     failures: list[str] = []

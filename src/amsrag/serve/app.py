@@ -14,7 +14,7 @@ from fastapi import Depends, FastAPI, Query, Request
 from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, Response
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -23,7 +23,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from amsrag.errors import AmsragError, IndexBusyError, IndexCorruptError
 from amsrag.filters import Where
 from amsrag.pipeline.results import QuestionError, check_question
-from amsrag.serve.errors import ApiError, error_body
+from amsrag.serve.errors import COMMON_ERRORS, REVIEW_ERRORS, ApiError, error_body
 from amsrag.serve.limits import Admission, BodyLimit, HostCheck, KeyCheck, allowed_host_names, is_loopback
 from amsrag.serve.service import Service
 from amsrag.version import __version__
@@ -168,7 +168,7 @@ def create_app(service: Service, warm: bool = True) -> FastAPI:
 
     # With keys, the API description and its pages need one too (added below, behind `auth`).
     docs_urls: dict[str, Any] = {"docs_url": None, "redoc_url": None, "openapi_url": None} if keys.enabled else {}
-    app = FastAPI(title="amsrag", version=__version__, lifespan=lifespan, **docs_urls,
+    app = FastAPI(title="amsrag", version=__version__, lifespan=lifespan, responses=COMMON_ERRORS, **docs_urls,
                   description="Adaptive multi-source RAG: retrieval and answers with the route taken (DESIGN §9).")
     app.state.service = service
     app.state.lanes = lanes
@@ -249,6 +249,7 @@ def create_app(service: Service, warm: bool = True) -> FastAPI:
 
     # ---------------------------------------------------------------- documents
     @app.post("/v1/documents", dependencies=auth, tags=["documents"], status_code=200,
+              responses={202: {"description": "started as a background job: its status at `Location`"}},
               summary="Add passages; large batches run as a background job (202 + status URL)")
     async def add_documents(body: DocumentsBody) -> Response:
         passages = service.parse_passages(body.passages)
@@ -307,7 +308,7 @@ def create_app(service: Service, warm: bool = True) -> FastAPI:
             raise ApiError(404, "review_off", service.review_off)
         return service.review_queue
 
-    @app.get("/v1/review", dependencies=review_auth, tags=["review"],
+    @app.get("/v1/review", responses=REVIEW_ERRORS, dependencies=review_auth, tags=["review"],
              summary="Items of the review queue (newest first) and the counts by status")
     async def review_list(status: str = "open", limit: int = 50,
                           offset: Annotated[int, Query(ge=0, le=SQL_INT_MAX)] = 0) -> dict[str, Any]:
@@ -319,14 +320,15 @@ def create_app(service: Service, warm: bool = True) -> FastAPI:
 
         return await asyncio.to_thread(read)
 
-    @app.get("/v1/review/{item_id}", dependencies=review_auth, tags=["review"], summary="One review item")
+    @app.get("/v1/review/{item_id}", responses=REVIEW_ERRORS, dependencies=review_auth, tags=["review"],
+             summary="One review item")
     async def review_item(item_id: ReviewId) -> dict[str, Any]:
         item = await asyncio.to_thread(review_queue().get, item_id)
         if item is None:
             raise ApiError(404, "not_found", f"no review item {item_id}")
         return item.to_dict()
 
-    @app.post("/v1/review/{item_id}", dependencies=review_auth, tags=["review"],
+    @app.post("/v1/review/{item_id}", responses=REVIEW_ERRORS, dependencies=review_auth, tags=["review"],
               summary="Review an item: the answer right or wrong, the question's true class, a note")
     async def review_mark(item_id: ReviewId, body: ReviewBody) -> dict[str, Any]:
         queue = review_queue()
@@ -335,7 +337,7 @@ def create_app(service: Service, warm: bool = True) -> FastAPI:
         item = await asyncio.to_thread(queue.mark, item_id, body.verdict, body.true_class, body.note)
         return item.to_dict()
 
-    @app.post("/v1/review/{item_id}/dismiss", dependencies=review_auth, tags=["review"],
+    @app.post("/v1/review/{item_id}/dismiss", responses=REVIEW_ERRORS, dependencies=review_auth, tags=["review"],
               summary="Dismiss an item: it leaves the open list without a review")
     async def review_dismiss(item_id: ReviewId, body: DismissBody | None = None) -> dict[str, Any]:
         queue = review_queue()
@@ -357,7 +359,8 @@ def create_app(service: Service, warm: bool = True) -> FastAPI:
         return {"status": "ok", "version": __version__, "passages": len(service.engine.index),
                 "uptime_s": round(time.time() - service.started, 1)}
 
-    @app.get("/metrics", dependencies=auth, tags=["service"], summary="Prometheus metrics")
+    @app.get("/metrics", dependencies=auth, tags=["service"], summary="Prometheus metrics",
+             response_class=PlainTextResponse)
     async def metrics() -> Response:
         return Response(service.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
