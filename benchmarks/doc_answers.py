@@ -40,7 +40,7 @@ from common import ROOT
 QA_DIR = ROOT / "benchmarks" / "docs_qa"
 DOCS = ROOT / "docs" / "benchmarks"
 RESULTS = DOCS / "doc-answers.json"
-SETS = {"mkdocs": "mkdocs/docs", "cargo": "cargo/doc/book/src"}
+SETS = {"mkdocs": "mkdocs/docs", "cargo": "cargo/doc/book/src", "poetry": "poetry/docs"}
 
 
 def light(s: str) -> str:

@@ -176,3 +176,50 @@ def test_a_question_about_something_else_that_mentions_flags_is_not_a_name_quest
     from amsrag.generate.doc_cues import asks_for_name
 
     assert not asks_for_name("What character separates the flags in CARGO_ENCODED_RUSTFLAGS?")
+
+
+def test_which_command_questions_ask_for_a_command_line() -> None:
+    from amsrag.generate.doc_cues import asks_for_command, command_line
+
+    assert asks_for_command("What command creates a new MkDocs project?")
+    assert asks_for_command("Which cargo subcommand publishes a crate?")
+    assert not asks_for_command("Which command line flag halts processing when a warning is raised?")  # a name
+    assert not asks_for_command("Which command-line option overrides install.root?")
+    assert not asks_for_command("What is the default command?")
+    assert not asks_for_command("Who commanded the fleet at Trafalgar?")
+    ctx = "To create a project, run:\nmkdocs new my-project\ncd my-project\n$ mkdocs serve\nThe build command runs."
+    start = ctx.index("mkdocs new")
+    assert command_line(ctx, start) == (start, start + len("mkdocs new my-project"))  # extended to the line
+    serve = ctx.index("mkdocs serve")
+    assert command_line(ctx, serve) == (serve, serve + len("mkdocs serve"))  # after a shell prompt
+    assert command_line(ctx, ctx.index("cd my-project")) is None  # a shell built-in
+    assert command_line(ctx, ctx.index("build command")) is None  # not where a line starts
+    assert command_line(ctx, ctx.index("To create")) is None  # a sentence, not two to four lower-case words
+
+
+def test_the_reader_answers_which_command_with_the_command_line(reader: SpanReader, tmp_path: Path) -> None:
+    passages = _passages("mkdocs", "getting-started.md")
+    by_heading = {p.title.rsplit(" › ", 1)[-1]: p for p in reversed(passages)}  # each section's first passage
+    evidence = [by_heading[h] for h in ("Building the site", "Other Commands and Options", "Creating a new project")]
+    question = "Which command builds the documentation?"
+    g = SpanReaderGenerator(reader).generate(question, evidence)
+    assert g.answer == "mkdocs build" and not g.abstained
+    assert g.quote is not None and g.quote.span == "mkdocs build"
+    plain = _reader_with(tmp_path, doc_cues={**reader.card["doc_cues"], "name_cue": False})
+    assert SpanReaderGenerator(plain).generate(question, evidence).answer != "mkdocs build"  # the cue's doing
+
+
+def test_a_which_command_question_stays_on_the_text_path(tmp_path: Path) -> None:
+    """The task head reads "Which command displays …?" (Poetry's docs) as corpus-wide (p 0.78 on its own); it asks
+    for one thing a passage states, so it is retrieved and read."""
+    from amsrag.pipeline import Engine
+    from amsrag.store import EmbeddedIndex
+
+    index = EmbeddedIndex.create(tmp_path / "index")
+    index.add(_passages("mkdocs", "getting-started.md"))
+    with Engine(index) as engine:
+        trace = engine.retrieve("Which command displays information about the current environment?").trace
+    taxonomy = trace.to_dict()["taxonomy"]
+    assert taxonomy["route"] == "retrieval"
+    assert taxonomy["probs"]["aggregation"] >= engine.taxonomy.thresholds["aggregation"]  # the head alone: global
+    assert "asks which command" in taxonomy["reason"]

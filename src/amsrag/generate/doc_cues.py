@@ -145,6 +145,36 @@ _NAME_SHAPE = re.compile(r"^(?:--?[A-Za-z][\w-]*|![A-Z]+|[A-Za-z_]\w*(?:[._-]\w+
 NAME_MARGIN = 8.0  # logits a name may trail the reader's best span by and still be chosen (MkDocs; Cargo checks)
 
 
+# "Which / what command … ?": the answer is a command line as documentation shows one ("mkdocs new my-project")
+COMMAND_QUESTION = re.compile(r"\b(?:which|what)\s+(?:(?!(?:the|a|an|is|are|does|do)\b)[\w-]+\s+){0,2}?"
+                              r"(?:sub)?commands?\b(?![ -]line)", re.I)
+_COMMAND_LINE = re.compile(r"[a-z][\w.-]*(?:[ \t]+[a-z<\[][\w.<>\[\]-]*){1,3}")
+_PROMPT = frozenset(["", "$", ">", "%", "#"])
+_SHELL_WORDS = frozenset(["cd", "ls", "echo", "export", "source", "cat", "mkdir", "rm", "cp", "mv", "set", "sudo",
+                          "touch", "chmod"])
+COMMAND_MARGIN = 8.0  # logits a command line may trail the reader's best span by and still be chosen (MkDocs)
+
+
+def asks_for_command(question: str) -> bool:
+    """The question asks which command does something (not which command-line option, nor a default)."""
+    return COMMAND_QUESTION.search(question) is not None and DEFAULT_QUESTION.search(question) is None
+
+
+def command_line(context: str, start: int) -> tuple[int, int] | None:
+    """The command line a span starting at `start` opens: (start, end) of the whole line when the span starts
+    it (after a shell prompt, if any) and the line is two to four lower-case words that do not begin with a
+    shell built-in ("mkdocs new my-project", "poetry env info"); else None."""
+    line_start = context.rfind("\n", 0, start) + 1
+    if context[line_start:start].strip() not in _PROMPT:
+        return None
+    end = context.find("\n", start)
+    end = len(context) if end < 0 else end
+    line = context[start:end].rstrip()
+    if not _COMMAND_LINE.fullmatch(line) or line.split()[0] in _SHELL_WORDS:
+        return None
+    return start, start + len(line)
+
+
 def asks_for_name(question: str) -> bool:
     """The question asks which option, setting, flag or variable does something (not for a default)."""
     return NAME_QUESTION.search(question) is not None and DEFAULT_QUESTION.search(question) is None

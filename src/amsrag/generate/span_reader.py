@@ -28,7 +28,16 @@ import numpy as np
 from amsrag.config import GeneratorConfig
 from amsrag.errors import AmsragError
 from amsrag.generate.base import ABSTAIN, EvidencePassage, Generation, Quote, check_passages
-from amsrag.generate.doc_cues import NAME_MARGIN, DefaultAnswer, asks_for_name, default_answers, is_name
+from amsrag.generate.doc_cues import (
+    COMMAND_MARGIN,
+    NAME_MARGIN,
+    DefaultAnswer,
+    asks_for_command,
+    asks_for_name,
+    command_line,
+    default_answers,
+    is_name,
+)
 from amsrag.generate.metrics import normalize_answer
 from amsrag.generate.onnx_artifact import OnnxArtifact
 from amsrag.generate.quote import quote_at, sentence_at
@@ -333,7 +342,9 @@ class SpanReader:
         type_p = np.zeros(3)
         best_yn = (-1.0, 0)
         wants_name = self.name_cue and asks_for_name(question)
-        per_window = 10 if wants_name else 3  # a name may be below the window's three best spans
+        wants_command = self.name_cue and not wants_name and asks_for_command(question)
+        # a name or a command line may be below the window's three best spans
+        per_window = 10 if wants_name else 30 if wants_command else 3
         for k, w in enumerate(windows):
             tl = t[k] - t[k].max()
             p = np.exp(tl) / np.exp(tl).sum()
@@ -364,6 +375,8 @@ class SpanReader:
             name = next((n for n in map(first_line, cands) if is_name(n.text, question)), None)
             if name is not None and name.score >= best.score - NAME_MARGIN:
                 best = name  # the question asks for a name: the best name-shaped span, its own score
+        if wants_command:
+            best = self._command(best, cands, contexts)
         second = next((c.score for c in cands if normalize_answer(c.text) != normalize_answer(best.text)), -30.0)
         kind, answer, cited = "span", best.text, best.passage
         options = question_options(question)
@@ -402,6 +415,24 @@ class SpanReader:
         qconf = self.quote_confidence(qfeats) if quote is not None and self.quote_threshold is not None else None
         return ReaderResult(answer or ABSTAIN, kind, pid, conf, conf < self.threshold or not answer, tuple(alts),
                             (time.perf_counter() - t0) * 1000, feats, quote, qfeats, qconf)
+
+    @staticmethod
+    def _command(best: SpanCandidate, cands: Sequence[SpanCandidate], contexts: Sequence[str]) -> SpanCandidate:
+        """For a "which command …?" question: the best span that opens a command line, extended to the whole
+        line ("mkdocs" at "mkdocs new my-project"), when it trails the best span by at most COMMAND_MARGIN. It
+        keeps the best span's score and probability: the reader found where the answer is, the command line
+        is how documentation writes it (its own span score runs low: "mkdocs new" was never a training answer)."""
+        lines: list[SpanCandidate] = []
+        for c in cands:
+            if c.score < best.score - COMMAND_MARGIN:
+                break
+            found = command_line(contexts[c.passage], c.char_start) if c.passage >= 0 else None
+            if found is not None:
+                text = contexts[c.passage][found[0]:found[1]]
+                lines.append(SpanCandidate(text, c.passage, best.score, best.prob, found[0], found[1]))
+        # the passage the reader found best holds the answer's command more often than a higher-scored line
+        # elsewhere ("Creating a new project" above "mkdocs new", beside a "mkdocs build" passage)
+        return next((c for c in lines if c.passage == best.passage), lines[0] if lines else best)
 
     def _stated_default(self, question: str, passages: Sequence[EvidencePassage], kind: str) -> DefaultAnswer | None:
         """The best default statement named by the question, when the card calibrated its level."""

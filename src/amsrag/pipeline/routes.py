@@ -20,6 +20,7 @@ from amsrag.classify.task import TaskHead, five_way
 from amsrag.config import AmsragConfig
 from amsrag.errors import InputError
 from amsrag.generate import Completes, Generation, Generator
+from amsrag.generate.doc_cues import asks_for_command
 from amsrag.pipeline.passes import ScoredPassage, ms_since
 from amsrag.pipeline.trace import ComplexityTrace
 from amsrag.route.taxonomy import TaxonomyDecision, decide, thresholds_of
@@ -87,6 +88,10 @@ class Taxonomy:
             probs.update({c: 0.0 for c in ("zero_hop", "one_hop", "multi_hop")})
             probs[hop.routed[0]] = text
         label, route, alpha, reason = decide(probs, cfg, self.thresholds)
+        if label == "aggregation" and asks_for_command(query):
+            # "Which command builds the site?" asks for one thing a passage states, whatever the head says
+            label, route, alpha, reason = decide(probs, cfg, {**self.thresholds, "aggregation": float("inf")})
+            reason = f"asks which command (one thing a passage states), not corpus-wide; {reason}"
         hits = hits[: self.config.tables.search_k]
         return TaxonomyDecision(label, probs, alpha, route, reason, task.to_dict(),
                                 tuple((h.table_id, h.score) for h in hits)), hits
