@@ -194,8 +194,10 @@ def watch_and_sync(index: PassageIndex, folders: Sequence[Path | str], *, fmt: s
                 batcher.run(len(changes))
             if stop_event is not None and stop_event.is_set():
                 break
-    except KeyboardInterrupt:
-        batcher.summary.interrupted = True
+    except KeyboardInterrupt:  # during a sync; its transaction rolled back, the next run resumes it
+        pass
+    # Ctrl-C while waiting ends watchfiles' loop quietly: whatever ended it but the stop event was Ctrl-C.
+    batcher.summary.interrupted = stop_event is None or not stop_event.is_set()
     return batcher.summary
 
 
