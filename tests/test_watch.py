@@ -298,3 +298,24 @@ def test_serve_watch_serves_new_passages(tmp_path: Path, kb: Path) -> None:
             proc.kill()
     assert proc.returncode == 0, stderr
     assert "watch stopped" in stderr and "batch 1 (first sync)" in stderr, stderr
+
+
+@pytest.mark.slow
+def test_watch_keeps_a_postgresql_index_in_step(pg_url: str, kb: Path) -> None:
+    from amsrag.store.open import create_index, open_index
+
+    create_index(pg_url).close()
+    batches: list[WatchBatch] = []
+    with FolderWatcher(pg_url, [kb], on_batch=batches.append, step_ms=100), open_index(pg_url) as reader:
+        assert eventually(lambda: bool(batches), 60) and batches[0].error is None and batches[0].passages == 2
+
+        def top(query: str) -> str | None:
+            hits = reader.retriever("bm25").search(query, k=3)
+            return hits[0].id if hits else None
+
+        write(kb / "harbour.md", "# Harbour\n\nThe harbour of Vemmerholt opens at dawn for fishing boats.\n")
+        assert eventually(lambda: top("harbour Vemmerholt dawn") == "kb/harbour.md#0")
+        (kb / "intro.md").unlink()
+        assert eventually(lambda: "kb/intro.md" not in reader.documents())
+        assert eventually(lambda: len(batches) >= 3) and all(b.error is None for b in batches)
+        assert len(reader) == 2
