@@ -139,6 +139,9 @@ def index_sync(
     fmt: FormatOpt = "auto",
     keep_deleted: Annotated[bool, typer.Option(
         "--keep-deleted", help="do not delete documents whose file is gone")] = False,
+    watch: Annotated[bool, typer.Option(
+        "--watch", help="keep syncing until Ctrl-C: one sync per batch of file changes, one line each (needs "
+        'pip install "amsrag[watch]")')] = False,
     as_json: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -146,11 +149,39 @@ def index_sync(
     from amsrag.indexing import sync_folders
     from amsrag.store.open import open_index
 
+    if watch:
+        _watch(index, folders, fmt, not keep_deleted, as_json, quiet)
+        return
     with open_index(index) as idx:
         with progress_for(err, quiet) as progress:
             report = sync_folders(idx, folders, fmt, delete=not keep_deleted, progress=progress,
                                   notice=_notice(quiet))
         _job_summary(idx, report, as_json, "synced")
+
+
+def _watch(index: str, folders: list[str], fmt: str, delete: bool, as_json: bool, quiet: bool) -> None:
+    """`index sync --watch`: a line (or a JSON object) per batch, and a last one when Ctrl-C ends it."""
+    from amsrag.indexing.watch import WatchBatch, require_watchfiles, watch_and_sync
+    from amsrag.store.open import open_index
+
+    require_watchfiles()  # before the index is opened: the missing extra is the first thing said
+
+    def show(batch: WatchBatch) -> None:
+        if as_json:
+            emit(batch.to_dict())
+        else:
+            colour = "red" if batch.error is not None else "green"
+            out.print(f"[{colour}]{escape(batch.line())}[/]", highlight=False, soft_wrap=True)
+
+    with open_index(index) as idx:
+        if not as_json:
+            err.print(f"watching {escape(', '.join(folders))} for {escape(idx.location)} (Ctrl-C stops)",
+                      highlight=False)
+        summary = watch_and_sync(idx, folders, fmt=fmt, delete=delete, on_batch=show, notice=_notice(quiet or as_json))
+    if as_json:
+        emit({"watch": summary.to_dict()})
+    else:
+        out.print(escape(summary.line()), highlight=False, soft_wrap=True)
 
 
 @index_app.command("delete")

@@ -385,12 +385,15 @@ def serve(
         "(default: [review] enabled)")] = None,
     shadow: Annotated[bool | None, typer.Option(
         "--shadow/--no-shadow", help="shadow-path probes of gray-zone answers (default: [shadow] enabled)")] = None,
+    watch: Annotated[list[str] | None, typer.Option(
+        "--watch", help="a folder (PATH or NAME=PATH; repeatable) kept in step with the index while serving, as "
+        '`index sync --watch` (needs pip install "amsrag[watch]")')] = None,
 ) -> None:
     """HTTP API, OpenAI-compatible endpoint and web UI over an index (API keys: $AMSRAG_API_KEYS)."""
     from amsrag.serve import run
 
     run(index, host=host, port=port, config_file=config_file, access_log=access_log, query_log=query_log,
-        review=review, shadow=shadow)
+        review=review, shadow=shadow, watch=watch or ())
 
 
 def main() -> None:

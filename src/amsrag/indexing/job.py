@@ -146,8 +146,11 @@ class Job:
     """The machinery an ingest and a sync share: scanning, staged embedding, batched commits."""
 
     def __init__(self, index: PassageIndex, progress: Progress | None = None, notice: Notice | None = None,
-                 fmt: str = "auto", clock: Clock = time.perf_counter) -> None:
+                 fmt: str = "auto", clock: Clock = time.perf_counter, skip_unreadable: bool = False) -> None:
+        """`skip_unreadable`: a file that cannot be read (empty, malformed JSONL, ...) is skipped like a corrupt
+        document instead of stopping the job (a watched folder may show a file half-written)."""
         self.index = index
+        self.skip_unreadable = skip_unreadable
         self.clock = clock  # times the stages (`stage_size`)
         self.last_stage = (0, 0.0)  # (passages, seconds) of the last stage
         self.config = index.config
@@ -179,6 +182,11 @@ class Job:
                     read = list(self.reader.passages(f.source))
                 except SkippedDocument as exc:
                     self.skip(f, exc.reason)
+                    read = []
+                except InputError as exc:
+                    if not self.skip_unreadable:
+                        raise
+                    self.skip(f, str(exc))
                     read = []
                 for place, p in read:
                     if registry.admit(p, place):

@@ -23,10 +23,13 @@ from amsrag.structured.table import Table
 
 
 def sync_folders(index: PassageIndex, folders: Sequence[Path | str], fmt: str = "auto", delete: bool = True,
-                 progress: Progress | None = None, notice: Notice | None = None) -> JobReport:
-    """Bring `index` in line with `folders` (each `PATH` or `NAME=PATH`); see the module doc."""
+                 progress: Progress | None = None, notice: Notice | None = None,
+                 skip_unreadable: bool = False) -> JobReport:
+    """Bring `index` in line with `folders` (each `PATH` or `NAME=PATH`); see the module doc. `skip_unreadable`:
+    a file that cannot be read is a `skipped` line of the report (what it had stored is kept) rather than an
+    error that stops the sync."""
     t0 = time.perf_counter()
-    job = Job(index, progress, notice, fmt)
+    job = Job(index, progress, notice, fmt, skip_unreadable=skip_unreadable)
     roots = input_roots(folders)
     for root in roots:
         if not root.path.is_dir():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from amsrag.config import AmsragConfig, ServeConfig
@@ -50,11 +50,17 @@ def log_to_stderr() -> None:
 
 def run(index_dir: str | Path, host: str | None = None, port: int | None = None, config_file: Path | None = None,
         access_log: bool = False, query_log: bool | None = None, review: bool | None = None,
-        shadow: bool | None = None) -> None:
+        shadow: bool | None = None, watch: Sequence[str] = ()) -> None:
     """`config_file`: a TOML whose [serve], [query_log], [review] and [shadow] sections replace the index's;
     `query_log`, `review`, `shadow`: turn the query log, the review queue, the shadow probes on or off whatever
-    the configuration says."""
+    the configuration says; `watch`: folders (PATH or NAME=PATH) kept in step with the index while it serves
+    (`index sync --watch` on a thread; the service reloads each generation it publishes)."""
     import uvicorn
+
+    from amsrag.indexing.watch import FolderWatcher, require_watchfiles
+
+    if watch:
+        require_watchfiles()  # before the engine loads: the missing extra is the first thing said
 
     from amsrag.pipeline import Engine
     from amsrag.serve.app import create_app
@@ -79,12 +85,17 @@ def run(index_dir: str | Path, host: str | None = None, port: int | None = None,
         engine.close()
         raise
     app = create_app(service)
+    watcher = FolderWatcher(index_dir, watch) if watch else None
     # `amsrag ask` on this index finds the service through this file (an index directory, a fixed port)
     announced = write_discovery(Path(index_dir), cfg.host, cfg.port) if cfg.port and Path(index_dir).is_dir() else None
     try:
+        if watcher is not None:
+            watcher.start()
         uvicorn.run(app, host=cfg.host, port=cfg.port, access_log=access_log, log_level="info",
                     timeout_keep_alive=30, timeout_graceful_shutdown=10)
     finally:
+        if watcher is not None:
+            watcher.stop()
         if announced is not None:
             remove_discovery(announced)
         service.close()
