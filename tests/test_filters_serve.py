@@ -115,3 +115,86 @@ def test_openai_client_sends_the_filter_in_extra_body(chat: httpx.Client) -> Non
     with pytest.raises(openai.BadRequestError, match="unknown field 'kind'"):
         client.chat.completions.create(model="amsrag", messages=[{"role": "user", "content": QUESTION}],
                                        extra_body={"where": {"kind": ["pdf"]}})
+
+
+# ---------------------------------------------------------------------------------------------- amsrag eval --where
+SLICE = Path(__file__).parent / "fixtures" / "retrieval_slice"
+
+
+def predictions(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "predictions.jsonl").read_text("utf-8").splitlines()]
+
+
+def test_eval_where_scores_only_questions_inside_the_filter(built_index, slice_passages, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The slice's passages carry their data set as metadata `source` (nq: 10, hotpotqa: 60, wiki noise: 20);
+    `source=nq` keeps the 10 NQ questions, whose gold passages are NQ passages, and every answer reads only
+    NQ passages, in this process and in the answer workers alike."""
+    from amsrag.evaluate import answering
+    from amsrag.evaluate.harness import EvalOptions, run_eval
+    from amsrag.filters import Where
+
+    source = {p.id: p.metadata["source"] for p in slice_passages}
+    base = {"index": built_index.path, "qa": [SLICE / "questions.jsonl"], "systems": "bm25,full",
+            "cache_dir": tmp_path / "cache", "data_dir": tmp_path / "no-data", "bootstrap": 100}
+    monkeypatch.setattr(answering, "CHUNK", 3)  # so 10 questions go to the worker processes in chunks
+    reports = {}
+    for workers in (1, 2):
+        out = tmp_path / f"w{workers}"
+        reports[workers] = run_eval(EvalOptions(out=out, where=Where.parse(["source=nq"]), workers=workers, **base))
+        cited = [c for row in predictions(out) for c in row["citations"]]
+        assert cited and all(source[c] == "nq" for c in cited), cited
+        assert {row["dataset"] for row in predictions(out)} == {"nq"}
+    report = reports[2]
+    assert report["n_queries"] == 10 and report["config"]["answer_workers"] == 2
+    assert report["config"]["where"] == {"where": {"source": ["nq"]}, "allowed": 10, "passages": 90,
+                                         "questions": 16, "kept": 10, "gold_outside": 6, "no_gold": 0}
+    assert all(s["n"] == 10 for s in report["systems"].values())
+    for name in ("bm25", "full"):
+        one, two = reports[1]["systems"][name], reports[2]["systems"][name]
+        assert (one["em"], one["f1"], one["ndcg@5"]) == (two["em"], two["f1"], two["ndcg@5"]), name
+    assert "Filter `--where source=nq`" in (tmp_path / "w2" / "report.md").read_text("utf-8")
+
+    assert "where" not in run_eval(EvalOptions(out=tmp_path / "plain", no_answers=True, **base))["config"]
+
+
+def test_eval_where_retrieves_within_the_filter(built_index, slice_questions, tmp_path: Path) -> None:
+    """A question whose gold passages BM25 does not rank first over the whole slice: kept to its gold passages
+    (`doc=` globs over passage ids), BM25 ranks exactly them first, so every retrieval metric is perfect."""
+    from typer.testing import CliRunner
+
+    from amsrag.cli import app
+
+    bm25 = built_index.retriever("bm25")
+    question = next(q for q in slice_questions if {h.id for h in bm25.search(q.question, k=len(
+        q.gold_passage_ids))} != set(q.gold_passage_ids))
+    out = tmp_path / "cli"
+    result = CliRunner().invoke(app, [
+        "eval", "--index", str(built_index.path), "--qa", str(SLICE / "questions.jsonl"), "--out", str(out),
+        "--systems", "bm25", "--cache", str(tmp_path / "cache"), "--data", str(tmp_path / "no-data"),
+        "--bootstrap", "100", "--no-answers", "--where", f"doc={','.join(question.gold_passage_ids)}"])
+    assert result.exit_code == 0, result.output
+    report = json.loads((out / "report.json").read_text("utf-8"))
+    assert report["n_queries"] == 1 and report["config"]["where"]["allowed"] == len(question.gold_passage_ids)
+    assert report["config"]["where"]["kept"] == 1 and report["config"]["where"]["gold_outside"] == 15
+    got = report["systems"]["bm25"]
+    assert (got["ndcg@5"], got["recall@5"], got["mrr@10"]) == (1.0, 1.0, 1.0)
+
+
+def test_eval_where_refuses_a_bad_filter_or_one_that_keeps_nothing(built_index, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from amsrag.cli import app
+
+    args = ["eval", "--index", str(built_index.path), "--qa", str(SLICE / "questions.jsonl"), "--out",
+            str(tmp_path / "out"), "--systems", "bm25", "--cache", str(tmp_path / "cache"), "--data",
+            str(tmp_path / "no-data"), "--no-answers"]
+    result = CliRunner().invoke(app, [*args, "--where", "kind=pdf"])
+    assert result.exit_code == 2 and "--where 'kind=pdf': unknown field 'kind'" in " ".join(result.output.split())
+    result = CliRunner().invoke(app, [*args, "--where", "type=pdf"])  # the slice has no file types
+    message = " ".join(result.output.split())
+    assert result.exit_code == 2 and "no question has all its gold passages among the 0 of 90 passages" in message
+    assert "16 have gold passages outside it" in message
+    assert not (tmp_path / "out" / "report.json").exists()
+    help_text = " ".join(CliRunner().invoke(app, ["eval", "--help"], terminal_width=200).output.split())
+    assert "score only the questions whose gold passages all match" in help_text
