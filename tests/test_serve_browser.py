@@ -33,9 +33,9 @@ def _require_browser() -> None:
     pytest.skip(reason)
 
 
-def _ask(server, question: str) -> dict:
-    return httpx.post(f"{server.url}/v1/ask", json={"question": question, "explain": True},
-                      headers={"X-API-Key": KEY}, timeout=60).json()
+def _ask(server, question: str, where: dict | None = None) -> dict:
+    body = {"question": question, "explain": True} | ({"where": where} if where else {})
+    return httpx.post(f"{server.url}/v1/ask", json=body, headers={"X-API-Key": KEY}, timeout=60).json()
 
 
 def _boxes(page, selector: str) -> list[dict]:
@@ -264,6 +264,87 @@ def test_ask_in_the_browser_shows_answer_and_route(built_index, tmp_path, slice_
                 for run, heading in zip(escalated["trace"]["retrievers"], headings, strict=True):
                     where = "first pass" if run["pass"] == 0 else f"escalation {run['pass']} "
                     assert heading.startswith(f"{run['name']} · {where}"), heading
+                assert not console_errors, console_errors
+            finally:
+                browser.close()
+    finally:
+        server.stop()
+        service.close()
+
+
+@pytest.mark.slow
+def test_filter_in_the_browser(built_index, tmp_path, slice_questions, slice_passages) -> None:
+    """The filter field beside the question: the answer cites only passages it allows and names the filter the
+    server applied; a malformed filter shows the server's message (or the page's, for a spec without `=`)."""
+    _require_browser()
+    from playwright.sync_api import sync_playwright
+
+    source = {p.id: p.metadata["source"] for p in slice_passages}  # the slice's data sets: nq, hotpotqa, wiki
+    server, service = start_server(copy_index(built_index, tmp_path / "index"))
+    try:
+        # a HotpotQA question answered from HotpotQA passages, asked again within the NQ passages only
+        question, plain = next((q.question, a) for q in slice_questions if q.dataset == "hotpotqa"
+                               for a in [_ask(server, q.question)] if a["citations"])
+        assert any(source[c] != "nq" for c in plain["citations"])
+        expected = _ask(server, question, {"source": ["nq"]})
+        assert expected["trace"]["filter"] == {"where": {"source": ["nq"]}, "allowed": 10, "passages": 90}
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS, headless=True, timeout=60_000)
+            try:
+                page = browser.new_page()
+                console_errors: list[str] = []
+                page.on("pageerror", lambda exc: console_errors.append(str(exc)))
+                page.goto(server.url + "/", timeout=30_000)
+                page.wait_for_selector("#key-label:not(.hidden)", timeout=15_000)
+                page.fill("#api-key", KEY)
+                assert page.locator("#where").is_visible()
+
+                page.fill("#question", question)
+                page.fill("#where", "  source=nq  ")
+                page.click("#ask-button")
+                page.wait_for_selector("#filter-info:not(.hidden)", timeout=60_000)
+                assert page.inner_text("#filter-info") == "Filter source=nq: 10 of 90 passages allowed"
+                assert page.inner_text("#answer-text") == expected["answer"]
+                cited = [c.get_attribute("data-id") for c in page.locator("#answer a.cite").all()]
+                assert cited == expected["citations"] and all(source[c] == "nq" for c in cited)
+                ids = [li.get_attribute("data-id") for li in page.locator("#sources li").all()]
+                assert all(source[i] == "nq" for i in ids)
+                fused = [row.get_attribute("data-id") for row in page.locator("#fused-table tbody tr").all()]
+                assert fused and all(source[i] == "nq" for i in fused), fused  # the route panel too
+
+                # two fields and two values: AND across fields, OR within one
+                page.fill("#where", "source=nq,wiki doc=*")
+                page.click("#ask-button")
+                page.wait_for_function("document.getElementById('filter-info').textContent.includes('wiki')")
+                assert page.inner_text("#filter-info") == "Filter source=nq,wiki doc=*: 30 of 90 passages allowed"
+                assert all(source[c.get_attribute("data-id")] in ("nq", "wiki")
+                           for c in page.locator("#answer a.cite").all())
+
+                # refused by the server: its message, the field marked, nothing asked
+                page.fill("#where", "kind=pdf")
+                page.click("#ask-button")
+                page.wait_for_selector("#status.error", timeout=30_000)
+                assert page.inner_text("#status") == ("invalid_input: `where.kind`: unknown field 'kind'; filter by "
+                                                      "source (glob), type (pdf, html, docx, pptx, markdown, text) "
+                                                      "or doc (glob of the document key)")
+                assert "invalid" in page.get_attribute("#where", "class")
+                page.fill("#where", "type=pfd")
+                page.click("#ask-button")
+                page.wait_for_function("document.getElementById('status').textContent.includes('pfd')")
+                assert "unknown type 'pfd'" in page.inner_text("#status")
+                page.fill("#where", "type")  # no `=`: the page's own message, the CLI's wording
+                page.click("#ask-button")
+                page.wait_for_function("document.getElementById('status').textContent.includes('FIELD=VALUE')")
+                assert page.inner_text("#status").startswith("invalid_filter: filter 'type': expected FIELD=VALUE")
+
+                # no filter: as before, nothing about a filter shown
+                page.fill("#where", "")
+                page.click("#ask-button")
+                page.wait_for_selector("#status:not(.error)", timeout=60_000)
+                page.wait_for_selector("#filter-info.hidden", state="attached", timeout=60_000)
+                assert "invalid" not in (page.get_attribute("#where", "class") or "")
+                assert [c.get_attribute("data-id") for c in page.locator("#answer a.cite").all()] == plain["citations"]
+                page.screenshot(path=str(tmp_path / "filter.png"), full_page=True)
                 assert not console_errors, console_errors
             finally:
                 browser.close()

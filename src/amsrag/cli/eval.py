@@ -13,6 +13,16 @@ from rich.text import Text
 
 from amsrag.cli.common import QuietOpt
 from amsrag.evaluate.harness import EvalOptions, run_eval
+from amsrag.filters import Where
+
+WHERE_HELP = (
+    "retrieve only within passages matching FIELD=VALUE[,VALUE…] (repeatable; fields AND, values OR), as "
+    "`search --where`, and score only the questions whose gold passages all match (the report gives the count "
+    "kept; questions without gold passages are left out): source=GLOB (the passage's metadata source or "
+    "document key), type=pdf,html,docx,pptx,markdown,text, doc=GLOB (the document key). A benchmark corpus built "
+    "from QA files has no file types, so type= keeps nothing there; its passages' document key is the passage "
+    "id (doc= and source= globs match ids), and their source is the data set (e.g. hotpotqa) when the passages "
+    "were indexed with it (passage JSONL metadata, dataset files; a benchmark's cached passages.jsonl keeps none)")
 
 
 def eval_command(
@@ -56,6 +66,7 @@ def eval_command(
         "answers in the open setting), tables (WikiTableQuestions given the table), themes (theme recovery), cmrc "
         "(Chinese retrieval and answers on CMRC 2018)"
     )] = None,
+    where: Annotated[list[str] | None, typer.Option("--where", help=WHERE_HELP)] = None,
     quiet: QuietOpt = False,
 ) -> None:
     """Evaluate every system in one run on one benchmark: report.md, report.json, PNGs."""
@@ -63,6 +74,7 @@ def eval_command(
 
     from amsrag.progress import progress_for
 
+    chosen = Where.parse(where)  # a malformed filter: exit code 2 before anything is built
     err = Console(stderr=True)
     command = "amsrag " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else "amsrag eval"
     opts = EvalOptions(out=out, qa=list(qa or []), fmt=fmt, corpus=corpus, noise=noise, systems=systems, limit=limit,
@@ -70,7 +82,7 @@ def eval_command(
                        seed=seed, generator=generator, index=index, sizes=sizes, scope=scope, data_dir=data_dir,
                        cache_dir=cache_dir, bootstrap=bootstrap, quick=quick, no_answers=no_answers, tune=tune,
                        corrective=not no_corrective, workers=workers, audit=not no_audit,
-                       command=command)
+                       where=chosen or None, command=command)
     with progress_for(err, quiet) as progress:
         from amsrag.learn.router import tune_on_calibration
 

@@ -22,6 +22,7 @@ import numpy as np
 from amsrag.embed.cache import CachedEncoder, shared_cache
 from amsrag.generate.base import Generation, generate_answer
 from amsrag.pipeline.trace import AuditTrace
+from amsrag.retrieve.filtered import AllowedRows, scope
 from amsrag.types import Passage
 
 CHUNK = 10  # queries per task sent to a worker process
@@ -175,6 +176,7 @@ class AnswerContext:
 # ---------------------------------------------------------------- worker processes
 
 _WORKER: AnswerContext | None = None
+_ALLOWED: AllowedRows | None = None  # the rows the run's filter allows, in this worker's index
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,12 +192,14 @@ class WorkerSpec:
     cache_file: str | None
     k: int
     audit: bool = True
+    where: dict[str, list[str]] | None = None  # the run's metadata filter (`Where.to_dict`): answers keep to it
 
 
 def _init_worker(spec: WorkerSpec) -> None:
-    global _WORKER
+    global _WORKER, _ALLOWED
     from amsrag.config import AmsragConfig
     from amsrag.evaluate.systems import SystemRow, engine_for
+    from amsrag.filters import Where
     from amsrag.pipeline import Engine
 
     engine = Engine.open(spec.index, config=AmsragConfig.model_validate(spec.config),
@@ -204,12 +208,14 @@ def _init_worker(spec: WorkerSpec) -> None:
                for name, system, thresholds in spec.rows}
     answerer = make_answerer(engine.index, spec.generator, Path(spec.cache_file) if spec.cache_file else None)
     _WORKER = AnswerContext(engines, spec.corrective_rows, answerer, spec.k, spec.audit)
+    _ALLOWED = engine.index.allowed_rows(Where.from_json(spec.where)) if spec.where else None
 
 
 def _work(jobs: list[AnswerJob]) -> tuple[list[dict[str, RowAnswer]], tuple[list[str], np.ndarray]]:
     """A chunk of queries in a worker, with the sentence vectors it embedded (the parent keeps them)."""
     assert _WORKER is not None, "worker not initialised"
-    answers = [_WORKER.run(job) for job in jobs]
+    with scope(_ALLOWED):  # a corrective row retrieves again: within the run's filter, as in the parent
+        answers = [_WORKER.run(job) for job in jobs]
     return answers, _WORKER.answerer.encoder.take_new()  # type: ignore[union-attr]
 
 

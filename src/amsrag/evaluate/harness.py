@@ -11,11 +11,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from amsrag.errors import InputError
+from amsrag.filters import Where
 from amsrag.progress import NullProgress, Progress
 
 if TYPE_CHECKING:
     from amsrag.evaluate.builder import EvalQuery
     from amsrag.pipeline import Engine
+    from amsrag.retrieve.filtered import AllowedRows
 
 # (engine, calibration questions, progress) -> (the tuned config, what was tuned): `route tune` in memory
 Tuner = Callable[["Engine", Sequence["EvalQuery"], Progress | None], tuple[Any, dict[str, Any]]]
@@ -49,7 +51,29 @@ class EvalOptions:
     corrective: bool = True  # False: the corrective step off for this run (config override, reported)
     workers: int | None = None  # answer-phase processes (None: min(2, CPUs))
     audit: bool = True  # the citation-support audit of every answer, as `Engine.ask` runs it
+    where: Where | None = None  # retrieval within this metadata filter; only questions whose gold passes it
     command: str = ""
+
+
+def within_filter(queries: Sequence[EvalQuery], index: Any, allowed: AllowedRows
+                  ) -> tuple[list[EvalQuery], dict[str, Any]]:
+    """The queries whose gold passages are all stored and allowed by the filter, and the counts: a question
+    without gold passages cannot show that its evidence lies inside the filter, so it is left out too."""
+    rows = index.rows_for_ids(sorted({g for q in queries for g in q.gold}))
+    kept = [q for q in queries if q.gold and all(g in rows and rows[g] in allowed for g in q.gold)]
+    no_gold = sum(not q.gold for q in queries)
+    return kept, {**allowed.trace(), "questions": len(queries), "kept": len(kept),
+                  "gold_outside": len(queries) - len(kept) - no_gold, "no_gold": no_gold}
+
+
+def _filter_queries(queries: Sequence[EvalQuery], index: Any, where: Where
+                    ) -> tuple[list[EvalQuery], dict[str, Any]]:
+    kept, counts = within_filter(queries, index, index.allowed_rows(where))
+    if not kept:
+        raise InputError(f"--where {' '.join(where.cli_args())}: no question has all its gold passages among the "
+                         f"{counts['allowed']} of {counts['passages']} passages it allows ({counts['gold_outside']} "
+                         f"have gold passages outside it, {counts['no_gold']} have none); nothing to score")
+    return kept, counts
 
 
 def _notes(report: dict[str, Any], info: dict[str, Any], run_mode: str, bench_dir: Path) -> list[str]:
@@ -92,7 +116,15 @@ def _notes(report: dict[str, Any], info: dict[str, Any], run_mode: str, bench_di
          f"{report['config'].get('theta_low')}). {info.get('calibration', {}).get('n', 0)} calibration questions "
          f"disjoint from these queries are in `{bench_dir / 'calibration.jsonl'}`: `--tune`, or `amsrag route tune "
          "--index INDEX --qa` that file, tunes thresholds and priors without touching the eval queries."),
-    ]
+    ] + ([_filter_note(report["config"]["where"])] if report["config"].get("where") else [])
+
+
+def _filter_note(counts: dict[str, Any]) -> str:
+    spec = " ".join(Where.from_json(counts["where"]).cli_args())
+    return (f"Filter `--where {spec}`: every system retrieves within the {counts['allowed']} of {counts['passages']} "
+            f"passages it allows; only the {counts['kept']} of {counts['questions']} questions whose gold passages "
+            f"all pass it are scored ({counts['gold_outside']} with gold passages outside it and "
+            f"{counts['no_gold']} without gold passages left out).")
 
 
 def run_eval(opts: EvalOptions, progress: Progress | None = None, log=print,
@@ -109,6 +141,7 @@ def run_eval(opts: EvalOptions, progress: Progress | None = None, log=print,
     from amsrag.evaluate.systems import parse_systems
     from amsrag.ingest.datasets import default_data_dir
     from amsrag.pipeline import Engine
+    from amsrag.retrieve.filtered import scope
     from amsrag.store import EmbeddedIndex
 
     progress = progress or NullProgress()
@@ -146,12 +179,16 @@ def run_eval(opts: EvalOptions, progress: Progress | None = None, log=print,
         index = open_or_build_index(bench.passages, bench_dir / "index", cache_dir, progress=progress)
     index_path = str(index.path)
     queries = bench.queries
+    filter_counts: dict[str, Any] | None = None
+    if opts.where:  # before --limit: the sample is drawn from the questions the filter keeps
+        queries, filter_counts = _filter_queries(queries, index, opts.where)
+        log(_filter_note(filter_counts))
     if opts.limit:  # a seeded sample across groups rather than the first groups in file order
         import random
 
-        order = list(range(len(bench.queries)))
+        order = list(range(len(queries)))
         random.Random(opts.seed).shuffle(order)
-        queries = [bench.queries[i] for i in sorted(order[: opts.limit])]
+        queries = [queries[i] for i in sorted(order[: opts.limit])]
     answerer = None if opts.no_answers else make_answerer(index, opts.generator, cache_dir / "sentence-vectors.npz")
     mask = None
     if opts.answer_limit is not None and opts.answer_limit < len(queries):
@@ -175,8 +212,11 @@ def run_eval(opts: EvalOptions, progress: Progress | None = None, log=print,
         config_override.corrective.enabled = False
     with Engine(index, generator_knows=knows, config=config_override) as engine:
         workers = opts.workers or min(2, os.cpu_count() or 1)
-        result = run(engine, queries, rows, answerer, progress, answer_mask=mask, workers=workers,
-                     audit=opts.audit)
+        # resolved on this engine's index (the probe engine of --tune closed the one the questions were kept on)
+        allowed = engine.index.allowed_rows(opts.where) if opts.where else None
+        with scope(allowed):  # every retrieval of the run (answers' too) ranks within the filter
+            result = run(engine, queries, rows, answerer, progress, answer_mask=mask, workers=workers,
+                         audit=opts.audit)
         cfg = engine.config
         config = {
             "command": opts.command, "benchmark": bench.info, "benchmark_key": bench.key, "index": index_path,
@@ -190,6 +230,8 @@ def run_eval(opts: EvalOptions, progress: Progress | None = None, log=print,
             "audited": bool(opts.audit and answerer is not None and cfg.audit.enabled),
             "seconds": round(result.seconds, 1),
         }
+        if filter_counts is not None:
+            config["where"] = filter_counts
         report = build_report(result, config, len(index), b=opts.bootstrap, seed=opts.seed)
     plans = by_plan(result)
     for name, table in plans.items():

@@ -28,6 +28,7 @@ from amsrag.evaluate.systems import SystemRow, engine_for
 from amsrag.pipeline import Engine
 from amsrag.pipeline.systems import system_spec
 from amsrag.progress import NullProgress, Progress
+from amsrag.retrieve.filtered import current_scope
 
 K = 5
 MRR_K = 10
@@ -87,6 +88,12 @@ def _routed_multi_hop(trace: Mapping[str, Any]) -> bool | None:
     return bool(complexity.get("route_label", complexity.get("label")) == "multi_hop")
 
 
+def _filter_of_run() -> dict[str, list[str]] | None:
+    """The metadata filter the run retrieves within (the caller's `scope`), for the answer workers."""
+    allowed = current_scope()
+    return None if allowed is None else allowed.where.to_dict()
+
+
 def classify_all(engine: Engine, queries: Sequence[EvalQuery], vectors: np.ndarray) -> dict[str, Any]:
     from amsrag.classify.features import features_batch
 
@@ -103,7 +110,9 @@ def run(engine: Engine, queries: Sequence[EvalQuery], rows: Sequence[SystemRow],
         workers: int = 1, audit: bool = True) -> RunResult:
     """Every system on every query, interleaved (query by query) so machine load affects all alike; then the
     answers (untimed), in `workers` processes when the index is a directory, each audited (`audit`).
-    `answer_mask`: the queries answered (EM/F1; the same for every system); default all."""
+    `answer_mask`: the queries answered (EM/F1; the same for every system); default all. Called inside a
+    metadata filter's `scope` (`amsrag.retrieve.filtered`), every retrieval ranks within it, the answer
+    workers' too."""
     if not queries:
         raise InputError("no queries to evaluate")
     progress = progress or NullProgress()
@@ -184,7 +193,8 @@ def run(engine: Engine, queries: Sequence[EvalQuery], rows: Sequence[SystemRow],
             spec_ = WorkerSpec(str(index_dir), engine.config.model_dump(mode="json"), engine.generator_knows,
                                tuple((r.name, r.system, r.thresholds) for r in rows), corrective_rows,
                                answerer.generator_name,
-                               str(answerer.cache_file) if answerer.cache_file is not None else None, K, audit)
+                               str(answerer.cache_file) if answerer.cache_file is not None else None, K, audit,
+                               _filter_of_run())
         label = f"answers ({workers} processes)" if spec_ is not None else "answers"
         with progress.task(label, len(jobs)) as advance:
             answered = answer_all(jobs, context, workers, spec_, advance)

@@ -1,10 +1,12 @@
 """OpenAI-compatible chat completions, so any OpenAI client can use amsrag as a model.
 
 The last user message is the question; the model name picks the system (`amsrag` = full,
-`amsrag-NAME` = system NAME). Citations come back twice: as `[n]` markers and a "Sources" list in
-the message text, and as structured `citations` (plus the full `amsrag` trace) beside `choices`.
-Streaming sends the same answer as server-sent events in OpenAI's chunk format (the answer is
-computed first, then streamed word by word, ending with the citations and `[DONE]`).
+`amsrag-NAME` = system NAME); a `where` field (an OpenAI client's `extra_body={"where": {...}}`) is the
+metadata filter of `/v1/ask`, and `amsrag.filter` in the response names it. Citations come back
+twice: as `[n]` markers and a "Sources" list in the message text, and as structured `citations`
+(plus the full `amsrag` trace) beside `choices`. Streaming sends the same answer as server-sent
+events in OpenAI's chunk format (the answer is computed first, then streamed word by word, ending
+with the citations and `[DONE]`).
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ from fastapi import FastAPI
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from amsrag.filters import Where
 from amsrag.pipeline.results import check_question
 from amsrag.pipeline.systems import SYSTEMS
+from amsrag.serve.app import WHERE_HELP
 from amsrag.serve.errors import ApiError
 from amsrag.serve.limits import Admission
 from amsrag.serve.service import Service
@@ -53,6 +57,7 @@ class ChatBody(BaseModel):
     messages: list[ChatMessage] = Field(min_length=1)
     stream: bool = False
     n: Literal[1] = 1
+    where: dict[str, Any] | None = Field(None, description=WHERE_HELP)
 
 
 def last_user_text(messages: list[ChatMessage]) -> str:
@@ -87,6 +92,15 @@ def citations_field(result: dict[str, Any]) -> list[dict[str, Any]]:
             for i, c in enumerate(result["citations"], 1)]
 
 
+def amsrag_field(result: dict[str, Any]) -> dict[str, Any]:
+    """The amsrag-specific part of a completion: abstention, the trace and, under a filter, the filter
+    (`{"where", "allowed", "passages"}`, as in the trace)."""
+    out: dict[str, Any] = {"abstained": result["abstained"], "trace": result["trace"]}
+    if "filter" in result["trace"]:
+        out["filter"] = result["trace"]["filter"]
+    return out
+
+
 def _usage(result: dict[str, Any], text: str) -> dict[str, int]:
     gen = result["trace"].get("generator") or {}
     prompt = int(gen.get("prompt_tokens") or 0)
@@ -108,11 +122,11 @@ def add_openai_routes(app: FastAPI, service: Service, admission: Admission, auth
     async def chat(body: ChatBody):
         system = system_for_model(body.model)
         question = check_question(last_user_text(body.messages), limit)  # QuestionError: 422, the engine's message
-        result = await admission.call(service.ask, question, system, False, "openai")
+        where = Where.from_json(body.where)  # a malformed filter: InputError, 400 invalid_input
+        result = await admission.call(service.ask, question, system, False, "openai", where)
         text = message_text(result)
         cid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
-        extra = {"citations": citations_field(result),
-                 "amsrag": {"abstained": result["abstained"], "trace": result["trace"]}}
+        extra = {"citations": citations_field(result), "amsrag": amsrag_field(result)}
         if not body.stream:
             return {"id": cid, "object": "chat.completion", "created": created, "model": body.model,
                     "choices": [{"index": 0, "message": {"role": "assistant", "content": text},

@@ -76,6 +76,37 @@ async function loadConfig() {
   setStatus("");
 }
 
+// ---------------------------------------------------------------- the filter
+
+// The filter field's FIELD=VALUE[,VALUE…] specs (space-separated, the CLI's --where spelling) as the request's
+// `where` object, or null when empty. The server checks fields, types and values and names what is wrong.
+function parseWhere(text) {
+  const fields = new Map();
+  for (const spec of text.trim().split(/\s+/).filter(Boolean)) {
+    const at = spec.indexOf("=");
+    if (at < 0) {
+      throw Object.assign(new Error(`filter '${spec}': expected FIELD=VALUE[,VALUE…], e.g. type=pdf,html or ` +
+        "source=guides/*"), { code: "invalid_filter" });
+    }
+    const name = spec.slice(0, at);
+    fields.set(name, (fields.get(name) || []).concat(spec.slice(at + 1).split(",")));
+  }
+  return fields.size ? Object.fromEntries(fields) : null;
+}
+
+function whereText(where) {
+  return Object.entries(where).map(([field, values]) => field + "=" + values.join(",")).join(" ");
+}
+
+// The filter the server applied (trace.filter: where, allowed, passages); hidden without one.
+function renderFilter(scope) {
+  const box = $("filter-info");
+  if (!scope) { box.replaceChildren(); box.classList.add("hidden"); return; }
+  box.replaceChildren("Filter ", el("code", {}, whereText(scope.where)),
+    `: ${scope.allowed} of ${scope.passages} passages allowed`);
+  box.classList.remove("hidden");
+}
+
 // ---------------------------------------------------------------- answer
 
 function renderAnswer(result) {
@@ -109,6 +140,7 @@ function renderAnswer(result) {
   renderParts(result.parts || [], result.citations);
   renderAudit(result.trace || {});
   renderChain(result.trace || {});
+  renderFilter((result.trace || {}).filter);
   $("answer-panel").classList.remove("hidden");
 }
 
@@ -482,12 +514,19 @@ async function ask(ev) {
   button.disabled = true;
   setStatus("Thinking…");
   const t0 = performance.now();
+  const whereBox = $("where");
+  whereBox.classList.remove("invalid");
   try {
-    const result = await api("POST", "/v1/ask", { question, system: $("system").value, explain: true });
+    const body = { question, system: $("system").value, explain: true };
+    const where = parseWhere(whereBox.value);
+    if (where) body.where = where;
+    const result = await api("POST", "/v1/ask", body);
     renderAnswer(result);
     renderRoute(result);
     setStatus(`answered in ${((performance.now() - t0) / 1000).toFixed(2)} s`);
   } catch (e) {
+    // a refused filter: the server's message names the field (`where.FIELD`) or the value
+    if (e.code === "invalid_filter" || /`where/.test(e.message)) whereBox.classList.add("invalid");
     setStatus(`${e.code || "error"}: ${e.message}`, true);
   } finally {
     button.disabled = false;
