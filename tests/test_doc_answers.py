@@ -18,10 +18,11 @@ from amsrag.learn.reader.doc_data import doc_items, doc_passages
 from amsrag.types import Passage
 
 DOCS = Path(__file__).parent / "fixtures" / "docs"
+COMMANDS = Path(__file__).parent / "fixtures" / "docs_commands"  # MkDocs' getting-started page (BSD-2-Clause)
 
 
-def _passages(name: str, file: str) -> list[Passage]:
-    return list(read_document(DOCS / name / file, f"{name}/{file}", "markdown"))
+def _passages(name: str, file: str, root: Path = DOCS) -> list[Passage]:
+    return list(read_document(root / name / file, f"{name}/{file}", "markdown"))
 
 
 @pytest.fixture(scope="module")
@@ -198,7 +199,7 @@ def test_which_command_questions_ask_for_a_command_line() -> None:
 
 
 def test_the_reader_answers_which_command_with_the_command_line(reader: SpanReader, tmp_path: Path) -> None:
-    passages = _passages("mkdocs", "getting-started.md")
+    passages = _passages("mkdocs", "getting-started.md", COMMANDS)
     by_heading = {p.title.rsplit(" › ", 1)[-1]: p for p in reversed(passages)}  # each section's first passage
     evidence = [by_heading[h] for h in ("Building the site", "Other Commands and Options", "Creating a new project")]
     question = "Which command builds the documentation?"
@@ -216,7 +217,7 @@ def test_a_which_command_question_stays_on_the_text_path(tmp_path: Path) -> None
     from amsrag.store import EmbeddedIndex
 
     index = EmbeddedIndex.create(tmp_path / "index")
-    index.add(_passages("mkdocs", "getting-started.md"))
+    index.add(_passages("mkdocs", "getting-started.md", COMMANDS))
     with Engine(index) as engine:
         trace = engine.retrieve("Which command displays information about the current environment?").trace
     taxonomy = trace.to_dict()["taxonomy"]
