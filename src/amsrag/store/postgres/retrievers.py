@@ -294,14 +294,7 @@ class PgDenseRetriever:
                 cur = c.execute(sql, params, binary=True)
             return cur.fetchall()
 
-        got = self.index.read(fetch)
-        if not got:
-            return []
-        vectors = np.stack([np.asarray(r[3], dtype=np.float32) for r in got])
-        scores = np.asarray(vectors @ qvec, dtype=np.float32)
-        best = topk_indices(scores, k, lambda i: got[i][1])
-        return [Hit(id=got[i][1], score=float(scores[i]), rank=n + 1, title=got[i][2], retriever=self.name,
-                    row=int(got[i][0])) for n, i in enumerate(best)]
+        return self._ranked(self.index.read(fetch), qvec, k)
 
     def search_within(self, query: str, k: int, rows: np.ndarray,
                       query_vector: np.ndarray | None = None) -> list[Hit]:
@@ -320,6 +313,7 @@ class PgDenseRetriever:
         return self._ranked(got, qvec, k)
 
     def _ranked(self, got: list[tuple], qvec: np.ndarray, k: int) -> list[Hit]:
+        """The top `k` of fetched (row, id, title, vector) candidates by exact inner product with `qvec`."""
         if not got:
             return []
         vectors = np.stack([np.asarray(r[3], dtype=np.float32) for r in got])
