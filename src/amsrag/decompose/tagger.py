@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from amsrag.decompose.features import TAGS, token_features, type_features
+from amsrag.decompose.inner import INNER_FEATURES, best_inner, candidates
 from amsrag.decompose.plan import PLAN_KINDS, SLOT, Operator, Plan, PlanKind, Step, ValueKind
 from amsrag.embed.encoder import MiniLMEncoder, TokenStates
 from amsrag.errors import AmsragError
@@ -57,6 +58,8 @@ class DecomposerModel:
     bank: np.ndarray  # (comparisons, dim): masked training comparisons' sentence vectors
     bank_templates: tuple[tuple[str, ...], ...]
     card: dict[str, Any]
+    inner_w: np.ndarray  # (INNER_FEATURES,): the inner-description ranker (`decompose.inner`)
+    inner_b: float
 
     @classmethod
     def load(cls, directory: Path | str | None = None) -> DecomposerModel:
@@ -68,17 +71,18 @@ class DecomposerModel:
         try:
             card = json.loads(card_path.read_text(encoding="utf-8"))
             with np.load(model_path, allow_pickle=False) as z:
-                arrays = {k: z[k] for k in ("type_w", "type_b", "tag_w", "tag_b", "bank")}
+                arrays = {k: z[k] for k in ("type_w", "type_b", "tag_w", "tag_b", "bank", "inner_w", "inner_b")}
             templates = tuple(tuple(t) for t in card["bank_templates"])
             temperature = float(card["type_head"]["temperature"])
+            inner_b = float(arrays["inner_b"].reshape(-1)[0])
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise DecomposerArtifactError(f"the decomposer's files in {directory} are unreadable ({exc}); rebuild "
                                           f"them with `{REBUILD}`") from exc
         if arrays["type_w"].shape[0] != len(PLAN_KINDS) or arrays["tag_w"].shape[0] != len(TAGS) \
-                or arrays["bank"].shape[0] != len(templates):
+                or arrays["bank"].shape[0] != len(templates) or arrays["inner_w"].shape != (len(INNER_FEATURES),):
             raise DecomposerArtifactError(f"{model_path} does not match its card {card_path}; rebuild with `{REBUILD}`")
         return cls(arrays["type_w"], arrays["type_b"], temperature, arrays["tag_w"], arrays["tag_b"],
-                   arrays["bank"], templates, card)
+                   arrays["bank"], templates, card, arrays["inner_w"], inner_b)
 
     def type_probs(self, features: np.ndarray) -> np.ndarray:
         z = (features @ self.type_w.T + self.type_b) / self.temperature
@@ -144,7 +148,8 @@ def inner_question(inner: str) -> str:
     """The inner description as a question the span reader answers ("the performer of song X" -> "Who is …?")."""
     head = inner.split(" who ")[0] if " who " in inner else inner
     wh = "Who" if _PERSON_HEADS.search(head) else "What"
-    return f"{wh} is {inner.strip().rstrip('?')}?"
+    inner = re.sub(r"^(The|A|An) ", lambda m: m.group(1).lower() + " ", inner.strip())  # a statement's subject
+    return f"{wh} is {inner.rstrip('?')}?"
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,15 +331,21 @@ class TaggerDecomposer:
             outside = [w.text.lower() for k, w in enumerate(words) if (k < i or k > j) and w.text.isalnum()]
             return any(w not in _OUTER_STOP for w in outside)
 
-        span = best_span(words, description)
-        if span is None:
-            return Plan("bridge", probs, notes=("no inner description found",))
-        i, j = span[0], span[1]
-        inside = [w.text.lower() for w in words[i:j + 1]]
-        rel = next((k for k, w in enumerate(inside) if w in _RELATIVE), None)
-        if rel is not None and "of" in inside[:rel]:  # "the seat of [the county where X is located]"
-            i += max(k for k in range(rel) if inside[k] == "of") + 1
-        a, b = words[i].start, words[j].end
+        from amsrag.retrieve.entities import parser_pipeline
+
+        chosen = best_inner(candidates(parser_pipeline()(question), words), self.model.inner_w, self.model.inner_b)
+        if chosen is not None:
+            a, b = chosen.start, chosen.end
+        else:  # no noun phrase the parse offers: the best word span the tag head allows
+            span = best_span(words, description)
+            if span is None:
+                return Plan("bridge", probs, notes=("no inner description found",))
+            i, j = span[0], span[1]
+            inside = [w.text.lower() for w in words[i:j + 1]]
+            rel = next((k for k, w in enumerate(inside) if w in _RELATIVE), None)
+            if rel is not None and "of" in inside[:rel]:  # "the seat of [the county where X is located]"
+                i += max(k for k in range(rel) if inside[k] == "of") + 1
+            a, b = words[i].start, words[j].end
         inner = question[a:b]
         rest = f"{question[:a]}{SLOT}{question[b:]}"
         if rest.strip(" ?") == SLOT:

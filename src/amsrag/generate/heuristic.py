@@ -11,7 +11,6 @@ answer is "insufficient evidence".
 
 from __future__ import annotations
 
-import functools
 import re
 import time
 from collections.abc import Sequence
@@ -26,6 +25,7 @@ from amsrag.embed.encoder import Encoder, passage_text_for_embedding
 from amsrag.generate.answer_types import FALLBACK_LABELS, QuestionType, question_type
 from amsrag.generate.base import ABSTAIN, EvidencePassage, Generation, check_passages
 from amsrag.generate.metrics import normalize_answer
+from amsrag.retrieve.entities import parser_pipeline
 
 if TYPE_CHECKING:
     from spacy.language import Language
@@ -49,15 +49,9 @@ _STOP = _words(
     "her him them has have had not no yes both either also any all some one many much more most same")
 
 
-@functools.cache
 def nlp() -> Language:
     """spaCy with the parser (noun chunks) and NER, loaded once per process."""
-    from amsrag.retrieve.entities import SPACY_LOCK, SPACY_MODEL
-
-    with SPACY_LOCK:
-        import spacy
-
-        return spacy.load(SPACY_MODEL, exclude=["lemmatizer"])
+    return parser_pipeline()
 
 
 def content_words(text: str) -> set[str]:

@@ -122,6 +122,18 @@ def predicate_words(text: str) -> set[str]:
     return out
 
 
+def same_name(a: str, b: str) -> bool:
+    """Whether two answers name the same thing: the same words, two or more words of one all in the other, or a
+    person's name with the same first and last word ("Dwight H. Little", "Dwight Hubbard Little")."""
+    wa, wb = re.findall(r"\w+", a.lower()), re.findall(r"\w+", b.lower())
+    if not wa or not wb:
+        return False
+    short, long_ = sorted((set(wa), set(wb)), key=len)
+    if short == long_ or (len(short) >= 2 and short <= long_):  # "France" is no restatement of "Paris, France"
+        return True
+    return len(wa) >= 2 and len(wb) >= 2 and wa[0] == wb[0] and wa[-1] == wb[-1]
+
+
 @dataclass(slots=True)
 class _Run:
     steps: list[ChainStep] = field(default_factory=list)
@@ -160,6 +172,8 @@ class ChainRunner:
             failed = "no answer in the retrieved passages"
         elif reading.confidence < self.config.min_step_confidence:
             failed = f"reading too unsure ({reading.confidence:.3f} < {self.config.min_step_confidence})"
+        elif previous and same_name(answer, previous):
+            failed = f"the answer names the step's own subject ({previous})"
         done = ChainStep(question, answer, reading.passage_id, reading.confidence, evidence.retrievers,
                          (self.clock() - t) * 1000, entity, failed)
         run.steps.append(done)

