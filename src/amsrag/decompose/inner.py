@@ -54,6 +54,7 @@ def candidates(doc: Doc, words: Sequence[ScoredWord]) -> list[Candidate]:
     """The noun phrases of the parse (a noun's subtree, also cut after each of its right dependents) that are no
     wh-phrase and leave the outer question some content, with their features (`INNER_FEATURES`)."""
     out: dict[tuple[int, int], Candidate] = {}
+    asked = asked_word(doc)
     for head in doc:
         if head.pos_ not in ("NOUN", "PROPN", "NUM") or head.dep_ == "compound":
             continue
@@ -70,8 +71,21 @@ def candidates(doc: Doc, words: Sequence[ScoredWord]) -> list[Candidate]:
                 span = doc[a:last + 1]
                 if sum(t.text == "(" for t in span) != sum(t.text == ")" for t in span):
                     continue
+                if asked is not None and a <= asked <= last:  # what the question asks stays in the outer one
+                    continue
                 _add(out, doc, head, a, last, words)
     return sorted(out.values(), key=lambda c: (c.start, c.end))
+
+
+def asked_word(doc: Doc) -> int | None:
+    """The token of the question word: the opening one ("Which film …", "In what year …"), else, in a question
+    written as a statement ("X is a judge on a show hosted by whom?"), the last one."""
+    for t in doc[:3]:
+        if t.lower_ in _WH:
+            return t.i
+        if t.pos_ != "ADP":
+            break
+    return next((t.i for t in reversed(doc) if t.lower_ in _WH), None)
 
 
 def _name_end(doc: Doc, b: int) -> int:

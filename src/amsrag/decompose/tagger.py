@@ -260,7 +260,8 @@ class TaggerDecomposer:
         if texts.count("and") == 1:  # "Medici and Senet": two names joined
             k = a + texts.index("and")
             if k > a and k < b:
-                return (question[words[a].start:words[k - 1].end], question[words[k + 1].start:words[b].end])
+                first_name = self._name_start(words, a)  # "Eve | Beglarian and Zach Bogosian": the whole name
+                return (question[words[first_name].start:words[k - 1].end], question[words[k + 1].start:words[b].end])
         second = best_span(words, lambda i, j: name_like(i, j) and (j < a - 1 or i > b + 1))
         if second is None:
             return (question[words[a].start:words[b].end],)

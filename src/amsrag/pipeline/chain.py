@@ -122,16 +122,17 @@ def predicate_words(text: str) -> set[str]:
     return out
 
 
-def same_name(a: str, b: str) -> bool:
-    """Whether two answers name the same thing: the same words, two or more words of one all in the other, or a
-    person's name with the same first and last word ("Dwight H. Little", "Dwight Hubbard Little")."""
-    wa, wb = re.findall(r"\w+", a.lower()), re.findall(r"\w+", b.lower())
-    if not wa or not wb:
+def same_name(answer: str, subject: str) -> bool:
+    """Whether a hop's answer restates the subject it was asked about: the same words, two or more words all
+    taken from the subject, or a person's name with the subject's first and last word ("Dwight H. Little" for
+    "Dwight Hubbard Little"). An answer that adds to the subject ("western North Dakota") or one word of it
+    ("France" of "Paris, France") is an answer."""
+    wa, ws = re.findall(r"\w+", answer.lower()), re.findall(r"\w+", subject.lower())
+    if not wa or not ws:
         return False
-    short, long_ = sorted((set(wa), set(wb)), key=len)
-    if short == long_ or (len(short) >= 2 and short <= long_):  # "France" is no restatement of "Paris, France"
+    if set(wa) == set(ws) or (len(set(wa)) >= 2 and set(wa) <= set(ws)):
         return True
-    return len(wa) >= 2 and len(wb) >= 2 and wa[0] == wb[0] and wa[-1] == wb[-1]
+    return len(wa) >= 2 and len(ws) >= 2 and wa[0] == ws[0] and wa[-1] == ws[-1]
 
 
 @dataclass(slots=True)
