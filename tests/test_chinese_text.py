@@ -14,7 +14,7 @@ from amsrag.errors import IndexMismatchError
 from amsrag.retrieve.bm25 import BM25Index, BM25Tokenizer
 from amsrag.retrieve.cjk_tokens import BIGRAM_MARK, chinese_stopwords
 from amsrag.store import EmbeddedIndex
-from amsrag.text.language import detect_language
+from amsrag.text.language import detect_language, is_chinese
 from amsrag.types import Passage, PassageRow
 
 ZH = "TARG 使用什么信号来决定是否需要检索？"
@@ -30,6 +30,13 @@ ZH = "TARG 使用什么信号来决定是否需要检索？"
 ])
 def test_language_of_passages_and_queries(text: str, code: str) -> None:
     assert detect_language(text).code == code
+
+
+@pytest.mark.parametrize("text", ["Who wrote the novel Hamlet?", "《战国无双3》是由哪两个公司合作开发的？", ZH,
+                                  "東京タワーはどこにありますか", "12 34 !!", "When was 北京 founded, and by whom?",
+                                  "北京 Beijing", "서울은 어디에 있나요", "粤语 is spoken in Hong Kong 香港"])
+def test_is_chinese_agrees_with_detect_language(text: str) -> None:
+    assert is_chinese(text) == (detect_language(text).code == "zh")
 
 
 def test_mixed_script_is_marked() -> None:

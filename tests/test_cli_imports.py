@@ -48,3 +48,26 @@ def test_cli_help_imports_nothing_heavy(argv: list[str]) -> None:
 def test_probe_sees_a_heavy_import() -> None:
     # the check can fail: the themes' k-means (scikit-learn) loaded beside the CLI is seen
     assert "sklearn" in loaded_after(["--help"], "amsrag.themes.build")
+
+
+LEAN_PROBE = """
+import json, sys
+from amsrag.lazy import import_lightgbm, lean_imports
+lean_imports({lean})
+lgb = import_lightgbm()
+import numpy as np
+x = np.random.default_rng(0).random((40, 3))
+booster = lgb.train({{"verbose": -1, "min_data_in_leaf": 2}}, lgb.Dataset(x, x[:, 0]), num_boost_round=3)
+print(json.dumps(["sklearn" in sys.modules, lgb.compat.SKLEARN_INSTALLED, len(booster.predict(x))]))
+"""
+
+
+@pytest.mark.parametrize("lean", [True, False])
+def test_a_lean_process_loads_lightgbm_without_scikit_learn(lean: bool) -> None:
+    # `amsrag ask` is lean: LightGBM's Booster without the 1.2 s of scikit-learn; a library caller is not
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-c", LEAN_PROBE.format(lean=lean)], capture_output=True, text=True,
+                          env=env, check=True)
+    sklearn_loaded, lgb_sees_sklearn, predicted = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert predicted == 40
+    assert sklearn_loaded == lgb_sees_sklearn == (not lean)

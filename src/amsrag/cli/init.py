@@ -4,14 +4,17 @@ with its value and what it does (from the configuration model's own descriptions
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from pydantic import BaseModel
 
 from amsrag.cli.common import out
-from amsrag.config import AmsragConfig
 from amsrag.errors import InputError
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from amsrag.config import AmsragConfig
 
 HEADER = """\
 # amsrag configuration ({origin}).
@@ -35,6 +38,8 @@ def _nested(value: Any) -> bool:
 def commented_toml(config: AmsragConfig, origin: str, name: str) -> str:
     """`config` as TOML, each section and key under its description; reads back as `config`."""
     import tomli_w
+
+    from amsrag.config import AmsragConfig
 
     lines = [HEADER.format(origin=origin, name=name)]
     data = config.model_dump(mode="json")
@@ -64,6 +69,8 @@ def init_command(
 ) -> None:
     """Write a commented configuration file (every key, its value and what it does) to edit and pass to
     `amsrag index build --config`."""
+    from amsrag.config import AmsragConfig
+
     if path.exists() and not force:
         raise InputError(f"{path} exists; pass --force to overwrite it, or give another path")
     if index is not None:

@@ -156,8 +156,10 @@ def retrieve(
 ) -> None:
     """Adaptive retrieval: classify, route, retrieve, fuse; prints the passages and the trace."""
     from amsrag.filters import Where
+    from amsrag.lazy import lean_imports
     from amsrag.pipeline import Engine
 
+    lean_imports()
     scope = Where.parse(where)
     with Engine.open(index) as engine:
         result = engine.retrieve(query, system=system, k=k, explain=(3 if as_json else 0) if explain < 0 else explain,
@@ -233,8 +235,12 @@ def ask_locally(query: str, index: str, system: str, generator: str | None, mode
                 base_url: str | None, log: bool | None, as_json: bool, where: Where | None = None) -> None:
     """`ask` in this process: open the index, load the generator, answer."""
     from amsrag.generate import make_generator
+    from amsrag.lazy import lean_imports
     from amsrag.pipeline import Engine
+    from amsrag.text import language
 
+    lean_imports()
+    language.preload()
     with Engine.open(index) as engine:
         engine.check_question(query)  # before a generator is loaded
         gen_config = generator_config(engine.config.generator, generator, model, base_url)

@@ -78,8 +78,9 @@ class LearnedRanker:
     def load(cls, directory: Path | str | None = None) -> LearnedRanker:
         """The artifact in `directory` (default: the one shipped in amsrag); FusionArtifactError when missing,
         corrupt, of another version or made for other features."""
-        import lightgbm as lgb
+        from amsrag.lazy import import_lightgbm
 
+        lgb = import_lightgbm()
         d = Path(directory) if directory else default_directory()
         card_path, model_path = d / CARD_FILE, d / MODEL_FILE
         for path in (card_path, model_path):

@@ -21,7 +21,7 @@ from amsrag.pipeline.chain import ChainRunner, ChainStep, ChainTrace, StepEviden
 from amsrag.pipeline.passes import ScoredPassage
 from amsrag.pipeline.systems import system_spec
 from amsrag.pipeline.trace import ComplexityTrace
-from amsrag.text.language import detect_language
+from amsrag.text.language import is_chinese
 from amsrag.text.questions import is_yesno_question
 
 log = logging.getLogger(__name__)
@@ -146,7 +146,7 @@ class Composer:
         cfg = self.engine.config.decompose
         trace = answered.retrieval.trace
         if not (cfg.enabled and system_spec(system).compose) or trace.strategy in SIDE_ROUTES \
-                or detect_language(query).code == "zh":
+                or is_chinese(query):
             return answered
         plan = self.plan(query, generator)
         plain = answered.generation

@@ -67,7 +67,7 @@ from amsrag.route import RoutePlan, Router
 from amsrag.route.router import retrieval_class
 from amsrag.route.taxonomy import TaxonomyDecision
 from amsrag.store.base import PassageIndex
-from amsrag.text.language import detect_language
+from amsrag.text.language import is_chinese
 
 if TYPE_CHECKING:
     from amsrag.audit import SupportAuditor
@@ -239,7 +239,7 @@ class Engine:
     def reader_for(self, query: str, generator: Generator) -> Generator:
         """The Chinese reader in place of the English span reader for a Chinese question (other generators,
         LLMs included, read any language themselves)."""
-        if not isinstance(generator, SpanReaderGenerator) or detect_language(query).code != "zh":
+        if not isinstance(generator, SpanReaderGenerator) or not is_chinese(query):
             return generator
         if self._zh_reader is None:
             from amsrag.generate.zh_reader import ZhReaderGenerator
@@ -545,7 +545,7 @@ class Engine:
             return AuditTrace(reason="no evidence: a closed-book answer")
         if multi_hop is None:
             multi_hop = len(passages) >= 2
-        readable = detect_language(f"{query} {g.answer}").code != "zh"
+        readable = not is_chinese(f"{query} {g.answer}")
         try:
             auditor = self.auditor(generator)
         except InputError as exc:  # a missing or corrupt audit artifact must not cost the answer

@@ -146,8 +146,9 @@ class SemanticParser:
             raise InputError(f"{card_path}: no confidence calibration; the artifact is corrupt")
         try:
             if kind == "lightgbm":
-                import lightgbm as lgb
+                from amsrag.lazy import import_lightgbm
 
+                lgb = import_lightgbm()
                 ranker = Ranker(kind, booster=lgb.Booster(model_str=model_path.read_text(encoding="utf-8")))
             else:
                 with np.load(model_path, allow_pickle=False) as npz:
