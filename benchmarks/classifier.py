@@ -131,7 +131,7 @@ def write_report(r: dict[str, Any]) -> None:
     L = ["# Complexity classifier benchmark", "",
          f"Command: `{COMMAND}` (evaluates the shipped artifact `src/amsrag/data/classifier/`; retrain it with "
          "`amsrag classifier train --data ../shared/data --out src/amsrag/data/classifier`, ~2 min).", "",
-         f"Training data sha256 `{r['data_sha256']}` ({r['rows']} labelled questions from 7 data sets; "
+         f"Training data sha256 `{r['data_sha256']}` ({r['rows']} labelled questions from {len(lodo)} data sets; "
          f"{r['held_out']} evaluated / demo / stress-source questions left out; the artifact records the same "
          f"hash: {r['artifact_matches_data']}). Machine: 2 shared cores, BLAS on 1 thread. Numbers in %.", "",
          "## Targets", "",
@@ -203,7 +203,7 @@ def write_report(r: dict[str, Any]) -> None:
           "labels compete) minus the harm of a library of only 20 unrelated questions; the trace shows the vote "
           "and whether it decided the label.", ""]
     L += ["## Leave-one-data-set-out (primary)", "",
-          "A hop head trained on the train rows of the six other data sets and calibrated on their calibration "
+          "A hop head trained on the train rows of the other data sets and calibrated on their calibration "
           "mix, judged on every row of the held-out one; then its temperature refitted on up to "
           f"{RECAL_ROWS} labelled questions of the held-out data set (its cal rows: "
           + ", ".join(f"{d} {m['rows']}" for d, m in sorted(recal.items()) if m["rows"] < RECAL_ROWS)
@@ -288,7 +288,7 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     clf = ComplexityClassifier.load(shipped_artifact_dir())
     config = TrainConfig(**clf.meta["train_config"])
-    data = build_labelled_data(args.data, cap=config.cap, seed=config.seed)
+    data = build_labelled_data(args.data, cap=config.cap, seed=config.seed, implicit=config.implicit)
     encoder = MiniLMEncoder()
     prep = prepare(data, encoder)
     print("data ready", len(data.rows), flush=True)

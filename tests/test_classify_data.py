@@ -100,17 +100,19 @@ def test_split_is_disjoint_stratified_and_deterministic() -> None:
 @pytest.mark.slow
 @pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="needs ../shared/data")
 def test_shared_data_assembly() -> None:
+    from amsrag.classify import ComplexityClassifier
     from amsrag.evaluate.builder import evaluated_questions
     from amsrag.ingest.datasets import hop_of_dataset
+    from amsrag.learn.decomposer.data import split_of
 
-    data = build_labelled_data(SHARED_DATA)
+    data = build_labelled_data(SHARED_DATA, implicit=True)
     keys = [r.key for r in data.rows]
     assert len(keys) == len(set(keys))
     assert not set(keys) & evaluated_questions(SHARED_DATA) and data.held_out > 2000
-    assert all(r.three is None and r.hop == hop_of_dataset(r.dataset) for r in data.rows)
+    assert all(r.three is None and r.hop == (hop_of_dataset(r.dataset) or "multi_hop") for r in data.rows)
     counts = data.counts()
-    assert len(counts["test/dataset"]) == 7 and counts["test/hop"]["multi_hop"] > 1000
+    assert len(counts["test/dataset"]) == 8 and counts["test/hop"]["multi_hop"] > 1000
+    implicit = [r for r in data.rows if r.dataset == "strategyqa"]
+    assert len(implicit) > 1000 and all(split_of(r.question) == "train" for r in implicit)  # the router's list is not
     # the shipped artifact was trained on exactly these rows
-    from amsrag.classify import ComplexityClassifier
-
     assert ComplexityClassifier.load().meta["training_data"]["sha256"] == data.sha256

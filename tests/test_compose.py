@@ -180,3 +180,17 @@ def test_inner_candidates_include_the_phrase_over_a_name_the_parse_cut():
     assert "the director of film Last Rampage" in found and "Last Rampage" in found
     assert all(c.features.shape == (len(INNER_FEATURES),) for c in found.values())
     assert not any(s.lower().startswith("when") for s in found)  # no wh-phrase is a description
+
+
+def test_a_type_head_fitted_without_a_kind_still_scores_every_kind() -> None:
+    # a decomposer fitted with StrategyQA left out has no implicit row: the kind must exist and never win
+    from amsrag.decompose.plan import PLAN_KINDS
+    from amsrag.learn.decomposer.train import _fit_lr
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(60, 4))
+    y = np.repeat(np.arange(3), 20)
+    x[:, 0] += y * 2
+    w, b = _fit_lr(x, y, 1.0, n_classes=len(PLAN_KINDS))
+    assert w.shape == (len(PLAN_KINDS), 4) and b.shape == (len(PLAN_KINDS),)
+    assert ((x @ w.T + b).argmax(axis=1) < 3).all()

@@ -30,14 +30,14 @@ SilverOpt = Annotated[list[Path] | None, typer.Option(
 
 
 def _prepared(data_dir: Path | None, cap: int | None, seed: int, cache: Path | None,
-              silver: list[Path] | None = None, quiet: bool = False):
+              silver: list[Path] | None = None, quiet: bool = False, implicit: bool = False):
     """Labelled data and its (cached) embeddings, with progress on stderr."""
     from amsrag.embed.encoder import MiniLMEncoder
     from amsrag.ingest.datasets import default_data_dir
     from amsrag.learn.classifier.data import build_labelled_data
     from amsrag.learn.classifier.train import prepare
 
-    data = build_labelled_data(data_dir or default_data_dir(), cap=cap, seed=seed, silver=silver)
+    data = build_labelled_data(data_dir or default_data_dir(), cap=cap, seed=seed, silver=silver, implicit=implicit)
     encoder = MiniLMEncoder()
     with progress_for(err, quiet) as progress, progress.task("embedding questions", len(data.rows)) as advance:
         prep = prepare(data, encoder, cache_dir=cache, progress=advance)
@@ -70,6 +70,8 @@ def train_cmd(
     silver: SilverOpt = None,
     generator: Annotated[str | None, typer.Option(
         "--generator", help="the generator that made the --silver labels (recorded in the card)")] = None,
+    implicit: Annotated[bool, typer.Option(
+        "--implicit/--no-implicit", help="StrategyQA's implicit questions as multi_hop rows")] = True,
     as_json: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -82,8 +84,8 @@ def train_cmd(
 
     if silver and not generator:
         raise InputError("--silver labels describe one generator: name it with --generator (e.g. llamacpp)")
-    config = TrainConfig(seed=seed, cap=cap or None, calibration=_method(method))
-    labelled, prep, encoder = _prepared(data, config.cap, seed, cache, silver, quiet)
+    config = TrainConfig(seed=seed, cap=cap or None, calibration=_method(method), implicit=implicit)
+    labelled, prep, encoder = _prepared(data, config.cap, seed, cache, silver, quiet, config.implicit)
     clf = train(labelled, prep, config, encoder.model_id, generator=generator)
     with progress_for(err, quiet) as progress, progress.task("leave-one-data-set-out heads",
                                                               len(labelled.datasets)) as advance:
@@ -225,7 +227,7 @@ def evaluate_cmd(
     clf = ComplexityClassifier.load(model)
     tc = clf.meta.get("train_config", {})
     config = TrainConfig(**{k: v for k, v in tc.items() if k in TrainConfig.__dataclass_fields__})
-    labelled, prep, _ = _prepared(data, config.cap, config.seed, cache, silver, quiet)
+    labelled, prep, _ = _prepared(data, config.cap, config.seed, cache, silver, quiet, config.implicit)
     s = summary(evaluate_classifier(clf, prep, split))
     s["data_sha256"] = labelled.sha256
     s["same_data_as_training"] = labelled.sha256 == clf.meta.get("training_data", {}).get("sha256")

@@ -7,6 +7,12 @@
 - The three-way label (zero_hop / one_hop / multi_hop: the knowledge head's target) exists only where a
   generator labelled the question (`amsrag classifier label` -> `classifier train --silver FILE`): zero_hop
   belongs to the generator that answers closed-book, so without silver files there is no knowledge head.
+- Implicit multi-step questions (StrategyQA: "Could a llama give birth twice during the Vietnam War?") are
+  multi_hop rows when `implicit` is on (`load_implicit_rows`): no QA data set above phrases a question that
+  way, and without them the head sent a third of such questions down the one-hop path with alpha >= 0.9.
+  Only the StrategyQA questions the decomposer trains on are read, so the router benchmark's StrategyQA list and
+  its threshold sweep (`benchmarks/router_plan.py`: the decomposer's test split and calibration rows) stay
+  unseen by both models.
 - Questions no trained model may see are left out: every evaluated benchmark question, the demo's, and the
   source questions of the stress set (`stress.SOURCE_FILES`; it is templated from their decompositions).
 """
@@ -48,6 +54,23 @@ def load_dataset_rows(data_dir: Path, files: Sequence[Path] | None = None) -> li
                 rows.append(LabelledQuestion(normalise_question(q.question), q.question.strip(), q.dataset,
                                              "dataset", hop))
     return rows
+
+
+IMPLICIT_DATASET = "strategyqa"
+
+
+def load_implicit_rows(data_dir: Path) -> list[LabelledQuestion]:
+    """multi_hop rows of StrategyQA's questions that the decomposer trains on (its train split less its
+    calibration rows, on which the router's thresholds are swept); none when the file is absent."""
+    from amsrag.learn.decomposer.data import STRATEGYQA_FILE, load_strategyqa, split_of
+
+    path = data_dir / STRATEGYQA_FILE
+    if not path.is_file():
+        return []
+    return [LabelledQuestion(normalise_question(ex.question), ex.question.strip(), IMPLICIT_DATASET, "dataset",
+                             "multi_hop")
+            for ex in load_strategyqa(path) if ex.question.strip() and split_of(ex.question) == "train"
+            and split_of("cal:" + ex.question, 0.15) == "train"]
 
 
 def held_out_keys(data_dir: Path) -> set[str]:
@@ -149,16 +172,17 @@ def data_hash(rows: Sequence[LabelledQuestion], cap: int | None, seed: int) -> s
 
 
 def build_labelled_data(data_dir: Path, cap: int | None = None, seed: int = 13,
-                        silver: Sequence[Path] | None = None) -> LabelledData:
+                        silver: Sequence[Path] | None = None, implicit: bool = False) -> LabelledData:
     """Everything above, end to end: the labelled, deduplicated, held-out-free, split rows, and their hash.
 
     `silver`: three-way labels made with the configured generator (`amsrag classifier label`): the knowledge
-    head is trained from them, and only from them."""
+    head is trained from them, and only from them. `implicit`: StrategyQA's rows too (`load_implicit_rows`)."""
     data_dir = Path(data_dir)
     if not data_dir.is_dir():
         raise InputError(f"{data_dir}: data folder not found (pass --data or set AMSRAG_DATA)")
     silver_rows = [row for path in silver or () for row in load_silver3(Path(path))]
-    merged = merge([*load_dataset_rows(data_dir), *silver_rows])
+    implicit_rows = load_implicit_rows(data_dir) if implicit else []
+    merged = merge([*load_dataset_rows(data_dir), *implicit_rows, *silver_rows])
     held_out = held_out_keys(data_dir)
     kept = [r for r in merged if r.key not in held_out]
     rows = stratified_split(cap_rows(kept, cap, seed), seed)

@@ -44,6 +44,8 @@ class TrainConfig:
     calibration_rows_per_dataset: int = 400  # the calibration mix: at most this many cal rows per data set
     max_downward: float = 0.05  # cap on the cal confident-downward rate when fitting the gate
     gate_rows: GateSource = "cal+oof"
+    # StrategyQA's implicit questions as multi_hop rows (`data.load_implicit_rows`); False in cards made before
+    implicit: bool = False
 
 
 @dataclass(slots=True)

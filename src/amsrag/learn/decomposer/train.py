@@ -62,12 +62,15 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _fit_lr(x: np.ndarray, y: np.ndarray, c: float, weights: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def _fit_lr(x: np.ndarray, y: np.ndarray, c: float, weights: bool = True,
+            n_classes: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Weights and biases of every class 0..n_classes-1; a class without rows (a data set left out) gets a
+    bias of -30, so it is never predicted."""
     from sklearn.linear_model import LogisticRegression
 
     lr = LogisticRegression(C=c, max_iter=2000, class_weight="balanced" if weights else None, random_state=SEED)
     lr.fit(x, y)
-    n = int(y.max()) + 1
+    n = n_classes or int(y.max()) + 1
     w = np.zeros((n, x.shape[1]), dtype=np.float32)
     b = np.full(n, -30.0, dtype=np.float32)
     for row, cls in enumerate(lr.classes_):
@@ -253,7 +256,7 @@ def _fit_inner(rows: list[Encoded], tag_w: np.ndarray, tag_b: np.ndarray) -> tup
 
 def fit(train: list[Encoded], cal: list[Encoded], encoder: MiniLMEncoder) -> DecomposerModel:
     x, y = _type_matrix(train)
-    type_w, type_b = _fit_lr(x, y, TYPE_C)
+    type_w, type_b = _fit_lr(x, y, TYPE_C, n_classes=len(PLAN_KINDS))
     temperature = 1.0
     if cal:
         xc, yc = _type_matrix(cal)
