@@ -158,6 +158,18 @@ def test_option_names_keep_their_dashes_and_stop_at_the_line_break() -> None:
     assert option_dashes(text, text.index("known")) == 0  # a hyphenated word is not an option
     c = first_line(SpanCandidate("--frozen\nEquivalent", 0, 1.0, 0.5, 17, 36))
     assert (c.text, c.char_start, c.char_end) == ("--frozen", 17, 25)
+    c = first_line(SpanCandidate("--strict.\n\ndefault", 0, 1.0, 0.5, 40, 58))  # a name closing its sentence
+    assert (c.text, c.char_start, c.char_end) == ("--strict", 40, 48)
+
+
+def test_a_heading_path_is_never_the_answer_and_a_flag_closing_its_sentence_is(reader: SpanReader,
+                                                                                mkdocs: list[Passage]) -> None:
+    # the reader's best span was the passage title "Configuration › strict"; the flag ends the sentence
+    strict = next(p for p in mkdocs if p.title.endswith("› strict"))
+    result = reader.read("Which command line flag halts processing when a warning is raised?", [strict])
+    assert result.answer == "--strict"
+    result = reader.read("How are warnings handled?", [strict])
+    assert "›" not in result.answer
 
 
 def test_which_option_questions_ask_for_a_name_and_default_questions_do_not() -> None:

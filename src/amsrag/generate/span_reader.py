@@ -41,6 +41,7 @@ from amsrag.generate.doc_cues import (
 from amsrag.generate.metrics import normalize_answer
 from amsrag.generate.onnx_artifact import OnnxArtifact
 from amsrag.generate.quote import quote_at, sentence_at
+from amsrag.text.citations import SECTION_JOIN
 from amsrag.text.questions import is_yesno_question, question_options
 
 MODEL_FILE = "reader.onnx"
@@ -218,8 +219,9 @@ def option_dashes(context: str, start: int) -> int:
 
 
 def first_line(c: SpanCandidate) -> SpanCandidate:
-    """`c` cut at its first line break ("--keep-going\nBuild as many crates" → "--keep-going")."""
-    head = c.text.split("\n", 1)[0].rstrip()
+    """`c` cut at its first line break ("--keep-going\nBuild as many crates" → "--keep-going") and without the
+    sentence's closing punctuation ("flag: --strict." → "--strict")."""
+    head = c.text.split("\n", 1)[0].rstrip().rstrip(".,;:")
     return c if head == c.text else SpanCandidate(head, c.passage, c.score, c.prob, c.char_start,
                                                   c.char_start + len(head))
 
@@ -360,6 +362,8 @@ class SpanReader:
                     continue
                 if self.title_rule and heads[pi] and a2 < heads[pi] - 2 and b2 > heads[pi]:
                     continue  # a span running from the title into the text ("Uralic languages: The Uralic …")
+                if SECTION_JOIN in text:
+                    continue  # a heading path ("Configuration › strict") is amsrag's title, never an answer
                 lead = len(raw) - len(raw.lstrip(" \t\n,;:"))
                 dashes = option_dashes(ctx, a + lead)
                 text = ctx[a + lead - dashes:a + lead + len(text)]

@@ -21,9 +21,9 @@ from amsrag.config import ChunkConfig
 from amsrag.embed.tokens import TokenCounter
 from amsrag.ingest.chunking import chunk_spans
 from amsrag.ingest.parsers.base import Block, ParsedDocument
+from amsrag.text.citations import SECTION_JOIN
 from amsrag.types import Passage
 
-SECTION_JOIN = " › "
 _BLOCK_GAP = "\n\n"
 _ITEM_START = re.compile(r"^- ", re.MULTILINE)
 

@@ -12,6 +12,7 @@ from amsrag.errors import InputError
 from amsrag.ingest.chunking import iter_chunks
 from amsrag.ingest.markdown import parse_markdown, section_title
 from amsrag.ingest.readers import base_name, clean_text, iter_text_blocks, read_text
+from amsrag.text.citations import SECTION_JOIN
 from amsrag.types import Passage
 
 
@@ -41,7 +42,7 @@ def _sections(source: str, fmt: str, fallback_title: str) -> Iterator[tuple[str,
             path.pop()
         if section.heading and not is_title:
             path.append((section.level, section.heading))
-        yield section_title(doc_title, section, is_title), " › ".join(h for _, h in path), section.text
+        yield section_title(doc_title, section, is_title), SECTION_JOIN.join(h for _, h in path), section.text
 
 
 def _normalise(text: str) -> str:

@@ -11,6 +11,8 @@ import html
 import re
 from dataclasses import dataclass, field
 
+from amsrag.text.citations import SECTION_JOIN
+
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 _SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
@@ -138,4 +140,4 @@ def section_title(doc_title: str, section: Section, is_title_heading: bool) -> s
     """`Doc title › Section` inside a section; the bare document title before any and under the H1."""
     if not section.heading or is_title_heading:
         return doc_title
-    return f"{doc_title} › {section.heading}"
+    return f"{doc_title}{SECTION_JOIN}{section.heading}"

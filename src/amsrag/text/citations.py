@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 CITATION_KEYS = ("source", "page", "page_end", "section", "char_start", "char_end")
+SECTION_JOIN = " › "  # between the headings of a section path, in `section` and in a passage's title
 
 
 def page_label(metadata: Mapping[str, Any]) -> str:
