@@ -43,7 +43,7 @@ def calibration_questions(data_dir: Path) -> tuple[list[str], list[str], dict[st
     meta = ComplexityClassifier.load().meta
     tc = meta.get("train_config", {})
     cap, seed, per_dataset = tc.get("cap"), int(tc.get("seed", 13)), int(tc.get("calibration_rows_per_dataset", 400))
-    data = build_labelled_data(data_dir, cap=cap, seed=seed)
+    data = build_labelled_data(data_dir, cap=cap, seed=seed, implicit=bool(tc.get("implicit", False)))
     expected = meta.get("training_data", {}).get("sha256")
     if data.sha256 != expected:
         raise InputError(f"{data_dir}: the labelled data hash {data.sha256[:12]} differs from the shipped "
@@ -54,7 +54,8 @@ def calibration_questions(data_dir: Path) -> tuple[list[str], list[str], dict[st
                     np.zeros(len(data.rows), dtype=bool))
     picked = np.flatnonzero(calibration_mix(prep, prep.mask("cal"), per_dataset, seed))
     return ([questions[i] for i in picked], [data.rows[i].dataset for i in picked],
-            {"labelled_data_sha256": data.sha256, "cap": cap, "seed": seed, "rows_per_dataset": per_dataset})
+            {"labelled_data_sha256": data.sha256, "cap": cap, "seed": seed, "rows_per_dataset": per_dataset,
+             "implicit": bool(tc.get("implicit", False))})
 
 
 def build(data_dir: Path, out_dir: Path) -> DriftReference:
@@ -81,7 +82,8 @@ def build(data_dir: Path, out_dir: Path) -> DriftReference:
                      "routing": "Engine.complexity_of on an empty index of the default configuration "
                                 "(no query library, generator_knows = false)"},
         "questions_by_dataset": dict(sorted({d: datasets.count(d) for d in set(datasets)}.items())),
-        "data_files": {str(p.relative_to(data_dir)): file_sha256(p) for p in _data_files(data_dir)},
+        "data_files": {str(p.relative_to(data_dir)): file_sha256(p)
+                       for p in _data_files(data_dir, provenance["implicit"])},
         "summary": {"n": ref.n, "route_mix": {k: round(v, 4) for k, v in ref.route_mix.items()},
                     "gray_share": round(ref.gray_share, 4)},
     }
@@ -89,10 +91,12 @@ def build(data_dir: Path, out_dir: Path) -> DriftReference:
     return ref
 
 
-def _data_files(data_dir: Path) -> list[Path]:
+def _data_files(data_dir: Path, implicit: bool) -> list[Path]:
     from amsrag.learn.classifier.data import dataset_files
+    from amsrag.learn.decomposer.data import STRATEGYQA_FILE
 
-    return dataset_files(data_dir)
+    strategyqa = data_dir / STRATEGYQA_FILE
+    return [*dataset_files(data_dir), *([strategyqa] if implicit and strategyqa.is_file() else [])]
 
 
 def main(argv: list[str] | None = None) -> None:
