@@ -24,10 +24,10 @@ REMOVED_IN = "the next release"
 MOVED: dict[str, str] = {
     "init": "index init",
     "mcp": "serve --mcp",
+    "tables": "index tables",  # the group itself (`amsrag tables --help`): its inspecting commands, and
     "tables list": "index tables list",
     "tables query": "index tables query",
-    "tables train": "train tables train",
-    "tables": "index tables",  # the group itself (`amsrag tables --help`): its inspecting commands
+    "tables train": "train tables train",  # the semantic parser's fit
     "themes": "index themes",
     **{group: f"train {group}" for group in ("classifier", "evaluator", "audit", "route", "reader", "decomposer",
                                              "fusion", "taxonomy")},

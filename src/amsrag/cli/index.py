@@ -210,7 +210,7 @@ def index_delete(
             unknown = [t for t in table if t not in known]
             if unknown:
                 raise InputError(f"no such table(s) in {idx.location}: {', '.join(unknown)}; nothing was deleted "
-                                 f"(`amsrag tables list --index {idx.location}` lists them)")
+                                 f"(`amsrag index tables list --index {idx.location}` lists them)")
             deleted = idx.delete_tables(table).deleted
             if as_json:
                 emit({"index": idx.location, "tables_deleted": deleted})
