@@ -177,3 +177,9 @@ def test_completion_offers_the_new_tree_only() -> None:
     # an old spelling still completes, and quietly: no notice while the shell asks
     offered, stderr = complete("amsrag classifier ")
     assert offered == subcommands(command_at(["train", "classifier"])) and stderr == ""
+
+
+def test_a_typo_is_offered_the_new_spelling() -> None:
+    result = runner().invoke(app, ["clasifier"], prog_name="amsrag")
+    assert result.exit_code == 2 and "No such command 'clasifier'. Did you mean 'train classifier'?" in result.stderr
+    assert "Did you mean 'train'?" in runner().invoke(app, ["trian"], prog_name="amsrag").stderr

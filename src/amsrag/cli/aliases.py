@@ -3,16 +3,19 @@
 For one release every old top-level name stays as a hidden alias of the very same command: it runs exactly as
 before (same options, same stdout), and prints one line on stderr with the new spelling, so a script parsing
 `--json` keeps working while its author learns the new name. The aliases are hidden: `amsrag --help`, the shell
-completion and the generated reference list only the new tree.
+completion and the generated reference list only the new tree (the reference ends with the table of the old
+spellings).
 
-The rule the new tree follows (docs/guides/cli.md): a group that fits a model or a threshold moves whole under
-`train` (its commands keep their names, `classifier predict` included: the command sits beside the model it runs);
-the groups that inspect an index (`tables list|query`, `themes`) and `init` move under `index`; the groups that
-watch a running deployment (`querylog`, `review`, `monitor`) under `ops`; `mcp` becomes `serve --mcp`.
+The rule the new tree follows (docs/design.md §9; the generated command line reference lists the aliases): a
+group that fits a model or a threshold moves whole under `train` (its commands keep their names, `classifier
+predict` included: the command sits beside the model it runs); the groups that inspect an index (`tables
+list|query`, `themes`) and `init` move under `index`, the semantic parser's fit (`tables train`) under `train`; the
+groups that watch a running deployment (`querylog`, `review`, `monitor`) under `ops`; `mcp` becomes `serve --mcp`.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import typer
@@ -48,6 +51,14 @@ def new_spelling(old: str) -> str:
 def notice(old: str) -> str:
     """The one-line deprecation notice of the old command words `old`."""
     return f"warning: `amsrag {old}` is now `amsrag {new_spelling(old)}`; the old spelling goes in {REMOVED_IN}"
+
+
+def respell_suggestions(message: str) -> str:
+    """A "No such command 'X'. Did you mean 'classifier'?" message with its suggestions in the new spelling
+    (the root's suggestions are drawn from every name, the hidden old ones too)."""
+    head, sep, tail = message.partition("Did you mean ")
+    old = {o.split()[0] for o in MOVED}
+    return head + sep + re.sub(r"'([a-z-]+)'", lambda m: f"'{new_spelling(m[1])}'" if m[1] in old else m[0], tail)
 
 
 def _warn(old: str) -> None:

@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 from typer.core import TyperGroup
 
-from amsrag.cli.aliases import DeprecatedCommand, DeprecatedGroup
+from amsrag.cli.aliases import DeprecatedCommand, DeprecatedGroup, respell_suggestions
 from amsrag.cli.audit import audit_app
 from amsrag.cli.chain_view import print_chain
 from amsrag.cli.classifier import classifier_app
@@ -70,6 +70,14 @@ class AmsragGroup(TyperGroup):
         except AmsragError as exc:
             print_error(exc)
             raise typer.Exit(2) from None
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> tuple[str | None, Any, list[str]]:
+        try:
+            return super().resolve_command(ctx, args)
+        except Exception as exc:  # typer's own click's UsageError: "No such command ... Did you mean ...?"
+            if isinstance(getattr(exc, "message", None), str):
+                exc.message = respell_suggestions(exc.message)  # type: ignore[attr-defined]
+            raise
 
     def list_commands(self, ctx: Any) -> list[str]:
         names = super().list_commands(ctx)
