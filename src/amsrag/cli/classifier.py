@@ -1,4 +1,4 @@
-"""`amsrag classifier train|calibrate|evaluate|predict|label` (DESIGN §9)."""
+"""`amsrag train classifier train|calibrate|evaluate|predict|label` (DESIGN §9)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ ModelOpt = Annotated[Path | None,
                      typer.Option("--model", help="classifier artifact directory (default: the shipped one)")]
 CacheOpt = Annotated[Path | None, typer.Option("--cache", help="embedding cache directory")]
 SilverOpt = Annotated[list[Path] | None, typer.Option(
-    "--silver", help="three-way silver labels of your generator (`classifier label`) instead of the shipped "
+    "--silver", help="three-way silver labels of your generator (`train classifier label`) instead of the shipped "
     "FLAN-T5-XL ones; repeatable")]
 
 
@@ -135,7 +135,7 @@ def calibrate_cmd(
     qa_file: Annotated[Path | None, typer.Option("--qa", help="labelled questions: JSONL {question, hop} or any QA "
                                                  "file `index build` reads (hop from its data set)")] = None,
     reviews: Annotated[bool, typer.Option(
-        "--reviews", help="the index's reviewed questions (`amsrag review`, the web UI's review page) with a true "
+        "--reviews", help="the index's reviewed questions (`amsrag ops review`, the web UI's review page) with a true "
         "class one_hop or multi_hop; alone or with --qa")] = False,
     fmt: Annotated[str, typer.Option("--format", help="auto or a data set format")] = "auto",
     as_json: JsonOpt = False,

@@ -1,4 +1,5 @@
-"""`amsrag index build|add|sync|delete|check|repair|stats|export`: build and maintain an index."""
+"""`amsrag index build|add|sync|delete|check|repair|stats|export`: build and maintain an index (`index init`,
+`index tables` and `index themes` join the group in `cli.main`)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ if TYPE_CHECKING:
 
 SKIPPED_LISTED = 20  # skipped files listed one a line; --json has all
 
-index_app = typer.Typer(no_args_is_help=True, help="Build and maintain an index directory.")
+index_app = typer.Typer(no_args_is_help=True, help="Build, maintain and inspect an index directory; write a "
+                        "configuration file.")
 
 
 def _notice(quiet: bool):
@@ -208,7 +210,7 @@ def index_delete(
             unknown = [t for t in table if t not in known]
             if unknown:
                 raise InputError(f"no such table(s) in {idx.location}: {', '.join(unknown)}; nothing was deleted "
-                                 f"(`amsrag tables list --index {idx.location}` lists them)")
+                                 f"(`amsrag index tables list --index {idx.location}` lists them)")
             deleted = idx.delete_tables(table).deleted
             if as_json:
                 emit({"index": idx.location, "tables_deleted": deleted})

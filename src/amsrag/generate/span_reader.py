@@ -61,7 +61,7 @@ class ReaderArtifactError(AmsragError):
     """The reader's model or card is missing or unreadable (the message names the file)."""
 
 
-ARTIFACT = OnnxArtifact("reader", CARD_FILE, MODEL_FILE, "amsrag reader train --out DIR", ReaderArtifactError)
+ARTIFACT = OnnxArtifact("reader", CARD_FILE, MODEL_FILE, "amsrag train reader train --out DIR", ReaderArtifactError)
 
 
 def default_directory() -> Path:

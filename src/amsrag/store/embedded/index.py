@@ -1040,7 +1040,7 @@ def _read_library(path: Path, fh: Any) -> QueryLibrary:
             raise ValueError(f"its vectors have {library.dim} dimensions, not {DIMENSION}")
     except (OSError, ValueError, KeyError, zipfile.BadZipFile, InputError) as exc:
         raise IndexCorruptError(f"{path}: the query library cannot be read ({exc}); restore it, or delete it "
-                                f"and add the queries again with `amsrag route learn`") from exc
+                                f"and add the queries again with `amsrag train route learn`") from exc
     return library
 
 
