@@ -443,6 +443,11 @@ class GeneratorConfig(_Section):
     reader_threshold: float | None = Field(
         None, ge=0, le=1, description="extractive: abstain below this calibrated confidence; unset = the card's "
         "(chosen for expected F1 on held-out reads, docs/benchmarks/reader.md)")
+    multi_hop_threshold: float | None = Field(
+        0.09, ge=0, le=1, description="extractive: abstain below this calibrated confidence on a question routed "
+        "multi-hop (its answer is read across passages, where the reader's confidence runs lower); never above "
+        "the one-hop threshold; unset = the same as one-hop (chosen on a calibration run, "
+        "docs/benchmarks/compose/README.md)")
     read_strips: bool = Field(
         False, description="extractive: read the corrective step's sentence strips instead of the passages when "
         "it made them (off: the default check makes none, docs/benchmarks/answer-path.md)")

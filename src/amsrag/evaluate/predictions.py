@@ -15,7 +15,7 @@ from amsrag.evaluate.runner import RunResult
 PREDICTIONS_FILE = "predictions.jsonl"
 
 
-def _num(x: float) -> float | None:
+def _num(x: float | None) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else round(float(x), 4)
 
 
