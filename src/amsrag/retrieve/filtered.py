@@ -52,14 +52,15 @@ class AllowedRows:
         total = 0
         allowed: list[int] = []
         tag_sets: dict[Any, tuple[str, ...]] = {}  # a document's tags, read once per distinct value
-        for row, doc_id, source, kind, modified, tags in facets:
+        for row, doc_id, source, kind, modified, stored_tags in facets:
             total += 1
-            if where.tag and tags is not None:
-                key = tags if isinstance(tags, str) else tuple(tags)
+            tags: tuple[str, ...] = ()
+            if where.tag and stored_tags is not None:
+                key = stored_tags if isinstance(stored_tags, str) else tuple(stored_tags)
                 if key not in tag_sets:
-                    tag_sets[key] = tuple(json.loads(tags)) if isinstance(tags, str) else key
+                    tag_sets[key] = tuple(json.loads(key)) if isinstance(key, str) else key
                 tags = tag_sets[key]
-            if where.allows(doc_id, source, kind, modified, tags or ()):
+            if where.allows(doc_id, source, kind, modified, tags):
                 allowed.append(int(row))
         return cls(where, np.asarray(sorted(allowed), dtype=np.int64), total)
 

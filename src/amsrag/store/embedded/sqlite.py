@@ -2,9 +2,10 @@
 
 Beside the passages: `documents` (the source fingerprint of each document last written in full, so a
 sync can tell changed files from unchanged ones, and the document's title, modification time, size and
-tags, which `tag` / `modified` filters join on; an index made before these columns gets them on open) and `embeddings` (every passage vector by content
-hash: the durable copy the dense index is rebuilt from, and the staging area of an ingest, which
-commits vectors batch by batch before the passages so a killed ingest resumes without re-embedding).
+tags, which `tag` / `modified` filters join on; an index made before these columns gets them on open)
+and `embeddings` (every passage vector by content hash: the durable copy the dense index is rebuilt
+from, and the staging area of an ingest, which commits vectors batch by batch before the passages so a
+killed ingest resumes without re-embedding).
 """
 
 from __future__ import annotations
