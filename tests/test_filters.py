@@ -1,14 +1,19 @@
 """Metadata filters (`--where`, issue 38 item 4): parsing, and retrieval inside the filter — a filtered top-k
 holds k passages whenever k allowed passages exist, never a disallowed one — checked against brute force
 on a real index of the document fixtures (tests/fixtures/documents, tests/fixtures/docs; their licences
-are listed there), for BM25, dense (exact, gathered and HNSW), the graph and the full system, on both stores
-(PostgreSQL: skipped without a local server unless AMSRAG_REQUIRE_POSTGRES=1), through the CLI and the HTTP
-API."""
+are listed there, with a folder amsrag.toml, a Markdown note's front matter tags and set modification times),
+for BM25, dense (exact, gathered and HNSW), the graph and the full system, on both stores (PostgreSQL: skipped
+without a local server unless AMSRAG_REQUIRE_POSTGRES=1), through the CLI and the HTTP API; document tags and
+dates as they are written (build, a sync that changes tags alone, an index made before they existed) and
+refused (a bad --tag, amsrag.toml or front matter)."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import sqlite3
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +29,32 @@ QUERIES = ["configuration file", "How do I set the build target directory?", "ro
            "slides about the project", "diversions of a package file"]
 FILTERS = [["type=pdf"], ["type=pdf,html"], ["source=docs/*"], ["source=guides/*.docx"], ["type=markdown"],
            ["source=guides/*", "type=pdf"], ["doc=kb/docs/cargo/*"], ["source=*diversions.html"],
-           ["type=pptx", "source=nowhere/*"]]
+           ["type=pptx", "source=nowhere/*"],
+           # document tags (--tag corpus, amsrag.toml, front matter) and modification dates (MODIFIED)
+           ["tag=manual"], ["tag=rust,ops"], ["tag=corpus"], ["tag=nope"], ["modified>=2025-01-01"],
+           ["modified<2025-06-01"], ["modified>2025-06-01", "modified<=2025-11-30"],
+           ["modified>=2025-06-01T12:00:00Z", "modified<2025-06-01T12:00:01Z"],
+           ["tag=kb", "type=markdown", "modified>=2025-01-01"]]
+SIDECAR = """# the fixture folder's tags
+tags = ["kb"]
+
+[files."guides/*.pdf"]
+tags = ["manual"]
+
+[files."docs/cargo/*"]
+tags = ["cargo", "rust"]
+"""
+NOTE = """---
+title: On call
+tags: [ops, "on call"]
+---
+# On-call runbook
+
+Page the release manager when the build target directory fills the disk.
+"""
+MODIFIED = {"guides/": "2024-03-15T08:00:00+00:00", "docs/cargo/": "2025-06-01T12:00:00+00:00",
+            "docs/mkdocs/": "2025-11-30T23:30:00+00:00", "policy-": "2026-01-01T00:00:00+00:00",
+            "notes/": "2025-01-01T00:00:00+00:00"}
 
 
 # ---------------------------------------------------------------------------------------------- parsing
@@ -35,11 +65,18 @@ FILTERS = [["type=pdf"], ["type=pdf,html"], ["source=docs/*"], ["source=guides/*
     (["type=pdf,"], "empty value for type"),
     (["type=pfd"], "unknown type 'pfd'"),
     ([" =pdf"], "unknown field ''"),
+    (["tag=a,"], "empty value for tag"),
+    (["modified>=2025-13-01"], "'2025-13-01' is not a date; write YYYY-MM-DD"),
+    (["modified<yesterday"], "'yesterday' is not a date"),
+    (["modified>2025-01-01T25:00"], "is not a date"),
+    (["modified=2025-01-01"], "modified takes a bound: modified>=DATE"),
+    (["tag>=ops"], "only modified takes >=, >, <=, <; write tag=VALUE"),
+    (["modified>=2025-01-01", "modified>=2025-02-01"], "a second >= bound on modified"),
 ])
 def test_malformed_cli_filters_name_the_problem(specs: list[str], message: str) -> None:
     with pytest.raises(InputError, match=message) as exc:
         Where.parse(specs)
-    assert repr(specs[0]) in str(exc.value)
+    assert repr(specs[-1]) in str(exc.value)
 
 
 @pytest.mark.parametrize(("obj", "message"), [
@@ -49,6 +86,12 @@ def test_malformed_cli_filters_name_the_problem(specs: list[str], message: str) 
     ({"source": [""]}, "empty value for source"),
     ({"type": [3]}, "must be a string or a list of strings"),
     ({"type": ["docs"]}, "unknown type 'docs'"),
+    ({"tag": [""]}, "empty value for tag"),
+    ({"tag": ["a,b"]}, "holds a comma"),
+    ({"modified": "2025-01-01"}, r"`where.modified` must be an object of bounds"),
+    ({"modified": {"after": "2025-01-01"}}, "unknown bound 'after'; bounds are gte, gt, lte, lt"),
+    ({"modified": {"gte": 2025}}, r"`where.modified.gte` must be a date string"),
+    ({"modified": {"lt": "2025/01/01"}}, r"`where.modified.lt`: '2025/01/01' is not a date"),
 ])
 def test_malformed_request_filters_name_the_problem(obj: object, message: str) -> None:
     with pytest.raises(InputError, match=message):
@@ -72,6 +115,33 @@ def test_spellings_agree_and_fields_and_values_combine() -> None:
     assert Where().matches(plain)
 
 
+def test_tag_and_date_spellings_agree_and_compare_by_day_or_time() -> None:
+    w = Where.parse(["tag=ops,on call", "modified>=2025-01-01", "modified < 2026-01-01T06:00+02:00"])
+    assert w.tag == ("ops", "on call") and w.modified == (("gte", "2025-01-01"), ("lt", "2026-01-01T04:00:00Z"))
+    assert w.to_dict() == {"tag": ["ops", "on call"], "modified": {"gte": "2025-01-01", "lt": "2026-01-01T04:00:00Z"}}
+    assert Where.from_json(w.to_dict()) == w == Where.parse(w.cli_args()) and w.reads_documents
+    assert Where.from_json({"tag": "ops", "modified": {"gt": "2025-03-01"}}) == Where.parse(["tag=ops",
+                                                                                            "modified>2025-03-01"])
+    assert not Where.parse(["type=pdf"]).reads_documents
+
+    def allows(spec: str, modified: str | None, tags: tuple[str, ...] = ()) -> bool:
+        return Where.parse([spec]).allows("d", None, None, modified, tags)
+
+    assert allows("modified<=2025-01-31", "2025-01-31T23:59:59Z")  # a date bound takes the whole day
+    assert not allows("modified>2025-01-31", "2025-01-31T23:59:59Z") and allows("modified>2025-01-31",
+                                                                                "2025-02-01T00:00:00Z")
+    assert allows("modified<2025-01-31T12:00:00Z", "2025-01-31T11:59:59Z")
+    assert not allows("modified<2025-01-31T12:00:00Z", "2025-01-31T12:00:00Z")
+    assert not allows("modified>=2000-01-01", None)  # no recorded time: no bound holds
+    assert allows("tag=ops,dev", None, ("dev",)) and not allows("tag=ops", None, ("Ops",)) and not allows(
+        "tag=ops", None)
+    doc = Passage(id="kb/a.md#0", doc_id="kb/a.md", text="x", metadata={"source": "a.md", "type": "markdown"})
+    from amsrag.store.documents import DocumentInfo
+
+    row = DocumentInfo("kb/a.md", 1, "", "kb/a.md", "A", "2025-05-05T05:05:05Z", 10, ("ops",))
+    assert w.matches(doc, row) and not w.matches(doc) and Where.parse(["type=markdown"]).matches(doc)
+
+
 # ---------------------------------------------------------------------------------------------- the index
 def document_folder(root: Path) -> Path:
     (root / "guides").mkdir(parents=True)
@@ -80,6 +150,15 @@ def document_folder(root: Path) -> Path:
     shutil.copy(FIXTURES / "documents" / "policy-diversions.html", root / "policy-diversions.html")
     for name in ("cargo", "mkdocs"):
         shutil.copytree(FIXTURES / "docs" / name, root / "docs" / name)
+    (root / "notes").mkdir()
+    (root / "notes" / "on-call.md").write_text(NOTE, encoding="utf-8")
+    (root / "amsrag.toml").write_text(SIDECAR, encoding="utf-8")
+    for path in root.rglob("*"):
+        rel = path.relative_to(root).as_posix()
+        stamp = next((t for prefix, t in MODIFIED.items() if rel.startswith(prefix)), None)
+        if path.is_file() and stamp is not None:
+            seconds = datetime.fromisoformat(stamp).timestamp()
+            os.utime(path, (seconds, seconds))
     return root
 
 
@@ -89,7 +168,8 @@ def doc_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     base = tmp_path_factory.mktemp("filters")
     target = base / "idx"
-    code, out = invoke("index", "build", str(document_folder(base / "kb")), "--index", str(target), "--json", "-q")
+    code, out = invoke("index", "build", str(document_folder(base / "kb")), "--index", str(target), "--tag", "corpus",
+                       "--json", "-q")
     assert code == 0, out
     return target
 
@@ -101,7 +181,7 @@ def pg_doc_index(pg_server, tmp_path_factory: pytest.TempPathFactory) -> str:
 
     url = new_database(pg_server)
     folder = document_folder(tmp_path_factory.mktemp("filters-pg") / "kb")
-    code, out = invoke("index", "build", str(folder), "--index", url, "--json", "-q")
+    code, out = invoke("index", "build", str(folder), "--index", url, "--tag", "corpus", "--json", "-q")
     assert code == 0, out
     return url
 
@@ -125,9 +205,40 @@ def embedded_engine(doc_index: Path):
 
 
 def allowed_passages(engine, where: Where) -> dict[int, Passage]:
+    """The stored passages `where` allows, tested one by one with their document's row."""
     idx = engine.index
     rows = idx.stored_rows()
-    return {r: p for r, p in zip(rows, idx.passages_by_rows(rows), strict=True) if where.matches(p)}
+    docs = idx.documents()
+    return {r: p for r, p in zip(rows, idx.passages_by_rows(rows), strict=True) if where.matches(p, docs.get(p.doc_id))}
+
+
+def test_documents_carry_title_time_size_and_tags(engine) -> None:
+    docs = engine.index.documents()
+    note = docs["kb/notes/on-call.md"]
+    assert note.tags == ("corpus", "kb", "on call", "ops") and note.title == "On-call runbook"
+    assert note.modified == "2025-01-01T00:00:00Z" and note.size == len(NOTE.encode())
+    assert docs["kb/guides/cite.pdf"].tags == ("corpus", "kb", "manual")
+    assert docs["kb/guides/slides.pptx"].tags == ("corpus", "kb")
+    assert all(d.tags == ("cargo", "corpus", "kb", "rust") and d.modified == "2025-06-01T12:00:00Z"
+               for k, d in docs.items() if k.startswith("kb/docs/cargo/"))
+    assert docs["kb/policy-diversions.html"].modified == "2026-01-01T00:00:00Z"
+    assert all(d.size and d.title for d in docs.values())
+
+
+@pytest.mark.parametrize(("specs", "prefixes"), [
+    (["tag=rust,ops"], ("kb/docs/cargo/", "kb/notes/")),
+    (["tag=manual"], ("kb/guides/cite.pdf", "kb/guides/debian-reference-p30-33.pdf")),
+    (["modified>2025-06-01", "modified<=2025-11-30"], ("kb/docs/mkdocs/",)),
+    (["modified>=2025-06-01T12:00:00Z", "modified<2025-06-01T12:00:01Z"], ("kb/docs/cargo/",)),
+    (["modified<2025-06-01"], ("kb/guides/", "kb/notes/")),
+    (["modified>=2026-01-01"], ("kb/policy-",)),
+])
+def test_tag_and_date_filters_keep_the_documents_they_name(engine, specs: list[str], prefixes: tuple[str, ...]) -> None:
+    """The documents a filter allows, written out by hand from the fixture's tags and dates."""
+    allowed = engine.index.allowed_rows(Where.parse(specs))
+    kept = {p.doc_id for p in engine.index.passages_by_rows(allowed.rows.tolist())}
+    expected = {d for d in engine.index.documents() if d.startswith(prefixes)}
+    assert kept == expected and expected
 
 
 def brute_top(scores: dict[int, float], ids: dict[int, str], k: int) -> list[str]:
@@ -181,7 +292,8 @@ def test_filtered_dense_is_the_top_k_of_the_allowed_passages(engine, specs: list
         assert len(hits) == min(k, len(allowed))  # every allowed passage has a cosine: k whenever k exist
 
 
-@pytest.mark.parametrize("specs", [["type=pdf"], ["source=docs/*"], ["source=*diversions.html"], ["doc=none"]])
+@pytest.mark.parametrize("specs", [["type=pdf"], ["source=docs/*"], ["source=*diversions.html"], ["doc=none"],
+                                   ["tag=kb"], ["modified>=2025-01-01"], ["tag=rust"]])
 def test_filtered_hnsw_walk_and_gather_keep_k(embedded_engine, specs: list[str]) -> None:
     """The same index's vectors in an HNSW graph (the embedded index searches exactly below 20k passages): a
     filter over a tenth of the passages asks the graph for more candidates (or searches exactly when that would
@@ -205,7 +317,8 @@ def test_filtered_hnsw_walk_and_gather_keep_k(embedded_engine, specs: list[str])
             assert [h.id for h in hits] == dense_brute(engine, allowed, qvec, k), (query, specs, k)
 
 
-@pytest.mark.parametrize("specs", [["type=pdf"], ["source=docs/*"], ["type=docx,pptx"]])
+@pytest.mark.parametrize("specs", [["type=pdf"], ["source=docs/*"], ["type=docx,pptx"], ["tag=manual,rust"],
+                                   ["modified<2025-06-01"]])
 def test_filtered_graph_and_full_system_return_only_allowed_passages(engine, specs: list[str]) -> None:
     where = Where.parse(specs)
     allowed = allowed_passages(engine, where)
