@@ -398,6 +398,17 @@ def test_cli_where_on_search_retrieve_and_ask(doc_index: Path) -> None:
     for command in (["search", "x"], ["retrieve", "x"], ["ask", "x", "--no-log", "--local"]):
         code, out = invoke(*command, "--index", str(doc_index), "--where", "kind=pdf")
         assert code == 2 and "--where 'kind=pdf': unknown field 'kind'" in " ".join(out.split()), out
+        code, out = invoke(*command, "--index", str(doc_index), "--where", "modified>=2025-02-30")
+        assert code == 2 and "--where 'modified>=2025-02-30': '2025-02-30' is not a date" in " ".join(out.split()), out
+    code, out = invoke("search", "target directory", "--index", str(doc_index), "--where", "tag=rust", "--where",
+                       "modified>=2025-01-01", "--where", "modified<2025-07-01", "-k", "50", "--json")
+    assert code == 0, out
+    found = json.loads(out)
+    assert found["filter"]["where"] == {"tag": ["rust"], "modified": {"gte": "2025-01-01", "lt": "2025-07-01"}}
+    assert found["hits"] and all(h["id"].startswith("kb/docs/cargo/") for h in found["hits"])
+    code, out = invoke("retrieve", "target directory", "--index", str(doc_index), "--where", "tag=rust",
+                       "--where", "modified>2025-06-01")
+    assert code == 0 and "filter tag=rust modified>2025-06-01: 0 of" in out, out
 
 
 def test_http_where_on_retrieve_and_ask(doc_index: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -426,8 +437,16 @@ def test_http_where_on_retrieve_and_ask(doc_index: Path, tmp_path: Path, monkeyp
             asked = r.json()
             assert asked["trace"]["filter"]["allowed"] > 0
             assert all(s["id"].startswith("kb/docs/mkdocs/") for s in asked["sources"])
+            r = client.post("/v1/retrieve", json={"query": "configuration file", "k": 3, "where": {
+                "tag": ["manual"], "modified": {"lt": "2025-01-01"}}})
+            assert r.status_code == 200, r.text
+            assert len(r.json()["passages"]) == 3 and all(p["id"].startswith("kb/guides/") and ".pdf#" in p["id"]
+                                                          for p in r.json()["passages"])
+            assert r.json()["trace"]["filter"]["where"] == {"tag": ["manual"], "modified": {"lt": "2025-01-01"}}
             for bad, message in (({"colour": ["red"]}, "unknown field 'colour'"), ({"type": []}, "empty value"),
-                                 ("type=pdf", "must be an object")):
+                                 ({"modified": {"gte": "soon"}}, "`where.modified.gte`: 'soon' is not a date"),
+                                 ({"modified": ["2025-01-01"]}, "must be an object of bounds"),
+                                 ({"tag": "a,b"}, "holds a comma"), ("type=pdf", "must be an object")):
                 for route in ("/v1/retrieve", "/v1/ask"):
                     r = client.post(route, json={"query": "configuration file", "where": bad})
                     if isinstance(bad, str):  # not an object: the request body's schema refuses it
@@ -437,10 +456,10 @@ def test_http_where_on_retrieve_and_ask(doc_index: Path, tmp_path: Path, monkeyp
         # `ask --server` sends the filter in the request body
         monkeypatch.setenv("AMSRAG_API_KEY", KEY)
         code, out = invoke("ask", "How do I set the build target directory?", "--server", server.url, "--where",
-                           "doc=kb/docs/cargo/*", "--json")
+                           "doc=kb/docs/cargo/*", "--where", "modified>=2025-06-01", "--json")
         assert code == 0, out
         remote = json.loads(out)
-        assert remote["trace"]["filter"]["where"] == {"doc": ["kb/docs/cargo/*"]}
+        assert remote["trace"]["filter"]["where"] == {"doc": ["kb/docs/cargo/*"], "modified": {"gte": "2025-06-01"}}
         assert remote["trace"]["evidence"] and all(e.startswith("kb/docs/cargo/") for e in remote["trace"]["evidence"])
     finally:
         server.stop()
@@ -458,6 +477,12 @@ def test_postgres_cli_where(pg_doc_index: str) -> None:
     assert all(h["id"].startswith("kb/docs/") for h in found["hits"])
     code, out = invoke("search", "x", "--index", pg_doc_index, "--where", "type=")
     assert code == 2 and "empty value for type" in out, out
+    code, out = invoke("search", "target directory", "--index", pg_doc_index, "--where", "tag=ops,manual",
+                       "--where", "modified<2025-06-01", "--retriever", "dense", "-k", "20", "--json")
+    assert code == 0, out
+    found = json.loads(out)
+    assert len(found["hits"]) == min(20, found["filter"]["allowed"]) > 0
+    assert all(h["id"].startswith(("kb/guides/cite.pdf", "kb/guides/debian", "kb/notes/")) for h in found["hits"])
 
 
 def test_python_api_takes_any_spelling_of_a_filter(doc_index: Path) -> None:
@@ -474,3 +499,165 @@ def test_python_api_takes_any_spelling_of_a_filter(doc_index: Path) -> None:
         assert "filter" not in index.retrieve("root account password", k=3).trace.to_dict()
         with pytest.raises(InputError, match="unknown field 'kind'"):
             index.search("x", where={"kind": "pdf"})
+        for where in ({"tag": "rust", "modified": {"gte": "2025-06-01"}}, ["tag=rust", "modified>=2025-06-01"]):
+            hits = index.search("target directory", retriever="dense", k=4, where=where)
+            assert len(hits) == 4 and all(h.id.startswith("kb/docs/cargo/") for h in hits)
+        with pytest.raises(InputError, match="unknown bound 'from'"):
+            index.retrieve("x", where={"modified": {"from": "2025-01-01"}})
+
+
+# ---------------------------------------------------------------------------------------------- tags as written
+@pytest.fixture(params=["embedded", "postgres"])
+def empty_target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where a new index goes, on each store (PostgreSQL: a fresh database; skipped without a server)."""
+    if request.param == "embedded":
+        return str(tmp_path / "idx")
+    from pg_server import new_database
+
+    return new_database(request.getfixturevalue("pg_server"))
+
+
+def small_folder(root: Path) -> Path:
+    (root / "team").mkdir(parents=True)
+    for n, topic in enumerate(("release checklist", "disk quota policy", "backup rotation")):
+        (root / "team" / f"note{n}.md").write_text(f"# Note {n}\n\nThe {topic} for the build servers.\n\n"
+                                                   f"More about the {topic}: ask the operations team.\n")
+    (root / "amsrag.toml").write_text('tags = ["team"]\n[files."team/note0.md"]\ntags = ["release"]\n')
+    return root
+
+
+def passage_state(target: str) -> tuple[list[int], int, dict[str, str]]:
+    """(stored rows, the passages' generation, each document's fingerprint): what a retag must leave alone."""
+    from amsrag.store.open import open_index
+
+    with open_index(target) as idx:
+        generation = idx.stats()["generation"]
+        return idx.stored_rows(), generation, {d: i.content_hash for d, i in idx.documents().items()}
+
+
+def allowed_docs(target: str, *specs: str, k: int = 10) -> tuple[set[str], list[str]]:
+    """(the documents `specs` allow, the filtered BM25 top-k for 'build servers')."""
+    from amsrag.store.open import open_index
+
+    with open_index(target) as idx:
+        allowed = idx.allowed_rows(Where.parse(list(specs)))
+        hits = allowed.within(idx.retriever("bm25")).search("build servers", k=k)
+        return {p.doc_id for p in idx.passages_by_rows(allowed.rows.tolist())}, [h.id for h in hits]
+
+
+def test_a_sync_that_changes_tags_alone_rewrites_document_rows_not_passages(empty_target: str, tmp_path: Path) -> None:
+    from test_indexing import invoke
+
+    folder = small_folder(tmp_path / "kb")
+    code, out = invoke("index", "build", str(folder), "--index", empty_target, "--tag", "v1", "--json", "-q")
+    assert code == 0, out
+    notes = {f"kb/team/note{n}.md" for n in range(3)}
+    assert allowed_docs(empty_target, "tag=release")[0] == {"kb/team/note0.md"}
+    docs, hits = allowed_docs(empty_target, "tag=v1", k=3)
+    assert docs == notes and len(hits) == 3  # k results whenever k allowed passages match
+    before = passage_state(empty_target)
+
+    (folder / "amsrag.toml").write_text('tags = ["team"]\n[files."team/note[12].md"]\ntags = ["release"]\n')
+    code, out = invoke("index", "sync", str(folder), "--index", empty_target, "--tag", "v2", "--json", "-q")
+    assert code == 0, out
+    report = json.loads(out)
+    assert report["documents_meta_updated"] == 3 and report["documents_unchanged"] == 3
+    assert (report["added"], report["removed"], report["embedded"]) == (0, 0, 0)
+    assert passage_state(empty_target) == before  # same rows, generation and fingerprints
+    assert allowed_docs(empty_target, "tag=release")[0] == {"kb/team/note1.md", "kb/team/note2.md"}
+    assert allowed_docs(empty_target, "tag=v1") == (set(), [])
+    assert len(allowed_docs(empty_target, "tag=v2", k=2)[1]) == 2
+
+    # a touched file: its time changes alone; then a sync with nothing new changes nothing
+    stamp = datetime.fromisoformat("2020-02-02T02:02:02+00:00").timestamp()
+    os.utime(folder / "team" / "note2.md", (stamp, stamp))
+    code, out = invoke("index", "sync", str(folder), "--index", empty_target, "--tag", "v2", "--json", "-q")
+    assert code == 0 and json.loads(out)["documents_meta_updated"] == 1, out
+    assert allowed_docs(empty_target, "modified<2021-01-01")[0] == {"kb/team/note2.md"}
+    code, out = invoke("index", "sync", str(folder), "--index", empty_target, "--tag", "v2", "--json", "-q")
+    assert code == 0 and json.loads(out)["documents_meta_updated"] == 0, out
+    assert passage_state(empty_target) == before
+
+    # front matter tags change the file (read again; its passages, without the front matter, stay): tags follow
+    note = folder / "team" / "note1.md"
+    note.write_text("---\ntags: [urgent]\n---\n" + note.read_text())
+    code, out = invoke("index", "sync", str(folder), "--index", empty_target, "--tag", "v2", "--json", "-q")
+    assert code == 0 and (json.loads(out)["files"], json.loads(out)["kept"]) == (1, 1), out
+    assert passage_state(empty_target)[0] == before[0]
+    assert allowed_docs(empty_target, "tag=urgent")[0] == {"kb/team/note1.md"}
+
+
+def test_an_index_made_before_document_tags_opens_and_gets_them_on_sync(empty_target: str, tmp_path: Path) -> None:
+    """The documents table as amsrag made it before this change (no title, modified, size, tags; PostgreSQL at
+    schema 5): the index opens, filters on tags or dates allow nothing yet, and a sync fills the rows in."""
+    import psycopg
+
+    from amsrag.store.open import open_index
+    from test_indexing import invoke
+
+    folder = small_folder(tmp_path / "kb")
+    code, out = invoke("index", "build", str(folder), "--index", empty_target, "-q")
+    assert code == 0, out
+    if empty_target.startswith("postgresql"):
+        with psycopg.connect(empty_target, autocommit=True) as conn:
+            conn.execute("ALTER TABLE amsrag.documents DROP COLUMN title, DROP COLUMN modified, DROP COLUMN size, "
+                         "DROP COLUMN tags")
+            conn.execute("DELETE FROM amsrag.meta WHERE key = 'documents_generation'")
+            conn.execute("DELETE FROM amsrag.schema_version WHERE version > 5")
+    else:
+        with sqlite3.connect(Path(empty_target) / "passages.sqlite") as conn:
+            for column in ("title", "modified", "size", "tags"):
+                conn.execute(f"ALTER TABLE documents DROP COLUMN {column}")
+            conn.execute("DELETE FROM meta WHERE key = 'documents_generation'")
+    before = passage_state(empty_target)
+    with open_index(empty_target) as idx:
+        assert all(d.tags == () and d.modified is None and d.content_hash for d in idx.documents().values())
+        assert len(idx.allowed_rows(Where.parse(["type=markdown"]))) == len(idx)
+    assert allowed_docs(empty_target, "tag=team") == (set(), [])
+    code, out = invoke("index", "sync", str(folder), "--index", empty_target, "--json", "-q")
+    assert code == 0 and json.loads(out)["documents_meta_updated"] == 3, out
+    assert passage_state(empty_target) == before
+    assert allowed_docs(empty_target, "tag=team")[0] == {f"kb/team/note{n}.md" for n in range(3)}
+    assert len(allowed_docs(empty_target, "modified>=2000-01-01")[0]) == 3
+
+
+@pytest.mark.parametrize(("write", "message"), [
+    ({"amsrag.toml": "tags = [\"a\"\n"}, "amsrag.toml: not valid TOML"),
+    ({"amsrag.toml": "labels = [\"a\"]\n"}, "amsrag.toml: unknown key 'labels'"),
+    ({"amsrag.toml": "[files.\"*.md\"]\ntags = [\"a,b\"]\n"}, "holds a comma"),
+    ({"amsrag.toml": "[files.\"*.md\"]\ntitle = \"x\"\n"}, "must hold `tags`"),
+    ({"team/bad.md": "---\ntags: [a, b\n---\n# Bad\n\ntext\n"}, "bad.md: front matter line 2: `tags: [a, b` opens"),
+    ({"team/bad.md": "---\ntags:\ntitle: x\n---\n# Bad\n\ntext\n"}, "bad.md: front matter line 2: `tags:` is "
+                                                                     "followed by no"),
+])
+def test_bad_tags_are_refused_naming_the_file(tmp_path: Path, write: dict[str, str], message: str) -> None:
+    from test_indexing import invoke
+
+    folder = small_folder(tmp_path / "kb")
+    target = str(tmp_path / "idx")
+    code, out = invoke("index", "build", str(folder), "--index", target, "-q")
+    assert code == 0, out
+    before = passage_state(target)
+    for name, text in write.items():
+        (folder / name).write_text(text)
+    code, out = invoke("index", "sync", str(folder), "--index", target)
+    assert code == 2 and message in " ".join(out.split()), out
+    assert passage_state(target) == before  # refused before anything was written
+    code, out = invoke("index", "build", str(folder), "--index", str(tmp_path / "new"))
+    assert code == 2 and message in " ".join(out.split()), out
+    assert not (tmp_path / "new").exists()
+    code, out = invoke("index", "build", str(folder), "--index", str(tmp_path / "idx2"), "--tag", " ")
+    assert code == 2 and "--tag ' ': tag ' ' is empty" in out, out
+
+
+def test_a_nested_sidecar_is_reported_not_read(tmp_path: Path) -> None:
+    from test_indexing import invoke
+
+    folder = small_folder(tmp_path / "kb")
+    (folder / "team" / "amsrag.toml").write_text('tags = ["nested"]\n')
+    code, out = invoke("index", "build", str(folder), "--index", str(tmp_path / "idx"), "--json", "-q")
+    assert code == 0, out
+    skipped = json.loads(out)["skipped_files"]
+    assert skipped == [{"file": "kb/team/amsrag.toml", "reason": "an amsrag.toml is read only at the top of a "
+                                                                 "folder given to index add|build|sync"}]
+    assert allowed_docs(str(tmp_path / "idx"), "tag=nested") == (set(), [])
