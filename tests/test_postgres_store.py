@@ -340,7 +340,7 @@ def test_an_index_at_schema_v2_is_migrated_on_open_and_keeps_its_passages(pg, sl
         assert list(idx.documents("src/")) == ["new"] and idx.documents("src/")["new"].content_hash == "fp"
     with psycopg.connect(pg.dsn) as conn:
         versions = conn.execute("SELECT version FROM amsrag.schema_version ORDER BY version").fetchall()
-        assert [r[0] for r in versions] == [1, 2, 3, 4, 5]
+        assert [r[0] for r in versions] == [1, 2, 3, 4, 5, 6]
 
 
 def test_an_index_at_schema_v3_gets_posting_impacts_on_open(pg, slice_passages, slice_vectors,
