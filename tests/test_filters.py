@@ -626,9 +626,10 @@ def test_an_index_made_before_document_tags_opens_and_gets_them_on_sync(empty_ta
     ({"amsrag.toml": "labels = [\"a\"]\n"}, "amsrag.toml: unknown key 'labels'"),
     ({"amsrag.toml": "[files.\"*.md\"]\ntags = [\"a,b\"]\n"}, "holds a comma"),
     ({"amsrag.toml": "[files.\"*.md\"]\ntitle = \"x\"\n"}, "must hold `tags`"),
-    ({"team/bad.md": "---\ntags: [a, b\n---\n# Bad\n\ntext\n"}, "bad.md: front matter line 2: `tags: [a, b` opens"),
-    ({"team/bad.md": "---\ntags:\ntitle: x\n---\n# Bad\n\ntext\n"}, "bad.md: front matter line 2: `tags:` is "
-                                                                     "followed by no"),
+    ({"team/bad.md": "---\ntags: [a, b\n---\n# Bad\n\ntext\n"}, "bad.md: front matter line 2: not valid YAML"),
+    ({"team/bad.md": "---\ntags: {a: 1}\ntitle: x\n---\n# Bad\n\ntext\n"}, "bad.md: front matter: `tags` must "
+                                                                            "be a list"),
+    ({"team/bad.md": "---\ntags: [a, 3]\n---\n# Bad\n\ntext\n"}, "bad.md: front matter: a tag must be a string"),
 ])
 def test_bad_tags_are_refused_naming_the_file(tmp_path: Path, write: dict[str, str], message: str) -> None:
     from test_indexing import invoke
