@@ -195,7 +195,7 @@ class WorkerSpec:
     cache_file: str | None
     k: int
     audit: bool = True
-    where: dict[str, list[str]] | None = None  # the run's metadata filter (`Where.to_dict`): answers keep to it
+    where: dict[str, Any] | None = None  # the run's metadata filter (`Where.to_dict`): answers keep to it
 
 
 def _init_worker(spec: WorkerSpec) -> None:

@@ -37,7 +37,8 @@ ReviewId = Annotated[int, PathParam(ge=0, le=SQL_INT_MAX, description="a review 
 
 # ---------------------------------------------------------------------------- request bodies
 WHERE_HELP = ("only passages this metadata filter allows: {\"source\": [globs], \"type\": [pdf|html|docx|pptx|"
-              "markdown|text], \"doc\": [globs of document keys]}; fields AND, values OR (400 when malformed)")
+              "markdown|text], \"doc\": [globs of document keys], \"tag\": [tags], \"modified\": {\"gte\"|\"gt\"|"
+              "\"lte\"|\"lt\": \"YYYY-MM-DD[THH:MM:SS[Z]]\"}}; fields AND, values OR (400 when malformed)")
 
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
