@@ -349,7 +349,7 @@ def create_app(service: Service, warm: bool = True) -> FastAPI:
 
     @app.get("/v1/jobs/{job_id}", dependencies=auth, tags=["documents"], summary="Status of a background job")
     async def job_status(job_id: str) -> dict[str, Any]:
-        job = service.writer.get(job_id)
+        job = await asyncio.to_thread(service.writer.get, job_id)  # a PostgreSQL store is read for other jobs
         if job is None:
             raise ApiError(404, "not_found", f"no job {job_id!r} (finished jobs are kept for a while, then dropped)")
         return job.to_dict()
