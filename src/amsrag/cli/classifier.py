@@ -72,6 +72,8 @@ def train_cmd(
         "--generator", help="the generator that made the --silver labels (recorded in the card)")] = None,
     implicit: Annotated[bool, typer.Option(
         "--implicit/--no-implicit", help="StrategyQA's implicit questions as multi_hop rows")] = True,
+    implicit_weight: Annotated[float, typer.Option(
+        "--implicit-weight", help="StrategyQA's share of the hop loss relative to another data set's")] = 1.0,
     as_json: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -84,7 +86,8 @@ def train_cmd(
 
     if silver and not generator:
         raise InputError("--silver labels describe one generator: name it with --generator (e.g. llamacpp)")
-    config = TrainConfig(seed=seed, cap=cap or None, calibration=_method(method), implicit=implicit)
+    config = TrainConfig(seed=seed, cap=cap or None, calibration=_method(method), implicit=implicit,
+                         implicit_weight=implicit_weight)
     labelled, prep, encoder = _prepared(data, config.cap, seed, cache, silver, quiet, config.implicit)
     clf = train(labelled, prep, config, encoder.model_id, generator=generator)
     with progress_for(err, quiet) as progress, progress.task("leave-one-data-set-out heads",
