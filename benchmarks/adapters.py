@@ -2,18 +2,22 @@
 passages in the same order, on 50 benchmark questions.
 
     python benchmarks/adapters.py [--index DIR] [--questions 50] [--repeats 3]
+    python benchmarks/adapters.py --profile "LlamaIndex retrieve"   # where one adapter's own time goes (cProfile)
 
 --index: an index holding the questions' gold passages (default: bench-cache/corpus-index when retrieval.py built
 it, else bench-cache/adapters-index, built here from the questions' gold passages and 1,500 other benchmark
 passages). The overhead of a call is its time minus the time of the `Engine.retrieve` call inside it (timed by a
-wrapper of the engine's own method, so routing noise cancels); p50 over questions x repeats. Writes
-docs/benchmarks/adapters.json and .md.
+wrapper of the engine's own method, so routing noise cancels); p50 over questions x repeats. Each call is made
+twice, in alternating order: as the adapters are now, and as they were before issue 40 ("re-read": the engine's
+results handed over without the stored passages it read, so the adapters read them from the store again, as they
+did) — a before/after ratio from one run on a shared, noisy machine. Writes docs/benchmarks/adapters.json and .md.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import platform
@@ -33,8 +37,10 @@ from common import CACHE, ROOT, load_benchmark, percentiles
 OTHER_PASSAGES = 1500
 TARGET_MS = 1.0
 NOTES = """Notes.
-- The adapters' own work is the conversion of the passages (one read of the stored passages for their source,
-  page and section, then the framework's document objects); LangChain's `invoke` and LlamaIndex's `retrieve` add
+- The adapters' own work is the conversion of the passages into the framework's document objects, with the
+  metadata (source, page, section, document) of the stored passages the engine read; until issue 40 they read
+  those passages from the store a second time (the "re-read" columns: the same call made that way in the same
+  run, alternating with the current one). LangChain's `invoke` and LlamaIndex's `retrieve` add
   their callback and instrumentation machinery, Haystack's `Pipeline.run` its scheduling, validation and tracing
   around the component, and the MCP tool a worker-thread hop plus validation of its input and output schemas.
 - `ainvoke` and the MCP tool run on one event loop kept for the whole run, as in an async application.
@@ -42,17 +48,24 @@ NOTES = """Notes.
 
 
 class TimedEngine:
-    """Records how long each `Engine.retrieve` call on `engine` took (the adapters call that method)."""
+    """Records how long each `Engine.retrieve` call on `engine` took (the adapters call that method). With `reread`
+    set, the result's passages lose the stored passages the engine read (inside the timed call), so the adapters
+    read them from the store again, as they did before issue 40."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.last_ms = 0.0
+        self.reread = False
         inner = engine.retrieve
 
         def timed(*args: Any, **kwargs: Any) -> RetrievalResult:
             t = time.perf_counter()
             try:
-                return inner(*args, **kwargs)
+                result = inner(*args, **kwargs)
+                if self.reread:
+                    result = dataclasses.replace(result, passages=[dataclasses.replace(p, stored=None)
+                                                                   for p in result.passages])
+                return result
             finally:
                 self.last_ms = (time.perf_counter() - t) * 1000
 
@@ -126,11 +139,45 @@ def adapters(index: amsrag.Index) -> dict[str, Callable[[str], list[tuple[str, f
     }
 
 
+def profile(index: amsrag.Index, questions: list, name: str, rounds: int = 30) -> None:
+    """cProfile of one adapter's own work: the engine's results are computed once per question and handed out
+    again, so only the adapter and its framework remain; prints its time per call and the top functions."""
+    import cProfile
+    import pstats
+
+    results: dict[tuple[Any, ...], RetrievalResult] = {}
+    inner = index.engine.retrieve
+
+    def cached(question: str, system: str = "full", k: int | None = None, **kwargs: Any) -> RetrievalResult:
+        key = (question, system, k, *sorted(kwargs.items()))
+        if key not in results:
+            results[key] = inner(question, system=system, k=k, **kwargs)
+        return results[key]
+
+    index.engine.retrieve = cached  # type: ignore[method-assign]
+    call = adapters(index)[name]
+    for q in questions:
+        call(q.question)
+    t = time.perf_counter()
+    for _ in range(rounds):
+        for q in questions:
+            call(q.question)
+    print(f"{name}: {(time.perf_counter() - t) * 1000 / (rounds * len(questions)):.3f} ms a call without the engine")
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(rounds):
+        for q in questions:
+            call(q.question)
+    profiler.disable()
+    pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--index", type=Path)
     ap.add_argument("--questions", type=int, default=50)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--profile", metavar="ADAPTER", help="profile one adapter (a row name) instead; writes nothing")
     args = ap.parse_args()
     index_dir = args.index or (CACHE / "corpus-index" if (CACHE / "corpus-index").is_dir() else None)
     if index_dir is None:
@@ -140,6 +187,9 @@ def main() -> None:
     _, questions = load_benchmark()
     index = amsrag.Index.open(index_dir)
     chosen = pick_questions(questions, args.questions, index)
+    if args.profile:
+        profile(index, chosen[:20], args.profile)
+        return
     timer = TimedEngine(index.engine)
     calls = adapters(index)
     for q in chosen[:3]:  # warm every path (models, the frameworks' first-call set-up)
@@ -147,19 +197,27 @@ def main() -> None:
             call(q.question)
     rows: dict[str, dict[str, Any]] = {}
     for name, call in calls.items():
-        overhead, engine_ms, equal = [], [], 0
-        for q in chosen:
+        overhead: dict[bool, list[float]] = {False: [], True: []}
+        engine_ms: list[float] = []
+        equal = {False: 0, True: 0}
+        for n, q in enumerate(chosen):
             expected = [(p.id, p.score) for p in index.retrieve(q.question).passages]
             for r in range(args.repeats):
-                t = time.perf_counter()
-                got = call(q.question)
-                total = (time.perf_counter() - t) * 1000
-                overhead.append(total - timer.last_ms)
-                engine_ms.append(timer.last_ms)
-                if r == 0:
-                    equal += got[:len(expected)] == expected and len(got) == len(expected)
-        rows[name] = {"overhead_ms": percentiles(overhead), "engine_retrieve_ms": percentiles(engine_ms),
-                      "equal_results": f"{equal}/{len(chosen)}"}
+                for reread in ((False, True) if (n + r) % 2 == 0 else (True, False)):
+                    timer.reread = reread
+                    t = time.perf_counter()
+                    got = call(q.question)
+                    total = (time.perf_counter() - t) * 1000
+                    overhead[reread].append(total - timer.last_ms)
+                    engine_ms.append(timer.last_ms)
+                    if r == 0:
+                        equal[reread] += got[:len(expected)] == expected and len(got) == len(expected)
+        timer.reread = False
+        now, before = percentiles(overhead[False]), percentiles(overhead[True])
+        rows[name] = {"overhead_ms": now, "overhead_reread_ms": before,
+                      "ratio_p50": round(now["p50"] / before["p50"], 2), "engine_retrieve_ms": percentiles(engine_ms),
+                      "equal_results": f"{equal[False]}/{len(chosen)}",
+                      "equal_results_reread": f"{equal[True]}/{len(chosen)}"}
         print(name, rows[name], flush=True)
     index.close()
     meta = {"index": str(index_dir.relative_to(ROOT) if index_dir.is_relative_to(ROOT) else index_dir),
@@ -174,14 +232,19 @@ def main() -> None:
     lines = ["# Adapter overhead over Engine.retrieve", "",
              f"`python benchmarks/adapters.py` on {meta['index']} ({meta['passages']} passages), "
              f"{meta['questions']} benchmark questions ({', '.join(meta['datasets'])}) x {args.repeats} repeats, "
-             f"one at a time, the default system (`full`). Overhead: the call's time minus the time of the "
-             f"`Engine.retrieve` call inside it. Equal: the adapter's (id, score) list equals `Index.retrieve`'s "
-             f"for the same question, in order. Target: p50 overhead <= {TARGET_MS} ms.", "",
-             "| adapter | overhead p50 ms | overhead p95 ms | Engine.retrieve p50 ms | equal results |",
-             "| --- | ---: | ---: | ---: | ---: |"]
+             f"one at a time, the default system (`full`); load average {meta['load_average_1m_at_end']} at the end. "
+             f"Overhead: the call's time minus the time of the `Engine.retrieve` call inside it. Re-read: the same "
+             f"call as the adapters made it before issue 40 (reading the stored passages again), alternating with "
+             f"the current one in the same run; ratio: current p50 / re-read p50. Equal: the adapter's (id, score) "
+             f"list equals `Index.retrieve`'s for the same question, in order (current / re-read). Target: p50 "
+             f"overhead <= {TARGET_MS} ms.", "",
+             "| adapter | overhead p50 ms | overhead p95 ms | re-read p50 ms | re-read p95 ms | ratio p50 "
+             "| Engine.retrieve p50 ms | equal results |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for name, row in rows.items():
         lines.append(f"| {name} | {row['overhead_ms']['p50']} | {row['overhead_ms']['p95']} | "
-                     f"{row['engine_retrieve_ms']['p50']} | {row['equal_results']} |")
+                     f"{row['overhead_reread_ms']['p50']} | {row['overhead_reread_ms']['p95']} | {row['ratio_p50']} | "
+                     f"{row['engine_retrieve_ms']['p50']} | {row['equal_results']} / {row['equal_results_reread']} |")
     lines += ["", NOTES]
     (out / "adapters.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
 

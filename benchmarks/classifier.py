@@ -7,7 +7,7 @@ stress set of surface-simple multi-hop questions, and speed (classification plus
     OMP_NUM_THREADS=1 python benchmarks/classifier.py
 
 evaluates the shipped artifact `src/amsrag/data/classifier/` on the same labelled data it was trained from
-(rebuilt with `amsrag classifier train --data ../shared/data --out src/amsrag/data/classifier`) and writes
+(rebuilt with `amsrag train classifier train --data ../shared/data --out src/amsrag/data/classifier`) and writes
 docs/benchmarks/classifier.{md,json} and classifier_*.png.
 """
 
@@ -130,7 +130,7 @@ def write_report(r: dict[str, Any]) -> None:
     lodo, rnd, recal, curve = r["lodo"], r["random_split"], r["recalibration"], r["library_curve"]
     L = ["# Complexity classifier benchmark", "",
          f"Command: `{COMMAND}` (evaluates the shipped artifact `src/amsrag/data/classifier/`; retrain it with "
-         "`amsrag classifier train --data ../shared/data --out src/amsrag/data/classifier`, ~2 min).", "",
+         "`amsrag train classifier train --data ../shared/data --out src/amsrag/data/classifier`, ~2 min).", "",
          f"Training data sha256 `{r['data_sha256']}` ({r['rows']} labelled questions from {len(lodo)} data sets; "
          f"{r['held_out']} evaluated / demo / stress-source questions left out; the artifact records the same "
          f"hash: {r['artifact_matches_data']}). Machine: 2 shared cores, BLAS on 1 thread. Numbers in %.", "",
@@ -147,7 +147,7 @@ def write_report(r: dict[str, Any]) -> None:
     L.append(f"| hop ECE ≤ 5 on every held-out data set (shipped calibration) | worst: {worst_ece[0]} "
              f"{_p(worst_ece[1]['ece'])} | {_met(worst_ece[1]['ece'] <= TARGET_ECE)} |")
     worst_recal = max(recal.items(), key=lambda kv: kv[1]["after"]["ece"])
-    L.append(f"| … after `classifier calibrate --qa` on up to {RECAL_ROWS} labelled questions of the data set | "
+    L.append(f"| … after `train classifier calibrate --qa` on up to {RECAL_ROWS} labelled questions of the data set | "
              f"worst: {worst_recal[0]} {_p(worst_recal[1]['after']['ece'])} "
              f"(fitted on {recal[worst_recal[0]]['rows']}); "
              f"{sum(r['after']['ece'] <= TARGET_ECE for r in recal.values())} of {len(recal)} within | "
@@ -188,10 +188,10 @@ def write_report(r: dict[str, Any]) -> None:
           f"{r['calibration']['hop_params'].get('temperature', ['?'])[0]:.3f}.",
           "- **zero_hop belongs to the generator**: the shipped artifact has no knowledge head (the default "
           "generator is extractive and cannot answer closed-book), so p(zero_hop) = 0 and the label is one_hop "
-          "or multi_hop. `amsrag classifier label --generator G` then `classifier train --silver FILE "
+          "or multi_hop. `amsrag train classifier label --generator G` then `train classifier train --silver FILE "
           "--generator G` trains one from that generator's own answers; two-entity comparisons never pass "
           "its gate.",
-          f"- **query library**: an index's labelled queries (`amsrag route learn`, `POST /v1/route/library`) "
+          f"- **query library**: an index's labelled queries (`amsrag train route learn`, `POST /v1/route/library`) "
           f"vote over the k = {r['library_settings']['k']} nearest; neighbours at cosine ≥ "
           f"{r['library_settings']['threshold']} count, each weighing "
           + ("its margin over the threshold, (cos − t) / (1 − t)" if r['library_settings'].get('weighting') == "margin"
@@ -207,7 +207,7 @@ def write_report(r: dict[str, Any]) -> None:
           "mix, judged on every row of the held-out one; then its temperature refitted on up to "
           f"{RECAL_ROWS} labelled questions of the held-out data set (its cal rows: "
           + ", ".join(f"{d} {m['rows']}" for d, m in sorted(recal.items()) if m["rows"] < RECAL_ROWS)
-          + " have fewer; what `amsrag classifier calibrate --qa` does) and judged on that data set's test rows.",
+          + " have fewer; what `amsrag train classifier calibrate --qa` does) and judged on that data set's test rows.",
           "",
           "| held-out data set | n | hop accuracy | target | ECE | mean confidence | confident-downward | "
           "ECE after recalibration (test rows) | T refitted |", "|---|---|---|---|---|---|---|---|---|"]

@@ -2,7 +2,7 @@
 
     OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE PYTHONPATH=src python benchmarks/drift.py [--seeds 5]
 
-An index is deployed on NQ-style traffic: its drift reference (`amsrag monitor baseline`) is the routing
+An index is deployed on NQ-style traffic: its drift reference (`amsrag ops monitor baseline`) is the routing
 of the NQ-open questions stream B does not use (955 of the 2,955 distinct ones in ../shared/data). The
 routing is the real path (`Engine.complexity_of` over an empty index of the default configuration: the
 shipped classifier, a generator that cannot answer alone; no retrieval is needed for routing), once per
@@ -226,7 +226,7 @@ def markdown(r: dict[str, Any]) -> str:
         f"{shipped['windows']} windows alarm (highest PSI " +
         ", ".join(f"{k} {v:.2f}" for k, v in shipped["max_psi"].items()) +
         "). Pure NQ traffic is far from that mix, so a deployment should take its own reference "
-        "(`amsrag monitor baseline --index DIR --questions FILE`, or `--from-log` over a period it trusts).", "",
+        "(`amsrag ops monitor baseline --index DIR --questions FILE`, or `--from-log` over a period it trusts).", "",
     ]
     return "\n".join(lines)
 

@@ -44,7 +44,7 @@ from common import CACHE, SHARED_DATA  # noqa: E402
 
 OUT = ROOT / "docs" / "benchmarks"
 COMMAND = "OMP_NUM_THREADS=1 python benchmarks/evaluator.py"
-TRAIN_COMMAND = ("OMP_NUM_THREADS=1 amsrag evaluator train --out src/amsrag/data/evaluator --seed 13 "
+TRAIN_COMMAND = ("OMP_NUM_THREADS=1 amsrag train evaluator train --out src/amsrag/data/evaluator --seed 13 "
                  "--per-dataset 700 --model gbdt --calibration platt")
 
 
@@ -191,9 +191,9 @@ def write_report(res: dict[str, Any]) -> None:
     th = res["thresholds"]
     lines += [
         "## Tri-state thresholds", "",
-        f"Tuned on the cal split (`amsrag evaluator train`), S = {th['aggregate']} of the per-passage scores of a "
-        f"top-{th['k']} list (ranked by dense cosine within the question's pool). Two lists per question: from the "
-        "whole pool (it usually holds a gold paragraph) and from the pool without gold (it never does). "
+        f"Tuned on the cal split (`amsrag train evaluator train`), S = {th['aggregate']} of the per-passage scores "
+        f"of a top-{th['k']} list (ranked by dense cosine within the question's pool). Two lists per question: from "
+        "the whole pool (it usually holds a gold paragraph) and from the pool without gold (it never does). "
         f"`upper` = the lowest S at which lists judged *correct* hold a gold paragraph with precision >= "
         f"{th['correct_precision']}; `lower` = the highest S below which lists judged *incorrect* hold none with "
         f"precision >= {th['incorrect_precision']}.", "",

@@ -38,7 +38,7 @@ NOTES = """Notes.
   hits per bridge) were picked on 195 HotpotQA/MuSiQue questions disjoint from these (the 251st-400th
   of each data set's seeded order), where it raised all-gold@5 from 0.559 to 0.615 and nDCG@5 from
   0.726 to 0.748 (`python benchmarks/second_hop.py` → docs/benchmarks/second_hop.md).
-- `route tune` prices the evidence path a route gives each class (none / single passages / linked
+- `train route tune` prices the evidence path a route gives each class (none / single passages / linked
   passages: the graph or the second hop) plus 0.2 per activated retriever; a confidently predicted
   multi_hop question sent to the graph alone is no miss. On calibration questions disjoint from the
   evaluated ones it meets the 5 % multi_hop miss cap.
@@ -68,7 +68,7 @@ def sample(questions, per_dataset: int, index: EmbeddedIndex) -> list:
 
 
 def tuned_engine(engine: Engine, questions, exclude: set[str], per_dataset: int) -> Engine:
-    """`route tune` on calibration questions disjoint from the evaluated ones; an engine with the result."""
+    """`train route tune` on calibration questions disjoint from the evaluated ones; an engine with the result."""
     pool = [q for q in questions if q.id not in exclude]
     calibration = sample(pool, per_dataset, engine.index)
     cal = calibration_queries(engine, calibration)
@@ -155,7 +155,7 @@ def main() -> None:
               + "; ".join(f"{n}: {dict(actions[n])}" for n in (CORRECTIVE, DISCARD)) + ". `(discard)` drops the "
               "first pass when the evidence is judged incorrect (CRAG), the default keeps it ahead of the wider pass.",
               ""]
-    lines += ["", f"`full (tuned)`: `route tune` on {TUNING['calibration_questions']} calibration questions "
+    lines += ["", f"`full (tuned)`: `train route tune` on {TUNING['calibration_questions']} calibration questions "
               f"disjoint from the evaluated ones: {json.dumps(TUNING)}", "", NOTES]
     (args.out / "pipeline.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -135,7 +135,7 @@ def markdown(res: dict[str, Any], card: dict[str, Any], command: str) -> str:
         lines.append("")
     tr = card.get("training", {})
     lines += ["## Training", "",
-              f"`amsrag reader train --data ../shared/data --out DIR --minutes "
+              f"`amsrag train reader train --data ../shared/data --out DIR --minutes "
               f"{tr.get('train_minutes')}` (seed {tr.get('seed')}): {tr.get('steps')} steps of batch "
               f"{tr.get('batch_size')}, {tr.get('windows_seen')} windows seen = {tr.get('epochs')} epochs, lr "
               f"{tr.get('lr')} ({tr.get('schedule')}), bf16 autocast {tr.get('bf16_autocast')}, "

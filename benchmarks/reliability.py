@@ -279,6 +279,16 @@ def markdown(res: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+LATER_SECTIONS = "\n## 6. "  # sections written by other benchmarks (kill_loss.py) or by hand: kept
+
+
+def write_markdown(path: Path, text: str) -> None:
+    """The campaign's sections 1-5, with the sections after them that the file already holds kept."""
+    old = path.read_text(encoding="utf-8") if path.exists() else ""
+    kept = old[old.index(LATER_SECTIONS):] if LATER_SECTIONS in old else ""
+    path.write_text(text.rstrip("\n") + "\n" + kept if kept else text + "\n", encoding="utf-8")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks")
@@ -294,7 +304,7 @@ def main() -> None:
         res = json.loads(a.from_json.read_text())
         res["summary"] = summarise(res)
         (a.out / "reliability.json").write_text(json.dumps(res, indent=1, default=str) + "\n")
-        (a.out / "reliability.md").write_text(markdown(res) + "\n")
+        write_markdown(a.out / "reliability.md", markdown(res))
         return
     only = set(a.only.split(","))
     os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -327,7 +337,7 @@ def main() -> None:
                index_commands=sorted(F.index_commands()))
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / "reliability.json").write_text(json.dumps(res, indent=1, default=str) + "\n")
-    (a.out / "reliability.md").write_text(markdown(res) + "\n")
+    write_markdown(a.out / "reliability.md", markdown(res))
     print(json.dumps(res["summary"], indent=1))
 
 

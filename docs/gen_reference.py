@@ -73,7 +73,12 @@ def _param_row(param: Any) -> str:
 def cli_markdown() -> str:
     lines = ["# Command line", "",
              "Generated from the `amsrag` command tree at build time: every command, its help and its options "
-             "(`amsrag COMMAND --help` prints the same).", ""]
+             "(`amsrag COMMAND --help` prints the same).", "",
+             "Nine commands at the top: `ask`, `retrieve`, `search`, `index`, `serve`, `demo`, `eval`, `train` and "
+             "`ops`. A group that fits a model or a threshold sits whole under `train` (its commands keep their "
+             "names: `amsrag train classifier predict` runs the model it fits); what inspects an index (its tables, "
+             "its themes) and `init` sit under `index`; a deployment's query log, review queue and monitoring "
+             "under `ops`; the MCP server is `serve --mcp`. The old spellings are listed at the end.", ""]
     for name, command in cli_commands():
         depth = min(name.count(" ") + 1, 4)
         lines += [f"{'#' * (depth + 1)} `{name}`", ""]
@@ -91,7 +96,20 @@ def cli_markdown() -> str:
             lines += ["| name | kind | help | default |", "|---|---|---|---|"]
             lines += [_param_row(p) for p in params]
             lines.append("")
+    lines += old_spellings()
     return "\n".join(lines)
+
+
+def old_spellings() -> list[str]:
+    """The table of the old spellings (hidden aliases for one release) and their new ones."""
+    from amsrag.cli.aliases import MOVED, REMOVED_IN
+
+    lines = ["## Old spellings", "",
+             f"Hidden aliases until {REMOVED_IN}: each runs the same command with the same output, and prints "
+             "its new spelling on stderr (one line; stdout and `--json` are unchanged).", "",
+             "| old | new |", "|---|---|"]
+    lines += [f"| `amsrag {old}` | `amsrag {new}` |" for old, new in MOVED.items()]
+    return [*lines, ""]
 
 
 # ------------------------------------------------------------------------------------- configuration
@@ -134,8 +152,8 @@ def config_markdown() -> str:
 
     lines = ["# Configuration keys", "",
              "Generated from the configuration model (`amsrag.config.AmsragConfig`) at build time. One pydantic "
-             "model, TOML on disk (`amsrag index build --config FILE`, `amsrag init` writes a commented one); the "
-             "defaults are written to each index's `config.toml`. A key `section.name` is `name` under `[section]` "
+             "model, TOML on disk (`amsrag index build --config FILE`, `amsrag index init` writes a commented one); "
+             "the defaults are written to each index's `config.toml`. A key `section.name` is `name` under `[section]` "
              "in TOML; `external.sources[]` is a list of `[[external.sources]]` tables.", ""]
     section = None
     for key, field in config_keys():

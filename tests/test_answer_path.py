@@ -156,3 +156,57 @@ def test_cli_ask_prints_the_answer_its_citation_and_the_readers_check(built_inde
     else:
         assert f"support {a.trace['audit']['support']:.2f}" in flat
         assert ("flagged as likely wrong" in flat) == a.trace["signals"]["flagged"]
+
+
+def test_a_question_routed_multi_hop_is_read_with_the_lower_threshold(built_index, slice_questions) -> None:
+    """The real span reader: on a question routed multi-hop the reader abstains only below
+    `generator.multi_hop_threshold`; a one-hop question keeps the card's threshold; unset, both keep it."""
+    from amsrag.generate.span_reader import SpanReaderGenerator
+
+    reader = SpanReaderGenerator()
+    card = reader.threshold
+    lowered = _engine(built_index)
+    lowered.config.generator.multi_hop_threshold = 0.0
+    same = _engine(built_index)
+    same.config.generator.multi_hop_threshold = None
+    seen = {"multi_hop": 0, "one_hop": 0}
+    gained = 0
+    for q in slice_questions:
+        low = lowered.ask(q.question, system=PATH, generator=reader)
+        base = same.ask(q.question, system=PATH, generator=reader)
+        routed = low.trace["complexity"]["route_label"]
+        seen[routed] = seen.get(routed, 0) + 1
+        assert base.trace["generator"]["threshold"] == card
+        assert low.trace["generator"]["threshold"] == (0.0 if routed == "multi_hop" else card)
+        if not base.abstained:
+            assert low.answer == base.answer  # a lower threshold only answers what was abstained on
+        elif routed == "multi_hop" and not low.abstained:  # (the reader's own "no answer" still abstains)
+            assert low.answer == base.trace["generator"]["candidate"]
+            gained += 1
+        else:
+            assert low.abstained
+    assert seen["multi_hop"] and seen["one_hop"], seen
+    print(f"routed {seen}, abstentions answered at threshold 0: {gained}")
+
+
+def test_a_reader_view_at_a_lower_threshold_answers_what_it_abstained_on(slice_questions, slice_passages) -> None:
+    from amsrag.generate.span_reader import SpanReaderGenerator
+
+    reader = SpanReaderGenerator()
+    view = reader.at_threshold(0.10)
+    assert view is reader.at_threshold(0.10) and view.reader is reader.reader and reader.at_threshold(
+        reader.threshold) is reader
+    by_id = {p.id: p for p in slice_passages}
+    distractors = [p for p in slice_passages if p.id.startswith("noise")] or slice_passages[-2:]
+    answered_lower = 0
+    for q in slice_questions:
+        gold = [by_id[i] for i in q.gold_passage_ids]
+        for evidence in (gold, gold + distractors[:2]):
+            base, low = reader.generate(q.question, evidence), view.generate(q.question, evidence)
+            assert base.confidence == low.confidence and base.details["threshold"] == reader.threshold
+            if not base.abstained:
+                assert (low.answer, low.citations, low.abstained) == (base.answer, base.citations, False)
+            elif 0.10 <= base.confidence < reader.threshold:
+                assert not low.abstained and low.answer == base.details["candidate"]
+                answered_lower += 1
+    assert answered_lower, "no read of the slice lies between the two thresholds"

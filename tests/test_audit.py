@@ -225,9 +225,10 @@ def test_cli_audit_check(tmp_path) -> None:
     passages.write_text(json.dumps({"id": "tower", "title": TOWER.title, "text": TOWER.text}) + "\n",
                         encoding="utf-8")
     runner = CliRunner()
-    ok = runner.invoke(app, ["audit", "check", QUESTION, "--answer", "1889", "--passages", str(passages), "--json"])
+    ok = runner.invoke(app, ["train", "audit", "check", QUESTION, "--answer", "1889", "--passages", str(passages),
+                             "--json"])
     assert ok.exit_code == 0, ok.output
     body = json.loads(ok.stdout)
     assert body["verdict"] == "supported" and body["cited"] == ["tower"] and not body["flagged"]
-    bad = runner.invoke(app, ["audit", "check", QUESTION, "--answer", " ", "--passages", str(passages)])
+    bad = runner.invoke(app, ["train", "audit", "check", QUESTION, "--answer", " ", "--passages", str(passages)])
     assert bad.exit_code == 2 and "--answer" in bad.output

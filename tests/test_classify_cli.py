@@ -1,4 +1,4 @@
-"""`amsrag classifier predict` through the real entry point."""
+"""`amsrag train classifier predict` through the real entry point."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from amsrag.types import COMPLEXITIES
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "amsrag.cli", "classifier", "predict", *args],
+    return subprocess.run([sys.executable, "-m", "amsrag.cli", "train", "classifier", "predict", *args],
                           capture_output=True, text=True, timeout=120)
 
 

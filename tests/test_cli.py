@@ -129,7 +129,7 @@ def test_route_learn_and_library(cli_index, tmp_path) -> None:
             {"question": "In which city did the band behind Tinted Windows first perform?", "complexity": "multi_hop"},
             {"question": "Who founded anthroposophy?", "label": "one_hop"}]
     labels.write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
-    [rep] = json_lines(run("route", "learn", labels, "--index", cli_index, "--json").stdout)
+    [rep] = json_lines(run("train", "route", "learn", labels, "--index", cli_index, "--json").stdout)
     assert (rep["received"], rep["added"], rep["relabelled"], rep["unchanged"], rep["size"]) == (3, 3, 0, 0, 3)
     assert rep["source"] == "labels.jsonl" and rep["counts"] == {"one_hop": 2, "multi_hop": 1,
                                                                  "source:labels.jsonl": 3}
@@ -137,7 +137,7 @@ def test_route_learn_and_library(cli_index, tmp_path) -> None:
     qa = tmp_path / "qa.jsonl"
     qa.write_text((SLICE / "questions.jsonl").read_text("utf-8") + json.dumps(
         {"id": "t", "question": "where is TULSA", "answers": ["Oklahoma"], "dataset": "hotpotqa"}) + "\n", "utf-8")
-    [rep] = json_lines(run("route", "learn", qa, "--index", cli_index, "--source", "slice", "--json").stdout)
+    [rep] = json_lines(run("train", "route", "learn", qa, "--index", cli_index, "--source", "slice", "--json").stdout)
     assert (rep["added"], rep["relabelled"], rep["unchanged"], rep["size"]) == (16, 1, 0, 19)
     assert rep["counts"] == {"one_hop": 11, "multi_hop": 8, "source:labels.jsonl": 2, "source:slice": 17}
 
@@ -150,12 +150,12 @@ def test_route_learn_and_library(cli_index, tmp_path) -> None:
                         ('{"question": "Fine?", "hop": "one_hop"}\n{"question": "Broken", \n',
                          "bad.jsonl:2: malformed")]:
         (tmp_path / "bad.jsonl").write_text(text, "utf-8")
-        proc = run("route", "learn", tmp_path / "bad.jsonl", "--index", cli_index, check=False)
+        proc = run("train", "route", "learn", tmp_path / "bad.jsonl", "--index", cli_index, check=False)
         assert proc.returncode == 2 and where in " ".join(proc.stderr.split()), proc.stderr
 
-    [lib] = json_lines(run("route", "library", "--index", cli_index, "--json").stdout)
+    [lib] = json_lines(run("train", "route", "library", "--index", cli_index, "--json").stdout)
     assert lib == {"index": str(cli_index), "size": 19, "counts": rep["counts"]}  # the bad files added nothing
-    human = run("route", "library", "--index", cli_index).stdout
+    human = run("train", "route", "library", "--index", cli_index).stdout
     assert "multi_hop" in human and "source:slice" in human and "19" in human
 
     # the library votes in routing: a stored question is its own closest neighbour, and the trace says so
@@ -176,11 +176,11 @@ def test_classifier_calibrate_stores_the_temperature_in_the_index(tmp_path, shar
         rows += [{"question": json.loads(line)["question"], "hop": hop} for line in lines]
     labels = tmp_path / "mine.jsonl"
     labels.write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
-    [res] = json_lines(run("classifier", "calibrate", "--qa", labels, "--index", index, "--json").stdout)
+    [res] = json_lines(run("train", "classifier", "calibrate", "--qa", labels, "--index", index, "--json").stdout)
     assert res["questions"] == 80 and res["hop_temperature"] > 0
     assert f"hop_temperature = {res['hop_temperature']}" in (index / "config.toml").read_text("utf-8")
     # too few questions, or one label only: refused, nothing stored changes
     (tmp_path / "few.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:10]), "utf-8")
-    proc = run("classifier", "calibrate", "--qa", tmp_path / "few.jsonl", "--index", index, check=False)
+    proc = run("train", "classifier", "calibrate", "--qa", tmp_path / "few.jsonl", "--index", index, check=False)
     assert proc.returncode == 2 and "at least 50" in proc.stderr
     assert f"hop_temperature = {res['hop_temperature']}" in (index / "config.toml").read_text("utf-8")

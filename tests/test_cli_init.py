@@ -1,4 +1,4 @@
-"""`amsrag --version` and `amsrag init`: a commented configuration that reads back as the one it shows."""
+"""`amsrag --version` and `amsrag index init`: a commented configuration that reads back as the one it shows."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def test_version() -> None:
 
 def test_init_writes_every_key_commented_and_reads_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    result = runner.invoke(app, ["init"])
+    result = runner.invoke(app, ["index", "init"])
     assert result.exit_code == 0, result.output
     text = (tmp_path / "amsrag.toml").read_text("utf-8")
     assert AmsragConfig.load(tmp_path / "amsrag.toml") == AmsragConfig()
@@ -30,7 +30,7 @@ def test_init_writes_every_key_commented_and_reads_back(tmp_path: Path, monkeypa
         for key in field.annotation.model_fields:  # type: ignore[union-attr]
             assert f"\n{key} = " in text or f"# {key} = (unset)" in text or f"[{section}.{key}" in text, key
     assert "# dense encoder of an index: all-MiniLM-L6-v2-int8" in text
-    refused = runner.invoke(app, ["init"])
+    refused = runner.invoke(app, ["index", "init"])
     assert refused.exit_code == 2 and "amsrag.toml exists; pass --force" in refused.output
 
 
@@ -45,7 +45,7 @@ def test_init_from_an_index_and_an_edit_builds(tmp_path: Path) -> None:
     from amsrag.store.open import create_index
 
     create_index(index_dir, config).close()
-    result = runner.invoke(app, ["init", str(tmp_path / "from-index.toml"), "--index", str(index_dir)])
+    result = runner.invoke(app, ["index", "init", str(tmp_path / "from-index.toml"), "--index", str(index_dir)])
     assert result.exit_code == 0, result.output
     written = AmsragConfig.load(tmp_path / "from-index.toml")
     assert written == config and written.router.theta_high == 0.8

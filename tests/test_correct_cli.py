@@ -1,4 +1,4 @@
-"""`amsrag evaluator score|train` through the real entry point."""
+"""`amsrag train evaluator score|train` through the real entry point."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "amsrag.cli", "evaluator", *args], capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run([sys.executable, "-m", "amsrag.cli", "train", "evaluator", *args], capture_output=True,
+                          text=True, timeout=300)
 
 
 def test_score_json(tmp_path: Path) -> None:

@@ -114,7 +114,7 @@ def test_every_cli_command_and_option_is_in_the_reference() -> None:
         for param in command.params:
             if param.param_type_name == "option" and not param.hidden:
                 assert param.opts[0] in text, f"{name} {param.opts[0]} is missing from the CLI reference"
-    for command in ("amsrag index build", "amsrag ask", "amsrag serve", "amsrag review mark"):
+    for command in ("amsrag index build", "amsrag ask", "amsrag serve", "amsrag ops review mark"):
         assert f"`{command}`" in text
 
 

@@ -52,7 +52,7 @@ def test_calibration_questions_are_disjoint_from_the_eval_queries(tmp_path):
     assert len(bench.calibration) == 3 + 2
     assert not {q.question for q in bench.calibration} & {q.question for q in bench.queries}
     ids = {p.id for p in bench.passages}
-    # amsrag QA JSONL with gold passages by corpus id: what `amsrag route tune --qa` reads
+    # amsrag QA JSONL with gold passages by corpus id: what `amsrag train route tune --qa` reads
     rows = load_qa(directory / "calibration.jsonl").questions
     assert len(rows) == 5 and all(r.complexity and r.gold_passage_ids and set(r.gold_passage_ids) <= ids for r in rows)
     cached, _ = load_or_build(_spec(tmp_path, sizes={"squad": 2, "hotpotqa": 1}), tmp_path / "cache")

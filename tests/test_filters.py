@@ -1,14 +1,19 @@
 """Metadata filters (`--where`, issue 38 item 4): parsing, and retrieval inside the filter — a filtered top-k
 holds k passages whenever k allowed passages exist, never a disallowed one — checked against brute force
 on a real index of the document fixtures (tests/fixtures/documents, tests/fixtures/docs; their licences
-are listed there), for BM25, dense (exact, gathered and HNSW), the graph and the full system, on both stores
-(PostgreSQL: skipped without a local server unless AMSRAG_REQUIRE_POSTGRES=1), through the CLI and the HTTP
-API."""
+are listed there, with a folder amsrag.toml, a Markdown note's front matter tags and set modification times),
+for BM25, dense (exact, gathered and HNSW), the graph and the full system, on both stores (PostgreSQL: skipped
+without a local server unless AMSRAG_REQUIRE_POSTGRES=1), through the CLI and the HTTP API; document tags and
+dates as they are written (build, a sync that changes tags alone, an index made before they existed) and
+refused (a bad --tag, amsrag.toml or front matter)."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import sqlite3
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +29,32 @@ QUERIES = ["configuration file", "How do I set the build target directory?", "ro
            "slides about the project", "diversions of a package file"]
 FILTERS = [["type=pdf"], ["type=pdf,html"], ["source=docs/*"], ["source=guides/*.docx"], ["type=markdown"],
            ["source=guides/*", "type=pdf"], ["doc=kb/docs/cargo/*"], ["source=*diversions.html"],
-           ["type=pptx", "source=nowhere/*"]]
+           ["type=pptx", "source=nowhere/*"],
+           # document tags (--tag corpus, amsrag.toml, front matter) and modification dates (MODIFIED)
+           ["tag=manual"], ["tag=rust,ops"], ["tag=corpus"], ["tag=nope"], ["modified>=2025-01-01"],
+           ["modified<2025-06-01"], ["modified>2025-06-01", "modified<=2025-11-30"],
+           ["modified>=2025-06-01T12:00:00Z", "modified<2025-06-01T12:00:01Z"],
+           ["tag=kb", "type=markdown", "modified>=2025-01-01"]]
+SIDECAR = """# the fixture folder's tags
+tags = ["kb"]
+
+[files."guides/*.pdf"]
+tags = ["manual"]
+
+[files."docs/cargo/*"]
+tags = ["cargo", "rust"]
+"""
+NOTE = """---
+title: On call
+tags: [ops, "on call"]
+---
+# On-call runbook
+
+Page the release manager when the build target directory fills the disk.
+"""
+MODIFIED = {"guides/": "2024-03-15T08:00:00+00:00", "docs/cargo/": "2025-06-01T12:00:00+00:00",
+            "docs/mkdocs/": "2025-11-30T23:30:00+00:00", "policy-": "2026-01-01T00:00:00+00:00",
+            "notes/": "2025-01-01T00:00:00+00:00"}
 
 
 # ---------------------------------------------------------------------------------------------- parsing
@@ -35,11 +65,18 @@ FILTERS = [["type=pdf"], ["type=pdf,html"], ["source=docs/*"], ["source=guides/*
     (["type=pdf,"], "empty value for type"),
     (["type=pfd"], "unknown type 'pfd'"),
     ([" =pdf"], "unknown field ''"),
+    (["tag=a,"], "empty value for tag"),
+    (["modified>=2025-13-01"], "'2025-13-01' is not a date; write YYYY-MM-DD"),
+    (["modified<yesterday"], "'yesterday' is not a date"),
+    (["modified>2025-01-01T25:00"], "is not a date"),
+    (["modified=2025-01-01"], "modified takes a bound: modified>=DATE"),
+    (["tag>=ops"], "only modified takes >=, >, <=, <; write tag=VALUE"),
+    (["modified>=2025-01-01", "modified>=2025-02-01"], "a second >= bound on modified"),
 ])
 def test_malformed_cli_filters_name_the_problem(specs: list[str], message: str) -> None:
     with pytest.raises(InputError, match=message) as exc:
         Where.parse(specs)
-    assert repr(specs[0]) in str(exc.value)
+    assert repr(specs[-1]) in str(exc.value)
 
 
 @pytest.mark.parametrize(("obj", "message"), [
@@ -49,6 +86,12 @@ def test_malformed_cli_filters_name_the_problem(specs: list[str], message: str) 
     ({"source": [""]}, "empty value for source"),
     ({"type": [3]}, "must be a string or a list of strings"),
     ({"type": ["docs"]}, "unknown type 'docs'"),
+    ({"tag": [""]}, "empty value for tag"),
+    ({"tag": ["a,b"]}, "holds a comma"),
+    ({"modified": "2025-01-01"}, r"`where.modified` must be an object of bounds"),
+    ({"modified": {"after": "2025-01-01"}}, "unknown bound 'after'; bounds are gte, gt, lte, lt"),
+    ({"modified": {"gte": 2025}}, r"`where.modified.gte` must be a date string"),
+    ({"modified": {"lt": "2025/01/01"}}, r"`where.modified.lt`: '2025/01/01' is not a date"),
 ])
 def test_malformed_request_filters_name_the_problem(obj: object, message: str) -> None:
     with pytest.raises(InputError, match=message):
@@ -72,6 +115,33 @@ def test_spellings_agree_and_fields_and_values_combine() -> None:
     assert Where().matches(plain)
 
 
+def test_tag_and_date_spellings_agree_and_compare_by_day_or_time() -> None:
+    w = Where.parse(["tag=ops,on call", "modified>=2025-01-01", "modified < 2026-01-01T06:00+02:00"])
+    assert w.tag == ("ops", "on call") and w.modified == (("gte", "2025-01-01"), ("lt", "2026-01-01T04:00:00Z"))
+    assert w.to_dict() == {"tag": ["ops", "on call"], "modified": {"gte": "2025-01-01", "lt": "2026-01-01T04:00:00Z"}}
+    assert Where.from_json(w.to_dict()) == w == Where.parse(w.cli_args()) and w.reads_documents
+    assert Where.from_json({"tag": "ops", "modified": {"gt": "2025-03-01"}}) == Where.parse(["tag=ops",
+                                                                                            "modified>2025-03-01"])
+    assert not Where.parse(["type=pdf"]).reads_documents
+
+    def allows(spec: str, modified: str | None, tags: tuple[str, ...] = ()) -> bool:
+        return Where.parse([spec]).allows("d", None, None, modified, tags)
+
+    assert allows("modified<=2025-01-31", "2025-01-31T23:59:59Z")  # a date bound takes the whole day
+    assert not allows("modified>2025-01-31", "2025-01-31T23:59:59Z") and allows("modified>2025-01-31",
+                                                                                "2025-02-01T00:00:00Z")
+    assert allows("modified<2025-01-31T12:00:00Z", "2025-01-31T11:59:59Z")
+    assert not allows("modified<2025-01-31T12:00:00Z", "2025-01-31T12:00:00Z")
+    assert not allows("modified>=2000-01-01", None)  # no recorded time: no bound holds
+    assert allows("tag=ops,dev", None, ("dev",)) and not allows("tag=ops", None, ("Ops",)) and not allows(
+        "tag=ops", None)
+    doc = Passage(id="kb/a.md#0", doc_id="kb/a.md", text="x", metadata={"source": "a.md", "type": "markdown"})
+    from amsrag.store.documents import DocumentInfo
+
+    row = DocumentInfo("kb/a.md", 1, "", "kb/a.md", "A", "2025-05-05T05:05:05Z", 10, ("ops",))
+    assert w.matches(doc, row) and not w.matches(doc) and Where.parse(["type=markdown"]).matches(doc)
+
+
 # ---------------------------------------------------------------------------------------------- the index
 def document_folder(root: Path) -> Path:
     (root / "guides").mkdir(parents=True)
@@ -80,6 +150,15 @@ def document_folder(root: Path) -> Path:
     shutil.copy(FIXTURES / "documents" / "policy-diversions.html", root / "policy-diversions.html")
     for name in ("cargo", "mkdocs"):
         shutil.copytree(FIXTURES / "docs" / name, root / "docs" / name)
+    (root / "notes").mkdir()
+    (root / "notes" / "on-call.md").write_text(NOTE, encoding="utf-8")
+    (root / "amsrag.toml").write_text(SIDECAR, encoding="utf-8")
+    for path in root.rglob("*"):
+        rel = path.relative_to(root).as_posix()
+        stamp = next((t for prefix, t in MODIFIED.items() if rel.startswith(prefix)), None)
+        if path.is_file() and stamp is not None:
+            seconds = datetime.fromisoformat(stamp).timestamp()
+            os.utime(path, (seconds, seconds))
     return root
 
 
@@ -89,7 +168,8 @@ def doc_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     base = tmp_path_factory.mktemp("filters")
     target = base / "idx"
-    code, out = invoke("index", "build", str(document_folder(base / "kb")), "--index", str(target), "--json", "-q")
+    code, out = invoke("index", "build", str(document_folder(base / "kb")), "--index", str(target), "--tag", "corpus",
+                       "--json", "-q")
     assert code == 0, out
     return target
 
@@ -101,7 +181,7 @@ def pg_doc_index(pg_server, tmp_path_factory: pytest.TempPathFactory) -> str:
 
     url = new_database(pg_server)
     folder = document_folder(tmp_path_factory.mktemp("filters-pg") / "kb")
-    code, out = invoke("index", "build", str(folder), "--index", url, "--json", "-q")
+    code, out = invoke("index", "build", str(folder), "--index", url, "--tag", "corpus", "--json", "-q")
     assert code == 0, out
     return url
 
@@ -125,9 +205,40 @@ def embedded_engine(doc_index: Path):
 
 
 def allowed_passages(engine, where: Where) -> dict[int, Passage]:
+    """The stored passages `where` allows, tested one by one with their document's row."""
     idx = engine.index
     rows = idx.stored_rows()
-    return {r: p for r, p in zip(rows, idx.passages_by_rows(rows), strict=True) if where.matches(p)}
+    docs = idx.documents()
+    return {r: p for r, p in zip(rows, idx.passages_by_rows(rows), strict=True) if where.matches(p, docs.get(p.doc_id))}
+
+
+def test_documents_carry_title_time_size_and_tags(engine) -> None:
+    docs = engine.index.documents()
+    note = docs["kb/notes/on-call.md"]
+    assert note.tags == ("corpus", "kb", "on call", "ops") and note.title == "On-call runbook"
+    assert note.modified == "2025-01-01T00:00:00Z" and note.size == len(NOTE.encode())
+    assert docs["kb/guides/cite.pdf"].tags == ("corpus", "kb", "manual")
+    assert docs["kb/guides/slides.pptx"].tags == ("corpus", "kb")
+    assert all(d.tags == ("cargo", "corpus", "kb", "rust") and d.modified == "2025-06-01T12:00:00Z"
+               for k, d in docs.items() if k.startswith("kb/docs/cargo/"))
+    assert docs["kb/policy-diversions.html"].modified == "2026-01-01T00:00:00Z"
+    assert all(d.size and d.title for d in docs.values())
+
+
+@pytest.mark.parametrize(("specs", "prefixes"), [
+    (["tag=rust,ops"], ("kb/docs/cargo/", "kb/notes/")),
+    (["tag=manual"], ("kb/guides/cite.pdf", "kb/guides/debian-reference-p30-33.pdf")),
+    (["modified>2025-06-01", "modified<=2025-11-30"], ("kb/docs/mkdocs/",)),
+    (["modified>=2025-06-01T12:00:00Z", "modified<2025-06-01T12:00:01Z"], ("kb/docs/cargo/",)),
+    (["modified<2025-06-01"], ("kb/guides/", "kb/notes/")),
+    (["modified>=2026-01-01"], ("kb/policy-",)),
+])
+def test_tag_and_date_filters_keep_the_documents_they_name(engine, specs: list[str], prefixes: tuple[str, ...]) -> None:
+    """The documents a filter allows, written out by hand from the fixture's tags and dates."""
+    allowed = engine.index.allowed_rows(Where.parse(specs))
+    kept = {p.doc_id for p in engine.index.passages_by_rows(allowed.rows.tolist())}
+    expected = {d for d in engine.index.documents() if d.startswith(prefixes)}
+    assert kept == expected and expected
 
 
 def brute_top(scores: dict[int, float], ids: dict[int, str], k: int) -> list[str]:
@@ -181,7 +292,8 @@ def test_filtered_dense_is_the_top_k_of_the_allowed_passages(engine, specs: list
         assert len(hits) == min(k, len(allowed))  # every allowed passage has a cosine: k whenever k exist
 
 
-@pytest.mark.parametrize("specs", [["type=pdf"], ["source=docs/*"], ["source=*diversions.html"], ["doc=none"]])
+@pytest.mark.parametrize("specs", [["type=pdf"], ["source=docs/*"], ["source=*diversions.html"], ["doc=none"],
+                                   ["tag=kb"], ["modified>=2025-01-01"], ["tag=rust"]])
 def test_filtered_hnsw_walk_and_gather_keep_k(embedded_engine, specs: list[str]) -> None:
     """The same index's vectors in an HNSW graph (the embedded index searches exactly below 20k passages): a
     filter over a tenth of the passages asks the graph for more candidates (or searches exactly when that would
@@ -205,7 +317,8 @@ def test_filtered_hnsw_walk_and_gather_keep_k(embedded_engine, specs: list[str])
             assert [h.id for h in hits] == dense_brute(engine, allowed, qvec, k), (query, specs, k)
 
 
-@pytest.mark.parametrize("specs", [["type=pdf"], ["source=docs/*"], ["type=docx,pptx"]])
+@pytest.mark.parametrize("specs", [["type=pdf"], ["source=docs/*"], ["type=docx,pptx"], ["tag=manual,rust"],
+                                   ["modified<2025-06-01"]])
 def test_filtered_graph_and_full_system_return_only_allowed_passages(engine, specs: list[str]) -> None:
     where = Where.parse(specs)
     allowed = allowed_passages(engine, where)
@@ -285,6 +398,17 @@ def test_cli_where_on_search_retrieve_and_ask(doc_index: Path) -> None:
     for command in (["search", "x"], ["retrieve", "x"], ["ask", "x", "--no-log", "--local"]):
         code, out = invoke(*command, "--index", str(doc_index), "--where", "kind=pdf")
         assert code == 2 and "--where 'kind=pdf': unknown field 'kind'" in " ".join(out.split()), out
+        code, out = invoke(*command, "--index", str(doc_index), "--where", "modified>=2025-02-30")
+        assert code == 2 and "--where 'modified>=2025-02-30': '2025-02-30' is not a date" in " ".join(out.split()), out
+    code, out = invoke("search", "target directory", "--index", str(doc_index), "--where", "tag=rust", "--where",
+                       "modified>=2025-01-01", "--where", "modified<2025-07-01", "-k", "50", "--json")
+    assert code == 0, out
+    found = json.loads(out)
+    assert found["filter"]["where"] == {"tag": ["rust"], "modified": {"gte": "2025-01-01", "lt": "2025-07-01"}}
+    assert found["hits"] and all(h["id"].startswith("kb/docs/cargo/") for h in found["hits"])
+    code, out = invoke("retrieve", "target directory", "--index", str(doc_index), "--where", "tag=rust",
+                       "--where", "modified>2025-06-01")
+    assert code == 0 and "filter tag=rust modified>2025-06-01: 0 of" in out, out
 
 
 def test_http_where_on_retrieve_and_ask(doc_index: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -313,8 +437,16 @@ def test_http_where_on_retrieve_and_ask(doc_index: Path, tmp_path: Path, monkeyp
             asked = r.json()
             assert asked["trace"]["filter"]["allowed"] > 0
             assert all(s["id"].startswith("kb/docs/mkdocs/") for s in asked["sources"])
+            r = client.post("/v1/retrieve", json={"query": "configuration file", "k": 3, "where": {
+                "tag": ["manual"], "modified": {"lt": "2025-01-01"}}})
+            assert r.status_code == 200, r.text
+            assert len(r.json()["passages"]) == 3 and all(p["id"].startswith("kb/guides/") and ".pdf#" in p["id"]
+                                                          for p in r.json()["passages"])
+            assert r.json()["trace"]["filter"]["where"] == {"tag": ["manual"], "modified": {"lt": "2025-01-01"}}
             for bad, message in (({"colour": ["red"]}, "unknown field 'colour'"), ({"type": []}, "empty value"),
-                                 ("type=pdf", "must be an object")):
+                                 ({"modified": {"gte": "soon"}}, "`where.modified.gte`: 'soon' is not a date"),
+                                 ({"modified": ["2025-01-01"]}, "must be an object of bounds"),
+                                 ({"tag": "a,b"}, "holds a comma"), ("type=pdf", "must be an object")):
                 for route in ("/v1/retrieve", "/v1/ask"):
                     r = client.post(route, json={"query": "configuration file", "where": bad})
                     if isinstance(bad, str):  # not an object: the request body's schema refuses it
@@ -324,10 +456,10 @@ def test_http_where_on_retrieve_and_ask(doc_index: Path, tmp_path: Path, monkeyp
         # `ask --server` sends the filter in the request body
         monkeypatch.setenv("AMSRAG_API_KEY", KEY)
         code, out = invoke("ask", "How do I set the build target directory?", "--server", server.url, "--where",
-                           "doc=kb/docs/cargo/*", "--json")
+                           "doc=kb/docs/cargo/*", "--where", "modified>=2025-06-01", "--json")
         assert code == 0, out
         remote = json.loads(out)
-        assert remote["trace"]["filter"]["where"] == {"doc": ["kb/docs/cargo/*"]}
+        assert remote["trace"]["filter"]["where"] == {"doc": ["kb/docs/cargo/*"], "modified": {"gte": "2025-06-01"}}
         assert remote["trace"]["evidence"] and all(e.startswith("kb/docs/cargo/") for e in remote["trace"]["evidence"])
     finally:
         server.stop()
@@ -345,6 +477,12 @@ def test_postgres_cli_where(pg_doc_index: str) -> None:
     assert all(h["id"].startswith("kb/docs/") for h in found["hits"])
     code, out = invoke("search", "x", "--index", pg_doc_index, "--where", "type=")
     assert code == 2 and "empty value for type" in out, out
+    code, out = invoke("search", "target directory", "--index", pg_doc_index, "--where", "tag=ops,manual",
+                       "--where", "modified<2025-06-01", "--retriever", "dense", "-k", "20", "--json")
+    assert code == 0, out
+    found = json.loads(out)
+    assert len(found["hits"]) == min(20, found["filter"]["allowed"]) > 0
+    assert all(h["id"].startswith(("kb/guides/cite.pdf", "kb/guides/debian", "kb/notes/")) for h in found["hits"])
 
 
 def test_python_api_takes_any_spelling_of_a_filter(doc_index: Path) -> None:
@@ -361,3 +499,166 @@ def test_python_api_takes_any_spelling_of_a_filter(doc_index: Path) -> None:
         assert "filter" not in index.retrieve("root account password", k=3).trace.to_dict()
         with pytest.raises(InputError, match="unknown field 'kind'"):
             index.search("x", where={"kind": "pdf"})
+        for where in ({"tag": "rust", "modified": {"gte": "2025-06-01"}}, ["tag=rust", "modified>=2025-06-01"]):
+            hits = index.search("target directory", retriever="dense", k=4, where=where)
+            assert len(hits) == 4 and all(h.id.startswith("kb/docs/cargo/") for h in hits)
+        with pytest.raises(InputError, match="unknown bound 'from'"):
+            index.retrieve("x", where={"modified": {"from": "2025-01-01"}})
+
+
+# ---------------------------------------------------------------------------------------------- tags as written
+@pytest.fixture(params=["embedded", "postgres"])
+def empty_target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where a new index goes, on each store (PostgreSQL: a fresh database; skipped without a server)."""
+    if request.param == "embedded":
+        return str(tmp_path / "idx")
+    from pg_server import new_database
+
+    return new_database(request.getfixturevalue("pg_server"))
+
+
+def small_folder(root: Path) -> Path:
+    (root / "team").mkdir(parents=True)
+    for n, topic in enumerate(("release checklist", "disk quota policy", "backup rotation")):
+        (root / "team" / f"note{n}.md").write_text(f"# Note {n}\n\nThe {topic} for the build servers.\n\n"
+                                                   f"More about the {topic}: ask the operations team.\n")
+    (root / "amsrag.toml").write_text('tags = ["team"]\n[files."team/note0.md"]\ntags = ["release"]\n')
+    return root
+
+
+def passage_state(target: str) -> tuple[list[int], int, dict[str, str]]:
+    """(stored rows, the passages' generation, each document's fingerprint): what a retag must leave alone."""
+    from amsrag.store.open import open_index
+
+    with open_index(target) as idx:
+        generation = idx.stats()["generation"]
+        return idx.stored_rows(), generation, {d: i.content_hash for d, i in idx.documents().items()}
+
+
+def allowed_docs(target: str, *specs: str, k: int = 10) -> tuple[set[str], list[str]]:
+    """(the documents `specs` allow, the filtered BM25 top-k for 'build servers')."""
+    from amsrag.store.open import open_index
+
+    with open_index(target) as idx:
+        allowed = idx.allowed_rows(Where.parse(list(specs)))
+        hits = allowed.within(idx.retriever("bm25")).search("build servers", k=k)
+        return {p.doc_id for p in idx.passages_by_rows(allowed.rows.tolist())}, [h.id for h in hits]
+
+
+def test_a_sync_that_changes_tags_alone_rewrites_document_rows_not_passages(empty_target: str, tmp_path: Path) -> None:
+    from test_indexing import invoke
+
+    folder = small_folder(tmp_path / "kb")
+    code, out = invoke("index", "build", str(folder), "--index", empty_target, "--tag", "v1", "--json", "-q")
+    assert code == 0, out
+    notes = {f"kb/team/note{n}.md" for n in range(3)}
+    assert allowed_docs(empty_target, "tag=release")[0] == {"kb/team/note0.md"}
+    docs, hits = allowed_docs(empty_target, "tag=v1", k=3)
+    assert docs == notes and len(hits) == 3  # k results whenever k allowed passages match
+    before = passage_state(empty_target)
+
+    (folder / "amsrag.toml").write_text('tags = ["team"]\n[files."team/note[12].md"]\ntags = ["release"]\n')
+    code, out = invoke("index", "sync", str(folder), "--index", empty_target, "--tag", "v2", "--json", "-q")
+    assert code == 0, out
+    report = json.loads(out)
+    assert report["documents_meta_updated"] == 3 and report["documents_unchanged"] == 3
+    assert (report["added"], report["removed"], report["embedded"]) == (0, 0, 0)
+    assert passage_state(empty_target) == before  # same rows, generation and fingerprints
+    assert allowed_docs(empty_target, "tag=release")[0] == {"kb/team/note1.md", "kb/team/note2.md"}
+    assert allowed_docs(empty_target, "tag=v1") == (set(), [])
+    assert len(allowed_docs(empty_target, "tag=v2", k=2)[1]) == 2
+
+    # a touched file: its time changes alone; then a sync with nothing new changes nothing
+    stamp = datetime.fromisoformat("2020-02-02T02:02:02+00:00").timestamp()
+    os.utime(folder / "team" / "note2.md", (stamp, stamp))
+    code, out = invoke("index", "sync", str(folder), "--index", empty_target, "--tag", "v2", "--json", "-q")
+    assert code == 0 and json.loads(out)["documents_meta_updated"] == 1, out
+    assert allowed_docs(empty_target, "modified<2021-01-01")[0] == {"kb/team/note2.md"}
+    code, out = invoke("index", "sync", str(folder), "--index", empty_target, "--tag", "v2", "--json", "-q")
+    assert code == 0 and json.loads(out)["documents_meta_updated"] == 0, out
+    assert passage_state(empty_target) == before
+
+    # front matter tags change the file (read again; its passages, without the front matter, stay): tags follow
+    note = folder / "team" / "note1.md"
+    note.write_text("---\ntags: [urgent]\n---\n" + note.read_text())
+    code, out = invoke("index", "sync", str(folder), "--index", empty_target, "--tag", "v2", "--json", "-q")
+    assert code == 0 and (json.loads(out)["files"], json.loads(out)["kept"]) == (1, 1), out
+    assert passage_state(empty_target)[0] == before[0]
+    assert allowed_docs(empty_target, "tag=urgent")[0] == {"kb/team/note1.md"}
+
+
+def test_an_index_made_before_document_tags_opens_and_gets_them_on_sync(empty_target: str, tmp_path: Path) -> None:
+    """The documents table as amsrag made it before this change (no title, modified, size, tags; PostgreSQL at
+    schema 5): the index opens, filters on tags or dates allow nothing yet, and a sync fills the rows in."""
+    import psycopg
+
+    from amsrag.store.open import open_index
+    from test_indexing import invoke
+
+    folder = small_folder(tmp_path / "kb")
+    code, out = invoke("index", "build", str(folder), "--index", empty_target, "-q")
+    assert code == 0, out
+    if empty_target.startswith("postgresql"):
+        with psycopg.connect(empty_target, autocommit=True) as conn:
+            conn.execute("ALTER TABLE amsrag.documents DROP COLUMN title, DROP COLUMN modified, DROP COLUMN size, "
+                         "DROP COLUMN tags")
+            conn.execute("DELETE FROM amsrag.meta WHERE key = 'documents_generation'")
+            conn.execute("DELETE FROM amsrag.schema_version WHERE version > 5")
+    else:
+        with sqlite3.connect(Path(empty_target) / "passages.sqlite") as conn:
+            for column in ("title", "modified", "size", "tags"):
+                conn.execute(f"ALTER TABLE documents DROP COLUMN {column}")
+            conn.execute("DELETE FROM meta WHERE key = 'documents_generation'")
+    before = passage_state(empty_target)
+    with open_index(empty_target) as idx:
+        assert all(d.tags == () and d.modified is None and d.content_hash for d in idx.documents().values())
+        assert len(idx.allowed_rows(Where.parse(["type=markdown"]))) == len(idx)
+    assert allowed_docs(empty_target, "tag=team") == (set(), [])
+    code, out = invoke("index", "sync", str(folder), "--index", empty_target, "--json", "-q")
+    assert code == 0 and json.loads(out)["documents_meta_updated"] == 3, out
+    assert passage_state(empty_target) == before
+    assert allowed_docs(empty_target, "tag=team")[0] == {f"kb/team/note{n}.md" for n in range(3)}
+    assert len(allowed_docs(empty_target, "modified>=2000-01-01")[0]) == 3
+
+
+@pytest.mark.parametrize(("write", "message"), [
+    ({"amsrag.toml": "tags = [\"a\"\n"}, "amsrag.toml: not valid TOML"),
+    ({"amsrag.toml": "labels = [\"a\"]\n"}, "amsrag.toml: unknown key 'labels'"),
+    ({"amsrag.toml": "[files.\"*.md\"]\ntags = [\"a,b\"]\n"}, "holds a comma"),
+    ({"amsrag.toml": "[files.\"*.md\"]\ntitle = \"x\"\n"}, "must hold `tags`"),
+    ({"team/bad.md": "---\ntags: [a, b\n---\n# Bad\n\ntext\n"}, "bad.md: front matter line 2: not valid YAML"),
+    ({"team/bad.md": "---\ntags: {a: 1}\ntitle: x\n---\n# Bad\n\ntext\n"}, "bad.md: front matter: `tags` must "
+                                                                            "be a list"),
+    ({"team/bad.md": "---\ntags: [a, 3]\n---\n# Bad\n\ntext\n"}, "bad.md: front matter: a tag must be a string"),
+])
+def test_bad_tags_are_refused_naming_the_file(tmp_path: Path, write: dict[str, str], message: str) -> None:
+    from test_indexing import invoke
+
+    folder = small_folder(tmp_path / "kb")
+    target = str(tmp_path / "idx")
+    code, out = invoke("index", "build", str(folder), "--index", target, "-q")
+    assert code == 0, out
+    before = passage_state(target)
+    for name, text in write.items():
+        (folder / name).write_text(text)
+    code, out = invoke("index", "sync", str(folder), "--index", target)
+    assert code == 2 and message in " ".join(out.split()), out
+    assert passage_state(target) == before  # refused before anything was written
+    code, out = invoke("index", "build", str(folder), "--index", str(tmp_path / "new"))
+    assert code == 2 and message in " ".join(out.split()), out
+    assert not (tmp_path / "new").exists()
+    code, out = invoke("index", "build", str(folder), "--index", str(tmp_path / "idx2"), "--tag", " ")
+    assert code == 2 and "--tag ' ': tag ' ' is empty" in out, out
+
+
+def test_a_nested_sidecar_is_reported_not_read(tmp_path: Path) -> None:
+    from test_indexing import invoke
+
+    folder = small_folder(tmp_path / "kb")
+    (folder / "team" / "amsrag.toml").write_text('tags = ["nested"]\n')
+    code, out = invoke("index", "build", str(folder), "--index", str(tmp_path / "idx"), "--json", "-q")
+    assert code == 0, out
+    skipped = json.loads(out)["skipped_files"]
+    assert skipped == [{"file": "kb/team/amsrag.toml", "reason": "an amsrag.toml is read only at the top of a "
+                                                                 "folder given to index add|build|sync"}]
+    assert allowed_docs(str(tmp_path / "idx"), "tag=nested") == (set(), [])

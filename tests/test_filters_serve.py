@@ -145,6 +145,10 @@ def test_eval_where_scores_only_questions_inside_the_filter(built_index, slice_p
         cited = [c for row in predictions(out) for c in row["citations"]]
         assert cited and all(source[c] == "nq" for c in cited), cited
         assert {row["dataset"] for row in predictions(out)} == {"nq"}
+        rows = predictions(out)  # the reader's best answer and its confidence, kept for threshold sweeps
+        assert all(r["candidate"] == r["prediction"] for r in rows if not r["abstained"])
+        assert all(r["candidate"] and r["candidate"] != r["prediction"] for r in rows if r["abstained"])
+        assert all(0.0 <= r["confidence"] <= 1.0 for r in rows if r["system"] == "full"), rows
     report = reports[2]
     assert report["n_queries"] == 10 and report["config"]["answer_workers"] == 2
     assert report["config"]["where"] == {"where": {"source": ["nq"]}, "allowed": 10, "passages": 90,

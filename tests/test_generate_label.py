@@ -1,4 +1,4 @@
-"""Silver labelling the Adaptive-RAG way with the configured generator, and `amsrag classifier label`."""
+"""Silver labelling the Adaptive-RAG way with the configured generator, and `amsrag train classifier label`."""
 
 from __future__ import annotations
 
@@ -84,15 +84,16 @@ def test_cli_classifier_label(tmp_path, slice_questions, slice_passages) -> None
                                 "paragraphs": [{"title": p.title, "text": p.text} for p in slice_passages[:12]]})
                     + "\n")
     out = tmp_path / "labels.jsonl"
-    proc = subprocess.run([sys.executable, "-m", "amsrag.cli", "classifier", "label", str(qa), "--out", str(out),
-                           "--generator", "extractive", "--json"], capture_output=True, text=True, timeout=600)
+    proc = subprocess.run([sys.executable, "-m", "amsrag.cli", "train", "classifier", "label", str(qa), "--out",
+                           str(out), "--generator", "extractive", "--json"], capture_output=True, text=True,
+                          timeout=600)
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
     assert summary["questions"] == 4 and sum(summary["labels"].values()) == 4
     assert "labelling with extractive" in proc.stderr  # the progress bar
     assert len(load_silver3(out)) == 4
-    bad = subprocess.run([sys.executable, "-m", "amsrag.cli", "classifier", "label", str(tmp_path / "none.jsonl"),
-                          "--out", str(out)], capture_output=True, text=True, timeout=300)
+    bad = subprocess.run([sys.executable, "-m", "amsrag.cli", "train", "classifier", "label",
+                          str(tmp_path / "none.jsonl"), "--out", str(out)], capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and len(load_silver3(out)) == 4  # the good file is untouched
 
 

@@ -39,7 +39,7 @@ def test_build_stores_tables_beside_passages_and_lists_them(tmp_path):
         assert ids == ["docs/prices.csv", "staff"]
         price = next(p for p in index.tables().profiles() if p.table_id == "docs/prices.csv")
         assert price.column("Price ($)").type == "number" and price.column("Price ($)").unit == "$"
-    r = runner.invoke(app, ["tables", "list", "--index", str(idx), "--json"])
+    r = runner.invoke(app, ["index", "tables", "list", "--index", str(idx), "--json"])
     assert r.exit_code == 0 and len(json.loads(r.output)["tables"]) == 2
 
 
@@ -77,11 +77,11 @@ def test_tables_query_runs_guarded_sql_and_refuses_writes(tmp_path):
     assert runner.invoke(app, ["index", "build", str(docs), "--index", str(idx), "-q"]).exit_code == 0
     with EmbeddedIndex.open(idx) as index:
         name = index.tables().profile("docs/prices.csv").sql_name
-    r = runner.invoke(app, ["tables", "query", f"SELECT c0 FROM {name} WHERE c1_num > 10 ORDER BY c1_num",
+    r = runner.invoke(app, ["index", "tables", "query", f"SELECT c0 FROM {name} WHERE c1_num > 10 ORDER BY c1_num",
                             "--index", str(idx), "--json"])
     assert r.exit_code == 0 and json.loads(r.output)["rows"] == [["Widget"], ["Gizmo"]]
     for hostile in (f"DELETE FROM {name}", f"SELECT 1; DROP TABLE {name}", "SELECT * FROM sqlite_master"):
-        r = runner.invoke(app, ["tables", "query", hostile, "--index", str(idx)])
+        r = runner.invoke(app, ["index", "tables", "query", hostile, "--index", str(idx)])
         assert r.exit_code == 2, hostile
     r = runner.invoke(app, ["index", "delete", "--table", "nope", "--index", str(idx)])
     assert r.exit_code == 2 and "no such table" in r.output

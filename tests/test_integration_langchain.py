@@ -62,3 +62,21 @@ def test_k_system_and_async_match_retrieve(api_index) -> None:
 
     for question, async_docs in zip(QUESTIONS[:2], asyncio.run(both()), strict=True):
         assert got(async_docs) == expected(api_index, question)
+
+
+def test_the_metadata_comes_from_the_passages_the_engine_read(api_index) -> None:
+    """Every adapter hands on the stored passages the engine read (no second read of the store): the same metadata
+    as reading them again, for every system, also after the corrective step's merges."""
+    from dataclasses import replace
+
+    from amsrag.integrations.passages import retrieved
+
+    engine = api_index.engine
+    for question, system in zip(QUESTIONS, ("full", "fixed", "A4", "bm25"), strict=True):
+        result = engine.retrieve(question, system=system)
+        assert result.passages and all(p.stored is not None and p.stored.id == p.id for p in result.passages)
+        reread = replace(result, passages=[replace(p, stored=None) for p in result.passages])
+        assert reread.passages == result.passages  # `stored` is not part of a passage's equality
+        handed_on = retrieved(engine, result)
+        assert handed_on == retrieved(engine, reread)
+        assert all(r.metadata["source"].endswith(".md") and r.metadata["section"] for r in handed_on)

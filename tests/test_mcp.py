@@ -1,4 +1,4 @@
-"""`amsrag mcp` with the MCP SDK's own client against a small real index: in-process, over stdio (the CLI as a
+"""`amsrag serve --mcp` with the MCP SDK's own client against a small real index: in-process, over stdio (the CLI as a
 subprocess) and over streamable HTTP (API keys as the HTTP service's)."""
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def test_tools_in_process_equal_the_engine_and_the_cli(api_index, api_index_dir:
 def test_stdio_subprocess(api_index_dir: Path) -> None:
     env = {**os.environ, "PYTHONPATH": SRC, "OMP_NUM_THREADS": "1"}
     params = StdioServerParameters(command=sys.executable, env=env,
-                                   args=["-m", "amsrag.cli", "mcp", "--index", str(api_index_dir)])
+                                   args=["-m", "amsrag.cli", "serve", "--mcp", "--index", str(api_index_dir)])
 
     async def session() -> tuple[dict, list]:
         async with Client(params) as client:
@@ -115,8 +115,8 @@ def test_streamable_http_needs_a_key_when_keys_are_set(api_index_dir: Path, tmp_
     port = free_port()
     env = {**os.environ, "PYTHONPATH": SRC, "OMP_NUM_THREADS": "1", "AMSRAG_API_KEYS": KEY}
     log = (tmp_path / "mcp.log").open("w")
-    proc = subprocess.Popen([sys.executable, "-m", "amsrag.cli", "mcp", "--index", str(api_index_dir), "--transport",
-                             "http", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen([sys.executable, "-m", "amsrag.cli", "serve", "--mcp", "--index", str(api_index_dir),
+                             "--transport", "http", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/mcp"
     try:
         deadline = time.monotonic() + 240  # the CLI's start-up on a loaded 2-core machine
@@ -145,8 +145,8 @@ def test_streamable_http_needs_a_key_when_keys_are_set(api_index_dir: Path, tmp_
 
 def test_http_off_loopback_without_keys_is_refused(api_index_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("AMSRAG_API_KEYS", raising=False)
-    result = CliRunner().invoke(app, ["mcp", "--index", str(api_index_dir), "--transport", "http",
+    result = CliRunner().invoke(app, ["serve", "--mcp", "--index", str(api_index_dir), "--transport", "http",
                                       "--host", "0.0.0.0"])
     assert result.exit_code == 2 and "refusing to serve on 0.0.0.0 without API keys" in result.output
-    result = CliRunner().invoke(app, ["mcp", "--index", str(api_index_dir), "--transport", "sse"])
+    result = CliRunner().invoke(app, ["serve", "--mcp", "--index", str(api_index_dir), "--transport", "sse"])
     assert result.exit_code == 2 and "--transport must be stdio or http" in result.output

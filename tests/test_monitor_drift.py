@@ -66,7 +66,7 @@ def test_reference_bins_are_deciles_and_round_trip(reference, tmp_path) -> None:
     with pytest.raises(InputError, match="one more count than edges"):
         DriftReference.load(path)
     path.write_text(json.dumps({"format": "something else"}))
-    with pytest.raises(InputError, match="amsrag monitor baseline"):
+    with pytest.raises(InputError, match="amsrag ops monitor baseline"):
         DriftReference.load(path)
     with pytest.raises(InputError, match="at least 10"):
         DriftReference.from_observations(_sample(random.Random(2), 5, 0.1), BAND, "too few")
@@ -99,7 +99,7 @@ def test_multi_hop_traffic_alarms_and_says_what_to_do(reference) -> None:
     assert switched is not None and switched < 60
     s = detector.status()
     assert "route" in s.alarmed_by and s.route_mix["multi_hop"] > s.reference_route_mix["multi_hop"]
-    assert "amsrag classifier calibrate --qa LABELLED.jsonl --index /srv/idx" in s.recommendation
+    assert "amsrag train classifier calibrate --qa LABELLED.jsonl --index /srv/idx" in s.recommendation
     assert "towards multi_hop" in s.recommendation
 
 

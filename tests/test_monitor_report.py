@@ -1,4 +1,4 @@
-"""`amsrag monitor report|baseline` (issue 22 items 2 and 4) on a query log of real answers."""
+"""`amsrag ops monitor report|baseline` (issue 22 items 2 and 4) on a query log of real answers."""
 
 from __future__ import annotations
 
@@ -46,8 +46,8 @@ def logged(built_index, slice_questions, tmp_path_factory) -> Path:
 
 
 def _report(index_dir: Path, out: Path, *args: str) -> dict:
-    r = CliRunner().invoke(app, ["monitor", "report", "--index", str(index_dir), "--out", str(out), "--json", "-q",
-                                 *args])
+    r = CliRunner().invoke(app, ["ops", "monitor", "report", "--index", str(index_dir), "--out", str(out), "--json",
+                                 "-q", *args])
     assert r.exit_code == 0, r.output
     return json.loads(r.output.splitlines()[-1])
 
@@ -70,7 +70,7 @@ def test_report_over_real_answers_writes_the_markdown_and_figures(logged, tmp_pa
 @pytest.mark.slow
 def test_baseline_then_report_finds_the_drift_of_multi_hop_traffic(logged, tmp_path) -> None:
     runner = CliRunner()
-    r = runner.invoke(app, ["monitor", "baseline", "--index", str(logged), "--questions",
+    r = runner.invoke(app, ["ops", "monitor", "baseline", "--index", str(logged), "--questions",
                             str(logged.parent / "nq.jsonl"), "--json", "-q"])
     assert r.exit_code == 0, r.output
     summary = json.loads(r.output.splitlines()[-1])
@@ -84,14 +84,15 @@ def test_baseline_then_report_finds_the_drift_of_multi_hop_traffic(logged, tmp_p
         first = report["drift"]["first_alarm"]
         assert first is not None and first["entry"] > 20 and "route" in first["signals"]
         assert report["verdict"]["alarm"] and report["verdict"]["route_mix"]["multi_hop"] > 0.5
-        assert "amsrag classifier calibrate" in report["verdict"]["recommendation"]
+        assert "amsrag train classifier calibrate" in report["verdict"]["recommendation"]
         md = (tmp_path / "out" / "report.md").read_text()
         assert "## Verdict: DRIFT" in md and "![drift_psi.png](drift_psi.png)" in md
         assert {Path(f).name for f in report["files"]} == {"report.md"} | FIGURES
         calm = _report(logged, tmp_path / "calm", "--window", "20", "--until", (T0 + timedelta(minutes=20)).isoformat())
         assert calm["verdict"]["ready"] and not calm["verdict"]["alarm"]
         assert max(calm["verdict"]["psi"].values()) < 0.05  # only the smoothing of 10 vs 20 answers
-        r = runner.invoke(app, ["monitor", "baseline", "--index", str(logged), "--from-log", "--until", until, "-q"])
+        r = runner.invoke(app, ["ops", "monitor", "baseline", "--index", str(logged), "--from-log", "--until", until,
+                                "-q"])
         assert r.exit_code == 0 and "44 routed answers" in r.output
         assert DriftReference.load(logged / REFERENCE_FILE).n == 44
     finally:
@@ -104,27 +105,27 @@ def test_an_empty_log_says_so(built_index, tmp_path) -> None:
     report = _report(index_dir, tmp_path / "out")
     assert report["entries"] == 0 and [Path(f).name for f in report["files"]] == ["report.md"]
     assert "no entries" in (tmp_path / "out" / "report.md").read_text()
-    r = CliRunner().invoke(app, ["monitor", "report", "--index", str(index_dir), "--out", str(tmp_path / "o2")])
+    r = CliRunner().invoke(app, ["ops", "monitor", "report", "--index", str(index_dir), "--out", str(tmp_path / "o2")])
     assert r.exit_code == 0 and "no entries" in r.output
 
 
 def test_bad_input_is_named(built_index, tmp_path) -> None:
     index_dir = _copy(built_index, tmp_path / "index")
     runner = CliRunner()
-    r = runner.invoke(app, ["monitor", "report", "--index", str(index_dir), "--out", str(tmp_path / "o")])
+    r = runner.invoke(app, ["ops", "monitor", "report", "--index", str(index_dir), "--out", str(tmp_path / "o")])
     assert r.exit_code == 2 and "[query_log] enabled = true" in r.output
     SqliteQueryLog(index_dir / FILE).close()
-    r = runner.invoke(app, ["monitor", "report", "--index", str(index_dir), "--out", str(tmp_path / "o"),
+    r = runner.invoke(app, ["ops", "monitor", "report", "--index", str(index_dir), "--out", str(tmp_path / "o"),
                             "--since", "last tuesday"])
     assert r.exit_code == 2 and "not an ISO 8601 date or time: 'last tuesday'" in r.output
-    r = runner.invoke(app, ["monitor", "report", "--index", str(index_dir), "--out", str(tmp_path / "o"),
+    r = runner.invoke(app, ["ops", "monitor", "report", "--index", str(index_dir), "--out", str(tmp_path / "o"),
                             "--since", "2026-03-02", "--until", "2026-03-01"])
     assert r.exit_code == 2 and "is not before --until" in r.output
-    r = runner.invoke(app, ["monitor", "baseline", "--index", str(index_dir)])
+    r = runner.invoke(app, ["ops", "monitor", "baseline", "--index", str(index_dir)])
     assert r.exit_code == 2 and "--questions FILE or --from-log" in r.output
-    r = runner.invoke(app, ["monitor", "baseline", "--index", str(index_dir), "--from-log"])
+    r = runner.invoke(app, ["ops", "monitor", "baseline", "--index", str(index_dir), "--from-log"])
     assert r.exit_code == 2 and "no routed answers" in r.output
     (tmp_path / "empty.txt").write_text("\n")
-    r = runner.invoke(app, ["monitor", "baseline", "--index", str(index_dir), "--questions",
+    r = runner.invoke(app, ["ops", "monitor", "baseline", "--index", str(index_dir), "--questions",
                             str(tmp_path / "empty.txt")])
     assert r.exit_code == 2 and "no questions found" in r.output

@@ -207,7 +207,7 @@ def test_index_of_one_model_refuses_the_other(tmp_path) -> None:
 
 def test_the_routing_encoder_is_minilm_on_any_index() -> None:
     """The query library and the classifier read MiniLM vectors: on an e5 index, questions stored in the
-    library (`route learn`, POST /v1/route/library) are embedded by MiniLM, not by the index's encoder."""
+    library (`train route learn`, POST /v1/route/library) are embedded by MiniLM, not by the index's encoder."""
     from amsrag.config import EmbeddingConfig
     from amsrag.embed import MiniLMEncoder
     from amsrag.embed.factory import routing_encoder_for

@@ -68,11 +68,11 @@ def test_the_query_library_on_the_url(slice_passages, slice_vectors, pg_url, tmp
                     ["one_hop", "multi_hop"], slice_vectors[8:10], "embedded")
         small.save_query_library(library)
     run("index", "export", "--index", tmp_path / "small", "--to", pg_url, "--json")  # the library goes along
-    assert one_json(run("route", "library", "--index", pg_url, "--json").stdout)["counts"] == {
+    assert one_json(run("train", "route", "library", "--index", pg_url, "--json").stdout)["counts"] == {
         "one_hop": 1, "multi_hop": 1, "source:embedded": 2}
     labels = tmp_path / "labels.jsonl"
     labels.write_text('{"question": "where is tulsa", "hop": "multi_hop"}\n{"question": "Who?", "hop": "one_hop"}\n')
-    learned = one_json(run("route", "learn", labels, "--index", pg_url, "--source", "cli", "--json").stdout)
+    learned = one_json(run("train", "route", "learn", labels, "--index", pg_url, "--source", "cli", "--json").stdout)
     assert (learned["added"], learned["relabelled"], learned["size"]) == (1, 1, 3)
     assert learned["counts"] == {"one_hop": 1, "multi_hop": 2, "source:cli": 2, "source:embedded": 1}
 

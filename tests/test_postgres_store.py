@@ -267,8 +267,18 @@ def test_query_library_saves_are_one_transaction(pg, slice_passages, slice_vecto
     assert {t: _count(pg.dsn, t) for t in before} == before
 
 
+def _back_to_v5(conn) -> None:
+    """Undo schema version 6 (the documents' title, modification time, size and tags), as amsrag made v5
+    databases."""
+    conn.execute("ALTER TABLE amsrag.documents DROP COLUMN title, DROP COLUMN modified, DROP COLUMN size, "
+                 "DROP COLUMN tags")  # their indexes go with them
+    conn.execute("DELETE FROM amsrag.meta WHERE key = 'documents_generation'")
+    conn.execute("DELETE FROM amsrag.schema_version WHERE version > 5")
+
+
 def _back_to_v4(conn) -> None:
-    """Undo schema version 5 (the in-process BM25 index's pieces), as amsrag made v4 databases."""
+    """Undo schema versions 6 and 5 (the in-process BM25 index's pieces), as amsrag made v4 databases."""
+    _back_to_v5(conn)
     conn.execute("DROP TABLE amsrag.bm25_blobs")
     conn.execute("DELETE FROM amsrag.meta WHERE key = 'bm25_generation'")
     conn.execute("DELETE FROM amsrag.schema_version WHERE version > 4")
@@ -294,7 +304,7 @@ def test_an_index_from_before_the_query_library_gets_its_table_on_open(pg, slice
         conn.execute("DELETE FROM amsrag.meta WHERE key = 'query_library_generation'")
         conn.execute("DELETE FROM amsrag.schema_version WHERE version > 1")
     with PostgresIndex.open(pg.dsn) as old:
-        assert old.stats()["schema_version"] == schema.CURRENT_VERSION == 5
+        assert old.stats()["schema_version"] == schema.CURRENT_VERSION == 6
         assert len(old.query_library()) == 0
         old.save_query_library(_library(slice_vectors[:2], "after-upgrade"))
     assert len(pg.query_library()) == 2
@@ -314,7 +324,7 @@ def test_an_index_at_schema_v2_is_migrated_on_open_and_keeps_its_passages(pg, sl
         conn.execute("DROP TABLE amsrag.documents, amsrag.staged_vectors")
         conn.execute("DELETE FROM amsrag.schema_version WHERE version > 2")
     with PostgresIndex.open(pg.dsn) as idx:
-        assert idx.stats()["schema_version"] == schema.CURRENT_VERSION == 5
+        assert idx.stats()["schema_version"] == schema.CURRENT_VERSION == 6
         stored = idx.get(slice_passages[3].id)
         assert len(idx) == 12 and stored is not None
         assert stored == replace(slice_passages[3], metadata={**slice_passages[3].metadata, "lang": "en"})
@@ -330,7 +340,7 @@ def test_an_index_at_schema_v2_is_migrated_on_open_and_keeps_its_passages(pg, sl
         assert list(idx.documents("src/")) == ["new"] and idx.documents("src/")["new"].content_hash == "fp"
     with psycopg.connect(pg.dsn) as conn:
         versions = conn.execute("SELECT version FROM amsrag.schema_version ORDER BY version").fetchall()
-        assert [r[0] for r in versions] == [1, 2, 3, 4, 5]
+        assert [r[0] for r in versions] == [1, 2, 3, 4, 5, 6]
 
 
 def test_an_index_at_schema_v3_gets_posting_impacts_on_open(pg, slice_passages, slice_vectors,
@@ -347,7 +357,7 @@ def test_an_index_at_schema_v3_gets_posting_impacts_on_open(pg, slice_passages, 
         with pytest.raises(psycopg.errors.UndefinedFunction):
             conn.execute("SELECT * FROM amsrag.bm25_top('{film}', '{1}', 1.5, 0.75, 3)")
     with PostgresIndex.open(pg.dsn) as idx:
-        assert idx.stats()["schema_version"] == schema.CURRENT_VERSION == 5
+        assert idx.stats()["schema_version"] == schema.CURRENT_VERSION == 6
         assert {t: _count(pg.dsn, t) for t in counts} == counts  # nothing lost
         r = idx.retriever("bm25")
         for q, want in zip(queries, before, strict=True):
@@ -651,7 +661,7 @@ def test_an_index_at_schema_v4_gets_its_bm25_index_built_on_open(pg, slice_passa
     with psycopg.connect(pg.dsn, autocommit=True) as conn:
         _back_to_v4(conn)
     with PostgresIndex.open(pg.dsn) as idx:
-        assert idx.stats()["schema_version"] == schema.CURRENT_VERSION == 5
+        assert idx.stats()["schema_version"] == schema.CURRENT_VERSION == 6
         assert {t: _count(pg.dsn, t) for t in counts} == counts  # nothing lost
         assert _count(pg.dsn, "bm25_blobs") >= 4
         r = idx.retriever("bm25")

@@ -204,10 +204,10 @@ def test_cli_progress_lines_off_a_terminal_and_quiet(private_index, tmp_path) ->
     labels.write_text('{"question": "Where is Tulsa?", "hop": "one_hop"}\n'
                       '{"question": "Who founded anthroposophy?", "hop": "one_hop"}\n', "utf-8")
     runner = CliRunner()
-    res = runner.invoke(app, ["route", "learn", str(labels), "--index", str(private_index)])
+    res = runner.invoke(app, ["train", "route", "learn", str(labels), "--index", str(private_index)])
     assert res.exit_code == 0, res.output
     assert "library: embed 0/2 (0.0%) started" in res.stderr
     assert "library: embed 2/2 (100.0%)" in res.stderr and "done in" in res.stderr
-    quiet = runner.invoke(app, ["route", "learn", str(labels), "--index", str(private_index), "-q"])
+    quiet = runner.invoke(app, ["train", "route", "learn", str(labels), "--index", str(private_index), "-q"])
     assert quiet.exit_code == 0, quiet.output
     assert "library: embed" not in quiet.stderr and "learned 2" in quiet.stdout

@@ -1,8 +1,7 @@
-"""The Python API (amsrag.Index) on a small real index, and the docs/python-api.md examples run as written."""
+"""The Python API (amsrag.Index) on a small real index (tests/test_guides.py runs docs/python-api.md's examples)."""
 
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
 import sys
@@ -12,8 +11,6 @@ import pytest
 
 import amsrag
 from api_index import API_DOCS, QUESTIONS
-
-DOC = Path(__file__).resolve().parents[1] / "docs" / "python-api.md"
 
 
 def test_import_amsrag_stays_light() -> None:
@@ -83,20 +80,3 @@ def test_add_and_sync(tmp_path: Path) -> None:
         report = index.add([extra])
         assert report.added == 1
         assert index.retrieve("How often does Halley's Comet return?").passages[0].title.startswith("Comets")
-
-
-def python_blocks(markdown: str) -> list[str]:
-    return re.findall(r"```python\n(.*?)```", markdown, re.S)
-
-
-def test_the_python_api_page_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    shutil.copytree(API_DOCS, tmp_path / "my-documents")
-    monkeypatch.chdir(tmp_path)
-    blocks = python_blocks(DOC.read_text("utf-8"))
-    assert len(blocks) >= 4
-    namespace: dict[str, object] = {}
-    for n, block in enumerate(blocks, 1):
-        exec(compile(block, f"{DOC.name} block {n}", "exec"), namespace)
-    assert namespace["answer"].citations[0].startswith("my-documents/apollo.md#")
-    with amsrag.Index.open(tmp_path / "my-index") as index:
-        assert index.passage("my-documents/comets.md#0") is not None

@@ -65,7 +65,7 @@ def test_the_cli_refuses(built_index, command) -> None:
 
 
 def test_the_cli_classifier_refuses() -> None:
-    res = CliRunner().invoke(app, ["classifier", "predict", HUGE])
+    res = CliRunner().invoke(app, ["train", "classifier", "predict", HUGE])
     assert res.exit_code == 2 and res.stderr.strip() == f"error: {TOO_LONG}"
 
 

@@ -1,5 +1,5 @@
 """The query log: the conformance suite on SQLite and PostgreSQL, the entry of an answer, the service's
-logging (on, off, broken) and the `amsrag querylog` commands."""
+logging (on, off, broken) and the `amsrag ops querylog` commands."""
 
 from __future__ import annotations
 
@@ -167,7 +167,7 @@ def test_querylog_commands(tmp_path, monkeypatch) -> None:
     index_dir.mkdir()
     AmsragConfig(query_log=QueryLogConfig(retention_days=10)).save(index_dir / "config.toml")
     runner = CliRunner()
-    missing = runner.invoke(app, ["querylog", "show", "--index", str(index_dir)])
+    missing = runner.invoke(app, ["ops", "querylog", "show", "--index", str(index_dir)])
     assert missing.exit_code == 2 and "enabled = true" in missing.output
     now = datetime.now(UTC)
     with SqliteQueryLog(index_dir / FILE) as log:
@@ -175,21 +175,21 @@ def test_querylog_commands(tmp_path, monkeypatch) -> None:
         log.append(sample_entry(now - timedelta(hours=2), query="[bold]recent[/] one", route_label="one_hop",
                                 strategy="A", audit=None, flagged=False))
         log.append(sample_entry(now, query="newest"))
-    shown = runner.invoke(app, ["querylog", "show", "--index", str(index_dir), "--limit", "2", "--json"])
+    shown = runner.invoke(app, ["ops", "querylog", "show", "--index", str(index_dir), "--limit", "2", "--json"])
     assert shown.exit_code == 0, shown.output
     assert [json.loads(line)["query"] for line in shown.output.splitlines()] == ["[bold]recent[/] one", "newest"]
-    table = runner.invoke(app, ["querylog", "show", "--index", str(index_dir),
+    table = runner.invoke(app, ["ops", "querylog", "show", "--index", str(index_dir),
                                 "--since", (now - timedelta(days=1)).date().isoformat()])
     assert "[bold]recent[/] one" in table.output and "old one" not in table.output  # data, not markup
-    stats = json.loads(runner.invoke(app, ["querylog", "stats", "--index", str(index_dir), "--json"]).output)
+    stats = json.loads(runner.invoke(app, ["ops", "querylog", "stats", "--index", str(index_dir), "--json"]).output)
     assert stats["entries"] == 3 and stats["by_route_label"] == {"multi_hop": 2, "one_hop": 1}
     assert stats["by_strategy"] == {"C": 2, "A": 1} and stats["abstention_rate"] == round(1 / 3, 4)
     assert (stats["audited"], stats["flagged"], stats["flagged_rate"]) == (2, 2, 1.0)
-    text = runner.invoke(app, ["querylog", "stats", "--index", str(index_dir)])
+    text = runner.invoke(app, ["ops", "querylog", "stats", "--index", str(index_dir)])
     assert text.exit_code == 0 and "multi_hop" in text.output
-    bad = runner.invoke(app, ["querylog", "show", "--index", str(index_dir), "--since", "yesterday"])
+    bad = runner.invoke(app, ["ops", "querylog", "show", "--index", str(index_dir), "--since", "yesterday"])
     assert bad.exit_code == 2 and "ISO 8601" in bad.output
-    pruned = runner.invoke(app, ["querylog", "prune", "--index", str(index_dir), "--json"])
+    pruned = runner.invoke(app, ["ops", "querylog", "prune", "--index", str(index_dir), "--json"])
     assert json.loads(pruned.output) == {"deleted": 1, "entries": 2, "retention_days": 10.0}
 
 

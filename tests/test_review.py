@@ -309,18 +309,19 @@ def test_review_cli(tmp_path, built_index) -> None:
     with open_review_queue(index, create=True) as q:
         a = q.add(_candidate("Who wrote the Acme charter?"))
         b = q.add(_candidate("When did Acme open?", kind="suspect"))
-    listed = [json.loads(line) for line in _cli("review", "list", "--index", index, "--json").splitlines()]
+    listed = [json.loads(line) for line in _cli("ops", "review", "list", "--index", index, "--json").splitlines()]
     assert {i["id"] for i in listed} == {a, b}
-    assert "review queue: 2 open, 0 reviewed, 0 dismissed" in _cli("review", "list", "--index", index)
-    shown = _cli("review", "show", str(a), "--index", index)
+    assert "review queue: 2 open, 0 reviewed, 0 dismissed" in _cli("ops", "review", "list", "--index", index)
+    shown = _cli("ops", "review", "show", str(a), "--index", index)
     assert "Who wrote the Acme charter?" in shown and "one_hop 0.60" in shown and "[p1] T:" in shown
-    marked = json.loads(_cli("review", "mark", str(a), "--index", index, "--verdict", "wrong", "--class", "multi_hop",
-                             "--note", "two hops", "--json"))
+    marked = json.loads(_cli("ops", "review", "mark", str(a), "--index", index, "--verdict", "wrong", "--class",
+                             "multi_hop", "--note", "two hops", "--json"))
     assert marked["review"] == {**marked["review"], "verdict": "wrong", "true_class": "multi_hop", "note": "two hops"}
-    assert json.loads(_cli("review", "dismiss", str(b), "--index", index, "--json"))["status"] == "dismissed"
-    assert "unknown verdict 'ok'" in _cli_error("review", "mark", str(a), "--index", index, "--verdict", "ok")
-    assert "no review item 77" in _cli_error("review", "show", "77", "--index", index)
-    assert "[review] enabled = true" in _cli_error("review", "list", "--index", copy_index(built_index, tmp_path / "x"))
+    assert json.loads(_cli("ops", "review", "dismiss", str(b), "--index", index, "--json"))["status"] == "dismissed"
+    assert "unknown verdict 'ok'" in _cli_error("ops", "review", "mark", str(a), "--index", index, "--verdict", "ok")
+    assert "no review item 77" in _cli_error("ops", "review", "show", "77", "--index", index)
+    assert "[review] enabled = true" in _cli_error("ops", "review", "list", "--index",
+                                                   copy_index(built_index, tmp_path / "x"))
 
 
 def _nll(p_multi: list[float], y: list[int]) -> float:
@@ -357,7 +358,7 @@ def test_reviews_round_trip_into_a_recalibrated_classifier(built_index, tmp_path
             assert r.status_code == 200, r.text
     finally:
         service.close()
-    few = _cli_error("classifier", "calibrate", "--index", index, "--reviews")
+    few = _cli_error("train", "classifier", "calibrate", "--index", index, "--reviews")
     assert "20 from reviews" in few and "30 more are needed" in few, few
     assert "hop_temperature" not in (index / "config.toml").read_text("utf-8") or \
         "hop_temperature = 0.0" in (index / "config.toml").read_text("utf-8")
@@ -369,7 +370,7 @@ def test_reviews_round_trip_into_a_recalibrated_classifier(built_index, tmp_path
     texts, y = [q for q, _ in reviewed], [int(h == "multi_hop") for _, h in reviewed]
     before, alpha_before = _route_p_multi(index, texts)
 
-    result = json.loads(_cli("classifier", "calibrate", "--index", index, "--reviews", "--json", "-q"))
+    result = json.loads(_cli("train", "classifier", "calibrate", "--index", index, "--reviews", "--json", "-q"))
     assert result["questions"] == result["from_reviews"] == len(reviewed)
     assert result["hop_temperature"] > 0
     assert f"hop_temperature = {result['hop_temperature']}" in (index / "config.toml").read_text("utf-8")
@@ -387,6 +388,6 @@ def test_reviews_round_trip_into_a_recalibrated_classifier(built_index, tmp_path
     assert sum(abs(a - b) > 1e-4 for a, b in zip(alpha_before, alpha_after, strict=True)) >= len(texts) // 2
     assert _nll(after, y) <= _nll(before, y)
 
-    learned = json.loads(_cli("route", "learn", "--index", index, "--reviews", "--json", "-q"))
+    learned = json.loads(_cli("train", "route", "learn", "--index", index, "--reviews", "--json", "-q"))
     assert learned["source"] == "review" and learned["received"] == len(reviewed) and learned["added"] == len(reviewed)
     assert learned["counts"]["multi_hop"] == sum(y) and learned["counts"]["one_hop"] == len(y) - sum(y)

@@ -1,4 +1,5 @@
-"""`route tune`: thresholds by hand-computed cost, the prior, route and MMR-gate fits, persistence in the index."""
+"""`amsrag train route tune`: thresholds by hand-computed cost, the prior, route and MMR-gate fits, persistence in
+the index."""
 
 from __future__ import annotations
 
@@ -172,7 +173,7 @@ def test_cli_route_tune_persists_thresholds_and_priors(built_index, tmp_path) ->
 
     path = tmp_path / "index"
     shutil.copytree(built_index.path, path)
-    proc = subprocess.run([sys.executable, "-m", "amsrag.cli", "route", "tune", "--index", str(path),
+    proc = subprocess.run([sys.executable, "-m", "amsrag.cli", "train", "route", "tune", "--index", str(path),
                            "--qa", str(SLICE / "questions.jsonl"), "--json"],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr

@@ -280,7 +280,15 @@ def test_filter_in_the_browser(built_index, tmp_path, slice_questions, slice_pas
     from playwright.sync_api import sync_playwright
 
     source = {p.id: p.metadata["source"] for p in slice_passages}  # the slice's data sets: nq, hotpotqa, wiki
-    server, service = start_server(copy_index(built_index, tmp_path / "index"))
+    copy = copy_index(built_index, tmp_path / "index")
+    from amsrag.store import EmbeddedIndex
+    from amsrag.store.documents import DocumentMeta
+
+    with EmbeddedIndex.open(copy) as index:  # the NQ passages' documents tagged and dated (tag=nq modified…)
+        nq = DocumentMeta(None, "2025-03-01T00:00:00Z", None, ("nq",))
+        assert index.put_document_meta({p.doc_id or p.id: nq for p in slice_passages
+                                        if p.metadata["source"] == "nq"}) == 10
+    server, service = start_server(copy)
     try:
         # a HotpotQA question answered from HotpotQA passages, asked again within the NQ passages only
         question, plain = next((q.question, a) for q in slice_questions if q.dataset == "hotpotqa"
@@ -325,8 +333,9 @@ def test_filter_in_the_browser(built_index, tmp_path, slice_questions, slice_pas
                 page.click("#ask-button")
                 page.wait_for_selector("#status.error", timeout=30_000)
                 assert page.inner_text("#status") == ("invalid_input: `where.kind`: unknown field 'kind'; filter by "
-                                                      "source (glob), type (pdf, html, docx, pptx, markdown, text) "
-                                                      "or doc (glob of the document key)")
+                                                      "source (glob), type (pdf, html, docx, pptx, markdown, text), "
+                                                      "doc (glob of the document key), tag, or modified "
+                                                      "(modified>=DATE, modified<DATE, …)")
                 assert "invalid" in page.get_attribute("#where", "class")
                 page.fill("#where", "type=pfd")
                 page.click("#ask-button")
@@ -336,6 +345,24 @@ def test_filter_in_the_browser(built_index, tmp_path, slice_questions, slice_pas
                 page.click("#ask-button")
                 page.wait_for_function("document.getElementById('status').textContent.includes('FIELD=VALUE')")
                 assert page.inner_text("#status").startswith("invalid_filter: filter 'type': expected FIELD=VALUE")
+
+                # a tag and date bounds: sent as {"tag": [...], "modified": {"gte": …, "lt": …}}, named back
+                page.fill("#where", "tag=nq modified>=2025-01-01 modified<2025-04-01")
+                page.click("#ask-button")
+                page.wait_for_function("document.getElementById('filter-info').textContent.includes('tag=nq')")
+                assert page.inner_text("#filter-info") == ("Filter tag=nq modified>=2025-01-01 modified<2025-04-01: "
+                                                           "10 of 90 passages allowed")
+                assert all(source[c.get_attribute("data-id")] == "nq" for c in page.locator("#answer a.cite").all())
+                page.fill("#where", "modified>=2025-13-01")
+                page.click("#ask-button")
+                page.wait_for_function("document.getElementById('status').textContent.includes('2025-13-01')")
+                assert "`where.modified.gte`: '2025-13-01' is not a date" in page.inner_text("#status")
+                for spec, why in (("tag>nq", "only modified takes"),
+                                  ("modified>2025-01-01 modified>2025-02-01", "a second > bound on modified")):
+                    page.fill("#where", spec)  # refused by the page itself, in the command line's words
+                    page.click("#ask-button")
+                    page.wait_for_function(f"document.getElementById('status').textContent.includes({why!r})")
+                    assert page.inner_text("#status").startswith("invalid_filter: filter '")
 
                 # no filter: as before, nothing about a filter shown
                 page.fill("#where", "")

@@ -83,3 +83,49 @@ def test_restarted_service_reports_the_interrupted_job_over_http(built_index, tm
     assert r.status_code == 200, r.text
     body = r.json()
     assert body["status"] == "failed" and body["error"] == {"code": "interrupted", "message": INTERRUPTED}
+
+
+def test_postgres_job_records_tell_a_live_service_from_a_stopped_one(pg_url) -> None:
+    from amsrag.serve.pg_jobs import PostgresJobStore
+
+    entered, release = threading.Event(), threading.Event()
+
+    def slow(progress) -> dict:
+        entered.set()
+        assert release.wait(30)
+        return {"added": 1}
+
+    first_store = PostgresJobStore(pg_url)
+    first = Writer(store=first_store)
+    job = first.start_job("add_documents", 3, slow)
+    assert entered.wait(30)
+    second = Writer(store=PostgresJobStore(pg_url))  # another service on the database, while the first runs
+    seen = second.get(job.id)
+    assert seen is not None and seen.status == "running" and seen.error is None
+    first_store.close()  # the first service's connection goes, as when its process is killed: its lock too
+    seen = second.get(job.id)
+    assert seen is not None and seen.status == "failed"
+    assert seen.error == {"code": "interrupted", "message": INTERRUPTED}
+    assert second.get("f" * 32) is None
+    release.set()
+    first.close()
+    second.close()
+
+
+def test_postgres_job_records_are_bounded(pg_url) -> None:
+    from amsrag.serve.pg_jobs import TABLE, PostgresJobStore
+
+    writer = Writer(keep=3, store=PostgresJobStore(pg_url))
+    jobs = [writer.start_job("add_documents", i, lambda progress, i=i: {"added": i}) for i in range(5)]
+    writer.submit(lambda: None).result(timeout=60)
+    writer.close()
+    import psycopg
+
+    with psycopg.connect(pg_url) as conn:
+        ids = [r[0] for r in conn.execute(f"SELECT id FROM {TABLE} ORDER BY seq")]
+    assert ids == [j.id for j in jobs[-3:]]
+    reopened = Writer(keep=3, store=PostgresJobStore(pg_url))
+    again = reopened.get(jobs[-1].id)
+    assert again is not None and again.status == "succeeded" and again.result == {"added": 4}
+    assert reopened.get(jobs[0].id) is None
+    reopened.close()

@@ -179,17 +179,17 @@ def test_cli_reader_train_without_the_train_extra_says_so(tmp_path: Path) -> Non
     import importlib.util
 
     if importlib.util.find_spec("torch") is not None:
-        pytest.skip("torch is installed here: `amsrag reader train` would start training")
-    proc = subprocess.run([sys.executable, "-m", "amsrag.cli", "reader", "train", "--out", str(tmp_path / "run")],
-                          capture_output=True, text=True, timeout=300)
+        pytest.skip("torch is installed here: `amsrag train reader train` would start training")
+    proc = subprocess.run([sys.executable, "-m", "amsrag.cli", "train", "reader", "train", "--out",
+                           str(tmp_path / "run")], capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0 and "train extra" in proc.stderr
 
 
 @pytest.mark.slow
 def test_cli_reader_evaluate_scores_the_shipped_reader(shared_data: Path, tmp_path: Path) -> None:
     report = tmp_path / "reader-eval.json"
-    proc = subprocess.run([sys.executable, "-m", "amsrag.cli", "reader", "evaluate", "--data", str(shared_data),
-                           "--per-dataset", "3", "--json", "--report", str(report)],
+    proc = subprocess.run([sys.executable, "-m", "amsrag.cli", "train", "reader", "evaluate", "--data",
+                           str(shared_data), "--per-dataset", "3", "--json", "--report", str(report)],
                           capture_output=True, text=True, timeout=900, check=True)
     out = json.loads(proc.stdout)
     assert set(out["int8"]) >= {"gold", "mixed"} and out["int8"]["gold"]["all"]["n"] >= 6
@@ -210,6 +210,7 @@ def test_the_same_question_over_the_same_evidence_is_read_once(reader: SpanReade
 
 
 def test_cli_reader_evaluate_with_a_missing_model_names_the_file(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "amsrag.cli", "reader", "evaluate", "--model", str(tmp_path / "none"),
-                           "--data", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-m", "amsrag.cli", "train", "reader", "evaluate", "--model",
+                           str(tmp_path / "none"), "--data", str(tmp_path)], capture_output=True, text=True,
+                          timeout=120)
     assert proc.returncode != 0 and str(tmp_path / "none" / CARD_FILE) in proc.stderr

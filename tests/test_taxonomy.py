@@ -81,7 +81,7 @@ def test_shipped_task_head_tells_corpus_wide_questions_from_text_questions():
     pt = head.predict(text, enc.encode_query(text), [], has_tables=False)
     assert pa.label == "aggregation" and pt.label == "text"
     assert pa.probs["structured"] == 0.0 and pt.probs["structured"] == 0.0
-    assert head.card["min_confidence"]["structured"] > 0  # fitted by `amsrag taxonomy train`
+    assert head.card["min_confidence"]["structured"] > 0  # fitted by `amsrag train taxonomy train`
 
 
 @pytest.fixture(scope="module")

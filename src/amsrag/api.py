@@ -101,16 +101,16 @@ class Index:
 
     @classmethod
     def build(cls, location: str | Path, inputs: Sequence[str | Path], config: AmsragConfig | None = None,
-              fmt: str = "auto", progress: Progress | None = None) -> Index:
+              fmt: str = "auto", progress: Progress | None = None, tags: Sequence[str] = ()) -> Index:
         """A new index at `location` over `inputs` (files or folders, a folder as NAME=PATH), as
-        `amsrag index build` makes it; bad input leaves no index behind."""
+        `amsrag index build` makes it (`tags`: its `--tag` values); bad input leaves no index behind."""
         from amsrag.indexing import ingest_inputs
         from amsrag.pipeline.engine import Engine
         from amsrag.store.open import create_index, remove_empty_index
 
         index = create_index(location, config)
         try:
-            ingest_inputs(index, list(inputs), fmt, progress=progress)
+            ingest_inputs(index, list(inputs), fmt, progress=progress, tags=tags)
         except Exception:
             index.close()
             remove_empty_index(location)
@@ -169,20 +169,21 @@ class Index:
 
     # ------------------------------------------------------------------ writes
     def add(self, inputs: Sequence[str | Path], replace: bool = False, fmt: str = "auto",
-            progress: Progress | None = None) -> JobReport:
+            progress: Progress | None = None, tags: Sequence[str] = ()) -> JobReport:
         """Add files or folders (only new content is embedded); `replace`: each input file's documents are
-        replaced as a whole, as `amsrag index add --replace`."""
+        replaced as a whole, as `amsrag index add --replace`; `tags`: `--tag`, for every document read."""
         from amsrag.indexing import ingest_inputs
 
-        return ingest_inputs(self.engine.index, list(inputs), fmt, replace=replace, progress=progress)
+        return ingest_inputs(self.engine.index, list(inputs), fmt, replace=replace, progress=progress, tags=tags)
 
     def sync(self, folders: Sequence[str | Path], delete: bool = True, fmt: str = "auto",
-             progress: Progress | None = None) -> JobReport:
+             progress: Progress | None = None, tags: Sequence[str] = ()) -> JobReport:
         """Bring the index in step with `folders`: new files added, changed ones replaced, and (with `delete`)
-        documents whose file is gone deleted, as `amsrag index sync`."""
+        documents whose file is gone deleted, as `amsrag index sync`; `tags`: `--tag`, for every document
+        (an unchanged document whose tags change gets its row rewritten alone)."""
         from amsrag.indexing import sync_folders
 
-        return sync_folders(self.engine.index, list(folders), fmt, delete=delete, progress=progress)
+        return sync_folders(self.engine.index, list(folders), fmt, delete=delete, progress=progress, tags=tags)
 
     # ------------------------------------------------------------------ lifetime
     def close(self) -> None:

@@ -40,7 +40,7 @@ class ArtifactFormat:
     arrays: str  # npz file name
     version: int  # the version this amsrag writes
     readable: tuple[int, ...]  # the versions it reads
-    train_command: str  # e.g. "amsrag classifier train"
+    train_command: str  # e.g. "amsrag train classifier train"
 
 
 @dataclass(frozen=True, slots=True)

@@ -164,8 +164,8 @@ class ClassifierConfig(_Section):
     )
     hop_temperature: float = Field(
         0.0, ge=0.0, description="the hop head's temperature refitted on this deployment's labelled questions "
-        "(`amsrag classifier calibrate --qa FILE --index DIR`); 0 = the artifact's own")
-    library: bool = Field(True, description="blend the index's query library (`amsrag route learn`) into routing")
+        "(`amsrag train classifier calibrate --qa FILE --index DIR`); 0 = the artifact's own")
+    library: bool = Field(True, description="blend the index's query library (`amsrag train route learn`) into routing")
 
 
 def _per_class(value: float) -> dict[str, float]:
@@ -185,7 +185,7 @@ class FusionConfig(_Section):
     a large k flattens it so deeper candidates of every retriever survive, which multi-hop questions
     need (the bridge passage is often ranked low by each retriever). Defaults 30 / 40 / 80 bracket
     the usual k = 60. A retriever missing from its class's map falls back to `rrf_k`.
-    beta_by_class: the priors beta_r^(c), uniform until `amsrag route tune` fits them (with uniform
+    beta_by_class: the priors beta_r^(c), uniform until `amsrag train route tune` fits them (with uniform
     priors CA-RRF's weights are uniform for every alpha). Missing retrievers count as 0 before
     renormalising over the activated ones; all zero means uniform.
     """
@@ -206,7 +206,7 @@ class FusionConfig(_Section):
     mmr_gate: Literal["always", "redundant", "off"] = Field(
         "always", description="MMR systems: run MMR on every query (the paper's eq. 11; the default for untuned "
         "indexes), never, or only when the fused top k is redundant (mean pairwise cosine >= mmr_redundancy); "
-        "`amsrag route tune` picks the best on calibration queries")
+        "`amsrag train route tune` picks the best on calibration queries")
     mmr_redundancy: float = Field(
         0.5, ge=-1, le=1, description="MMR gate 'redundant': mean pairwise cosine of the fused top k's passage "
         "vectors at or above which MMR runs")
@@ -217,7 +217,7 @@ class FusionConfig(_Section):
     adaptive_k_min: int = Field(3, ge=0, description="adaptive k: floor (or all candidates if fewer)")
     adaptive_k_max: int = Field(10, ge=1, description="adaptive k: ceiling")
     learned: str = Field("", description="learned fuser artifact directory (fusion.txt, fusion.json, experts.npz: "
-                         "`amsrag fusion train`); empty = the one shipped in amsrag")
+                         "`amsrag train fusion train`); empty = the one shipped in amsrag")
     expert_neighbours: int = Field(16, ge=1, le=512, description="expert weights: training queries consulted")
     expert_temperature: float = Field(0.05, gt=0, description="expert weights: softmax temperature over the "
                                       "neighbours' mean nDCG per retriever")
@@ -293,7 +293,7 @@ _DEFAULT_ROUTES: dict[str, RouteKind] = {"zero_hop": "retrieval", "one_hop": "re
 class TaxonomyConfig(_Section):
     """The router's classes and the route each takes (seed 001: a small taxonomy calibrated on your own
     questions beats a generic larger one). The hop classes always take the retrieval strategies; the task
-    head (`amsrag taxonomy train`) gives aggregation and structured their calibrated confidence, and a
+    head (`amsrag train taxonomy train`) gives aggregation and structured their calibrated confidence, and a
     class's own route is taken when that confidence reaches `min_confidence` (else the text path)."""
 
     classes: list[QueryClass] = Field(
@@ -306,8 +306,8 @@ class TaxonomyConfig(_Section):
     min_confidence: dict[str, float] = Field(
         default_factory=dict,
         description="calibrated probability at which aggregation / structured take their own route; a class "
-        "left out uses the task head card's (`amsrag taxonomy train` fits them on its calibration questions under "
-        "`costs`; `amsrag route taxonomy` on yours)")
+        "left out uses the task head card's (`amsrag train taxonomy train` fits them on its calibration questions "
+        "under `costs`; `amsrag train route taxonomy` on yours)")
     costs: dict[str, dict[str, float]] = Field(
         default_factory=_default_task_costs, description="C(what the question needs, route taken): rows text / "
         "aggregation / structured, columns retrieval / global / table")
@@ -443,6 +443,11 @@ class GeneratorConfig(_Section):
     reader_threshold: float | None = Field(
         None, ge=0, le=1, description="extractive: abstain below this calibrated confidence; unset = the card's "
         "(chosen for expected F1 on held-out reads, docs/benchmarks/reader.md)")
+    multi_hop_threshold: float | None = Field(
+        0.09, ge=0, le=1, description="extractive: abstain below this calibrated confidence on a question routed "
+        "multi-hop (its answer is read across passages, where the reader's confidence runs lower); never above "
+        "the one-hop threshold; unset = the same as one-hop (chosen on a calibration run, "
+        "docs/benchmarks/compose/README.md)")
     read_strips: bool = Field(
         False, description="extractive: read the corrective step's sentence strips instead of the passages when "
         "it made them (off: the default check makes none, docs/benchmarks/answer-path.md)")
@@ -530,7 +535,7 @@ class CorrectiveConfig(_Section):
     """Corrective step (DESIGN §6): retrieval evaluator, tri-state action, strips, rewrite, sufficiency.
 
     upper / lower: the aggregate relevance S of the top-k list picks correct (S >= upper), incorrect
-    (S < lower) or ambiguous; tuned on the evaluator's calibration split (`amsrag evaluator train`,
+    (S < lower) or ambiguous; tuned on the evaluator's calibration split (`amsrag train evaluator train`,
     docs/benchmarks/evaluator.md) so that lists judged correct hold a gold passage with precision
     >= 0.90 and lists judged incorrect miss every gold passage with precision >= 0.80.
     """
@@ -630,7 +635,7 @@ class QueryLogConfig(_Section):
     enabled: bool = Field(False, description="log every answered question (`amsrag serve`, and `amsrag ask`)")
     retention_days: float = Field(
         30.0, ge=0, description="entries older than this are deleted (at most once an hour on append, and by "
-        "`amsrag querylog prune`); 0 keeps every entry")
+        "`amsrag ops querylog prune`); 0 keeps every entry")
     store_answers: bool = Field(True, description="store the answer text (else only its citations and flags)")
     max_query_chars: int = Field(2000, ge=1, description="longer questions are stored cut to this many characters")
 
@@ -644,14 +649,14 @@ class AuditConfig(_Section):
     artifact: str = Field("", description="audit artifact directory; empty = the one shipped in amsrag")
     threshold: float | None = Field(
         None, ge=0, le=1, description="flag an answer whose support is below this; unset = the artifact's, chosen "
-        "on its calibration split (`amsrag audit train`)")
+        "on its calibration split (`amsrag train audit train`)")
     reader: bool = Field(True, description="read the answer's span probability with the span reader (~20 ms); "
                          "false: the text-only model")
 
 
 class MonitorConfig(_Section):
     """The proxy signals of every answer (`amsrag.audit.signals`, trace["signals"], /metrics) and the monitoring
-    over many (`amsrag.monitor`: drift, `amsrag monitor report`)."""
+    over many (`amsrag.monitor`: drift, `amsrag ops monitor report`)."""
 
     gray_zone_low: float = Field(0.45, ge=0, le=1, description="routing alpha at or above this (and at or below "
                                  "gray_zone_high) is the gray zone, where the classifier is least sure")
@@ -676,7 +681,7 @@ class MonitorConfig(_Section):
 
 class ReviewConfig(_Section):
     """The review queue (opt-in, `amsrag.review`): answers to look at in `review.sqlite` in the index directory;
-    the web UI's review page, /v1/review and `amsrag review` mark them; the reviews are labelled data."""
+    the web UI's review page, /v1/review and `amsrag ops review` mark them; the reviews are labelled data."""
 
     enabled: bool = Field(False, description="queue answers for review (`amsrag serve`; also `--review`)")
     flagged: bool = Field(True, description="queue flagged answers (trace.signals.flagged)")

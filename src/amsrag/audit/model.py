@@ -3,7 +3,7 @@
 Two calibrated models over the features of `audit.features`: `full` (reader + text features) and `text`
 (text features only, for an answer the reader cannot read, such as a Chinese one). Each is a logistic
 regression or a gradient-boosted tree ensemble, calibrated on the calibration split; the flag threshold
-of each was chosen on that split too (`amsrag audit train`)."""
+of each was chosen on that split too (`amsrag train audit train`)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from amsrag.errors import InputError
 
 ARTIFACT_VERSION = 1
 FORMAT = ArtifactFormat(kind="audit", article="an", card="audit.json", arrays="audit.npz", version=ARTIFACT_VERSION,
-                        readable=(ARTIFACT_VERSION,), train_command="amsrag audit train")
+                        readable=(ARTIFACT_VERSION,), train_command="amsrag train audit train")
 MODEL_KINDS: dict[str, type[RelevanceModel] | type[TreeEnsemble]] = {"logistic": RelevanceModel,
                                                                      "gbdt": TreeEnsemble}
 HEADS = ("full", "text")

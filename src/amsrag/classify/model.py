@@ -3,7 +3,7 @@
 - hop head: p_h = p(multi_hop), logistic regression on [MiniLM embedding, structural features], trained on
   the data sets' hop structure, temperature-scaled on a calibration mix of data sets;
 - knowledge head (optional): p_k = p(zero_hop), logistic regression on the cheap features, trained only on
-  labels made with one generator (`amsrag classifier label`); absent for a generator that cannot answer
+  labels made with one generator (`amsrag train classifier label`); absent for a generator that cannot answer
   closed-book (the shipped artifact: the extractive default), and then p(zero_hop) = 0;
 - gate: zero_hop only when the knowledge head is confident, p_k >= tau, and never for a two-entity
   comparison (it needs both entities' passages by construction); tau stored as a raw-logit threshold;
@@ -51,7 +51,8 @@ ARTIFACT_JSON = "classifier.json"
 ARTIFACT_NPZ = "classifier.npz"
 HEADS = ("hop", "knowledge")
 FORMAT = ArtifactFormat(kind="classifier", article="a", card=ARTIFACT_JSON, arrays=ARTIFACT_NPZ,
-                        version=ARTIFACT_VERSION, readable=READABLE_VERSIONS, train_command="amsrag classifier train")
+                        version=ARTIFACT_VERSION, readable=READABLE_VERSIONS,
+                        train_command="amsrag train classifier train")
 
 
 def shipped_artifact_dir() -> Path:

@@ -26,7 +26,8 @@ from amsrag.types import COMPLEXITIES, TASK_KINDS, TaskKind
 
 ARTIFACT_VERSION = 1
 FORMAT = ArtifactFormat(kind="task head", article="a", card="task.json", arrays="task.npz",
-                        version=ARTIFACT_VERSION, readable=(ARTIFACT_VERSION,), train_command="amsrag taxonomy train")
+                        version=ARTIFACT_VERSION, readable=(ARTIFACT_VERSION,),
+                        train_command="amsrag train taxonomy train")
 
 
 def shipped_artifact_dir() -> Path:

@@ -1,4 +1,4 @@
-"""`amsrag audit train|check`: the citation-support audit after generation."""
+"""`amsrag train audit train|check`: the citation-support audit after generation."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`amsrag classifier train|calibrate|evaluate|predict|label` (DESIGN §9)."""
+"""`amsrag train classifier train|calibrate|evaluate|predict|label` (DESIGN §9)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ ModelOpt = Annotated[Path | None,
                      typer.Option("--model", help="classifier artifact directory (default: the shipped one)")]
 CacheOpt = Annotated[Path | None, typer.Option("--cache", help="embedding cache directory")]
 SilverOpt = Annotated[list[Path] | None, typer.Option(
-    "--silver", help="three-way silver labels of your generator (`classifier label`) instead of the shipped "
+    "--silver", help="three-way silver labels of your generator (`train classifier label`) instead of the shipped "
     "FLAN-T5-XL ones; repeatable")]
 
 
@@ -72,6 +72,8 @@ def train_cmd(
         "--generator", help="the generator that made the --silver labels (recorded in the card)")] = None,
     implicit: Annotated[bool, typer.Option(
         "--implicit/--no-implicit", help="StrategyQA's implicit questions as multi_hop rows")] = True,
+    implicit_weight: Annotated[float, typer.Option(
+        "--implicit-weight", help="StrategyQA's share of the hop loss relative to another data set's")] = 1.0,
     as_json: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -84,7 +86,8 @@ def train_cmd(
 
     if silver and not generator:
         raise InputError("--silver labels describe one generator: name it with --generator (e.g. llamacpp)")
-    config = TrainConfig(seed=seed, cap=cap or None, calibration=_method(method), implicit=implicit)
+    config = TrainConfig(seed=seed, cap=cap or None, calibration=_method(method), implicit=implicit,
+                         implicit_weight=implicit_weight)
     labelled, prep, encoder = _prepared(data, config.cap, seed, cache, silver, quiet, config.implicit)
     clf = train(labelled, prep, config, encoder.model_id, generator=generator)
     with progress_for(err, quiet) as progress, progress.task("leave-one-data-set-out heads",
@@ -135,7 +138,7 @@ def calibrate_cmd(
     qa_file: Annotated[Path | None, typer.Option("--qa", help="labelled questions: JSONL {question, hop} or any QA "
                                                  "file `index build` reads (hop from its data set)")] = None,
     reviews: Annotated[bool, typer.Option(
-        "--reviews", help="the index's reviewed questions (`amsrag review`, the web UI's review page) with a true "
+        "--reviews", help="the index's reviewed questions (`amsrag ops review`, the web UI's review page) with a true "
         "class one_hop or multi_hop; alone or with --qa")] = False,
     fmt: Annotated[str, typer.Option("--format", help="auto or a data set format")] = "auto",
     as_json: JsonOpt = False,

@@ -65,7 +65,9 @@ def print_trace(trace: Mapping[str, Any]) -> None:
             f"{e(str(trace['reason']))}")
     scope = trace.get("filter")
     if scope:
-        spelled = " ".join(f"{f}={','.join(v)}" for f, v in scope["where"].items())
+        from amsrag.filters import Where
+
+        spelled = " ".join(Where.from_json(scope["where"]).cli_args())
         head += f"\nfilter [bold]{e(spelled)}[/]: {scope['allowed']} of {scope['passages']} passages allowed"
     if cx:
         probs = " ".join(f"{e(k)} {v:.2f}" for k, v in cx["probs"].items())

@@ -1,4 +1,4 @@
-"""`amsrag decomposer train|plan`: the question decomposer (plans for multi-hop answering)."""
+"""`amsrag train decomposer train|plan`: the question decomposer (plans for multi-hop answering)."""
 
 from __future__ import annotations
 

@@ -53,7 +53,7 @@ def eval_command(
     quick: Annotated[bool, typer.Option("--quick", help="a small benchmark (~1-2 minutes) for CI")] = False,
     no_answers: Annotated[bool, typer.Option("--no-answers", help="retrieval metrics only (no generation)")] = False,
     tune: Annotated[bool, typer.Option(
-        "--tune", help="route tune (thresholds, priors) in memory on calibration questions disjoint from the "
+        "--tune", help="`train route tune` (thresholds, priors) in memory on calibration questions disjoint from the "
         "eval queries before the run")] = False,
     no_audit: Annotated[bool, typer.Option(
         "--no-audit", help="do not audit the answers (the citation-support audit, reported per system)")] = False,

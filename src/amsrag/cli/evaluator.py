@@ -1,4 +1,4 @@
-"""`amsrag evaluator train|evaluate|score`: the retrieval evaluator of the corrective step."""
+"""`amsrag train evaluator train|evaluate|score`: the retrieval evaluator of the corrective step."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`amsrag fusion train`: the learned fuser (LightGBM lambdarank over fused candidates) and the expert memory."""
+"""`amsrag train fusion train`: the learned fuser (LightGBM lambdarank over fused candidates) and the expert memory."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""`amsrag index build|add|sync|delete|check|repair|stats|export`: build and maintain an index."""
+"""`amsrag index build|add|sync|delete|check|repair|stats|export`: build and maintain an index (`index init`,
+`index tables` and `index themes` join the group in `cli.main`)."""
 
 from __future__ import annotations
 
@@ -20,8 +21,12 @@ if TYPE_CHECKING:
     from amsrag.store.base import PassageIndex
 
 SKIPPED_LISTED = 20  # skipped files listed one a line; --json has all
+TagOpt = Annotated[list[str] | None, typer.Option(
+    "--tag", help="a tag for every document read (repeatable), beside a folder's amsrag.toml and Markdown front "
+                  "matter tags; filter with --where tag=NAME (docs/metadata-filters.md)")]
 
-index_app = typer.Typer(no_args_is_help=True, help="Build and maintain an index directory.")
+index_app = typer.Typer(no_args_is_help=True, help="Build, maintain and inspect an index directory; write a "
+                        "configuration file.")
 
 
 def _notice(quiet: bool):
@@ -42,6 +47,8 @@ def _job_summary(index: PassageIndex, report: JobReport, as_json: bool, what: st
     if report.documents_created or report.documents_replaced or report.documents_deleted:
         parts.append(f"documents: {report.documents_created} new, {report.documents_replaced} changed, "
                      f"{report.documents_deleted} deleted, {report.documents_unchanged} unchanged")
+    if report.documents_meta_updated:
+        parts.append(f"{report.documents_meta_updated} unchanged document(s) got new tags, time or size")
     if report.skipped_existing or report.skipped_duplicate_content:
         parts.append(f"{report.skipped_existing} already stored, {report.skipped_duplicate_content} duplicate "
                      f"content skipped")
@@ -82,6 +89,7 @@ def index_build(
         "--encoder", help="dense encoder: all-MiniLM-L6-v2-int8 (English, the default) or multilingual-e5-small-q4 "
                           "(Chinese and ~100 other languages; docs/chinese.md); overrides embedding.model of --config"
     )] = None,
+    tag: TagOpt = None,
     as_json: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -104,7 +112,7 @@ def index_build(
     try:
         with idx:
             with progress_for(err, quiet) as progress:
-                report = ingest_inputs(idx, inputs, fmt, progress=progress, notice=_notice(quiet))
+                report = ingest_inputs(idx, inputs, fmt, progress=progress, notice=_notice(quiet), tags=tag or ())
             _job_summary(idx, report, as_json, "built")  # while open: a PostgreSQL index counts in the database
     except Exception:
         remove_empty_index(index)  # bad input is refused before any write: leave no empty index behind
@@ -119,6 +127,7 @@ def index_add(
     replace: Annotated[bool, typer.Option(
         "--replace", help="replace each input file's documents as a whole (changed passages re-embedded, "
         "passages no longer in the file deleted)")] = False,
+    tag: TagOpt = None,
     as_json: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -128,7 +137,8 @@ def index_add(
 
     with open_index(index) as idx:
         with progress_for(err, quiet) as progress:
-            report = ingest_inputs(idx, inputs, fmt, replace=replace, progress=progress, notice=_notice(quiet))
+            report = ingest_inputs(idx, inputs, fmt, replace=replace, progress=progress, notice=_notice(quiet),
+                                   tags=tag or ())
         _job_summary(idx, report, as_json, "replaced in" if replace else "added to")
 
 
@@ -142,6 +152,7 @@ def index_sync(
     watch: Annotated[bool, typer.Option(
         "--watch", help="keep syncing until Ctrl-C: one sync per batch of file changes, one line each (needs "
         'pip install "amsrag[watch]")')] = False,
+    tag: TagOpt = None,
     as_json: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -150,16 +161,17 @@ def index_sync(
     from amsrag.store.open import open_index
 
     if watch:
-        _watch(index, folders, fmt, not keep_deleted, as_json, quiet)
+        _watch(index, folders, fmt, not keep_deleted, as_json, quiet, tag or [])
         return
     with open_index(index) as idx:
         with progress_for(err, quiet) as progress:
             report = sync_folders(idx, folders, fmt, delete=not keep_deleted, progress=progress,
-                                  notice=_notice(quiet))
+                                  notice=_notice(quiet), tags=tag or ())
         _job_summary(idx, report, as_json, "synced")
 
 
-def _watch(index: str, folders: list[str], fmt: str, delete: bool, as_json: bool, quiet: bool) -> None:
+def _watch(index: str, folders: list[str], fmt: str, delete: bool, as_json: bool, quiet: bool,
+           tags: list[str]) -> None:
     """`index sync --watch`: a line (or a JSON object) per batch, and a last one when Ctrl-C ends it."""
     from amsrag.indexing.watch import WatchBatch, require_watchfiles, watch_and_sync
     from amsrag.store.open import open_index
@@ -177,7 +189,8 @@ def _watch(index: str, folders: list[str], fmt: str, delete: bool, as_json: bool
         if not as_json:
             err.print(f"watching {escape(', '.join(folders))} for {escape(idx.location)} (Ctrl-C stops)",
                       highlight=False)
-        summary = watch_and_sync(idx, folders, fmt=fmt, delete=delete, on_batch=show, notice=_notice(quiet or as_json))
+        summary = watch_and_sync(idx, folders, fmt=fmt, delete=delete, on_batch=show, notice=_notice(quiet or as_json),
+                                 tags=tags)
     if as_json:
         emit({"watch": summary.to_dict()})
     else:
@@ -208,7 +221,7 @@ def index_delete(
             unknown = [t for t in table if t not in known]
             if unknown:
                 raise InputError(f"no such table(s) in {idx.location}: {', '.join(unknown)}; nothing was deleted "
-                                 f"(`amsrag tables list --index {idx.location}` lists them)")
+                                 f"(`amsrag index tables list --index {idx.location}` lists them)")
             deleted = idx.delete_tables(table).deleted
             if as_json:
                 emit({"index": idx.location, "tables_deleted": deleted})

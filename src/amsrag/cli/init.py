@@ -1,4 +1,4 @@
-"""`amsrag init`: a commented configuration file to edit and pass to `amsrag index build --config`, every key
+"""`amsrag index init`: a commented configuration file to edit and pass to `amsrag index build --config`, every key
 with its value and what it does (from the configuration model's own descriptions)."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The `amsrag` command line (DESIGN §9). Thin: parsing, calling the library, printing."""
+"""The `amsrag` command line (DESIGN §9). Thin: parsing, calling the library, printing. Nine doors at the top
+(`DOORS`); the old top-level names are hidden aliases (cli.aliases)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 from typer.core import TyperGroup
 
+from amsrag.cli.aliases import DeprecatedCommand, DeprecatedGroup, respell_suggestions
 from amsrag.cli.audit import audit_app
 from amsrag.cli.chain_view import print_chain
 from amsrag.cli.classifier import classifier_app
@@ -42,7 +44,7 @@ from amsrag.cli.querylog import querylog_app
 from amsrag.cli.reader import reader_app
 from amsrag.cli.review import review_app
 from amsrag.cli.route import route_app
-from amsrag.cli.tables import tables_app, taxonomy_app, themes_app
+from amsrag.cli.tables import index_tables_app, tables_app, taxonomy_app, themes_app, train_tables_app
 from amsrag.errors import AmsragError, InputError
 
 if TYPE_CHECKING:
@@ -52,9 +54,15 @@ if TYPE_CHECKING:
     from amsrag.pipeline.results import AnswerResult
 
 
+# the top level, in this order (issue 41): the query commands, the index, the service, the demo, the evaluation,
+# the fitting wing and the operations of a deployment; every other name is an old spelling (cli.aliases)
+DOORS = ("ask", "retrieve", "search", "index", "serve", "demo", "eval", "train", "ops")
+
+
 class AmsragGroup(TyperGroup):
     """The root command: an `AmsragError` from any command is printed as one line on stderr (its message
-    verbatim) and exits with status 2, both from the console script and under typer's CliRunner."""
+    verbatim) and exits with status 2, both from the console script and under typer's CliRunner. `--help` and
+    the shell completion list `DOORS` in their order, then any other (hidden) name."""
 
     def invoke(self, ctx):  # the context class is typer's own click
         try:
@@ -63,28 +71,55 @@ class AmsragGroup(TyperGroup):
             print_error(exc)
             raise typer.Exit(2) from None
 
+    def resolve_command(self, ctx: Any, args: list[str]) -> tuple[str | None, Any, list[str]]:
+        try:
+            return super().resolve_command(ctx, args)
+        except Exception as exc:  # typer's own click's UsageError: "No such command ... Did you mean ...?"
+            if isinstance(getattr(exc, "message", None), str):
+                exc.message = respell_suggestions(exc.message)  # type: ignore[attr-defined]
+            raise
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        names = super().list_commands(ctx)
+        return [*(n for n in DOORS if n in names), *(n for n in names if n not in DOORS)]
+
 
 # rich_markup_mode=None: help texts are printed as written ("[serve] section", "[default: ...]"), never
 # read as rich markup (the root's mode applies to every command group)
 app = typer.Typer(cls=AmsragGroup, add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False,
                   rich_markup_mode=None, help="amsrag: adaptive multi-source RAG.")
+
+# `index`: build and maintain an index, write its configuration, inspect its tables and themes
+index_app.command("init")(init_command)
+index_app.add_typer(index_tables_app, name="tables")
+index_app.add_typer(themes_app, name="themes")
 app.add_typer(index_app, name="index")
-app.add_typer(classifier_app, name="classifier")
-app.add_typer(evaluator_app, name="evaluator")
-app.add_typer(audit_app, name="audit")
-app.add_typer(route_app, name="route")
-app.add_typer(reader_app, name="reader")
-app.add_typer(decomposer_app, name="decomposer")
-app.add_typer(fusion_app, name="fusion")
-app.add_typer(tables_app, name="tables")
-app.add_typer(taxonomy_app, name="taxonomy")
-app.add_typer(themes_app, name="themes")
-app.add_typer(querylog_app, name="querylog")
-app.add_typer(review_app, name="review")
-app.add_typer(monitor_app, name="monitor")
+
+# `train <model> <command>`: every group that fits a model or a threshold, whole (its commands keep their names)
+train_app = typer.Typer(no_args_is_help=True, help="Fit the models and thresholds the engine routes and answers "
+                        "with, and run or evaluate each one on its own.")
+TRAIN_GROUPS = (("classifier", classifier_app), ("evaluator", evaluator_app), ("audit", audit_app),
+                ("route", route_app), ("reader", reader_app), ("decomposer", decomposer_app), ("fusion", fusion_app),
+                ("tables", train_tables_app), ("taxonomy", taxonomy_app))
+for _name, _group in TRAIN_GROUPS:
+    train_app.add_typer(_group, name=_name)
+app.add_typer(train_app, name="train")
+
+# `ops <group> <command>`: a deployment's query log, review queue and monitoring
+ops_app = typer.Typer(no_args_is_help=True, help="A deployment's query log, review queue and monitoring.")
+OPS_GROUPS = (("querylog", querylog_app), ("review", review_app), ("monitor", monitor_app))
+for _name, _group in OPS_GROUPS:
+    ops_app.add_typer(_group, name=_name)
+app.add_typer(ops_app, name="ops")
 app.command("eval")(eval_command)
-app.command("mcp")(mcp_command)
-app.command("init")(init_command)
+
+# the old spellings, hidden, for one release: the same commands after a one-line notice on stderr
+OLD_GROUPS = (*((name, group) for name, group in TRAIN_GROUPS if name != "tables"), ("tables", tables_app),
+              ("themes", themes_app), *OPS_GROUPS)
+for _name, _group in OLD_GROUPS:
+    app.add_typer(_group, name=_name, hidden=True, cls=DeprecatedGroup)
+app.command("init", hidden=True, cls=DeprecatedCommand)(init_command)
+app.command("mcp", hidden=True, cls=DeprecatedCommand)(mcp_command)
 
 
 def _print_version(value: bool) -> None:
@@ -394,8 +429,29 @@ def serve(
     watch: Annotated[list[str] | None, typer.Option(
         "--watch", help="a folder (PATH or NAME=PATH; repeatable) kept in step with the index while serving, as "
         '`index sync --watch` (needs pip install "amsrag[watch]")')] = None,
+    mcp: Annotated[bool, typer.Option(
+        "--mcp", help="serve the Model Context Protocol instead: tools search, ask and get_passage (docs/mcp.md; "
+        "needs pip install 'amsrag[mcp]')")] = False,
+    transport: Annotated[str | None, typer.Option(
+        "--transport", help="--mcp: stdio (the client starts this command; the default) or http (streamable HTTP "
+        "at --path, bound to --host and --port; API keys as for serve)")] = None,
+    path: Annotated[str | None, typer.Option("--path", help="--mcp over http: the endpoint's path (default /mcp)")]
+    = None,
 ) -> None:
-    """HTTP API, OpenAI-compatible endpoint and web UI over an index (API keys: $AMSRAG_API_KEYS)."""
+    """HTTP API, OpenAI-compatible endpoint and web UI over an index (API keys: $AMSRAG_API_KEYS); with --mcp,
+    a Model Context Protocol server instead."""
+    if mcp:
+        web_only = [name for name, value in (("--config", config_file), ("--access-log", access_log or None),
+                                             ("--query-log/--no-query-log", query_log),
+                                             ("--review/--no-review", review), ("--shadow/--no-shadow", shadow),
+                                             ("--watch", watch)) if value is not None]
+        if web_only:
+            raise InputError(f"{', '.join(web_only)}: options of the web service, not of --mcp")
+        mcp_command(index, transport or "stdio", host, port, path or "/mcp")
+        return
+    mcp_only = [name for name, value in (("--transport", transport), ("--path", path)) if value is not None]
+    if mcp_only:
+        raise InputError(f"{', '.join(mcp_only)}: options of --mcp")
     from amsrag.serve import run
 
     run(index, host=host, port=port, config_file=config_file, access_log=access_log, query_log=query_log,

@@ -1,4 +1,5 @@
-"""`amsrag mcp`: the index's tools for MCP clients (docs/mcp.md)."""
+"""`amsrag serve --mcp` (and the old spelling `amsrag mcp`, hidden): the index's tools for MCP clients
+(docs/mcp.md)."""
 
 from __future__ import annotations
 
@@ -26,5 +27,6 @@ def mcp_command(
     try:
         from amsrag.mcp.server import run
     except ImportError as exc:
-        raise InputError(f"amsrag mcp needs the MCP SDK ({exc.name} is missing): pip install 'amsrag[mcp]'") from exc
+        raise InputError(f"amsrag serve --mcp needs the MCP SDK ({exc.name} is missing): "
+                         "pip install 'amsrag[mcp]'") from exc
     run(index, "stdio" if transport == "stdio" else "http", host=host, port=port, path=path)

@@ -1,4 +1,4 @@
-"""`amsrag monitor report|baseline`: what the query log says about the answers, and drift of the routing."""
+"""`amsrag ops monitor report|baseline`: what the query log says about the answers, and drift of the routing."""
 
 from __future__ import annotations
 
@@ -65,11 +65,11 @@ def monitor_report(
     if ref_path == shipped_reference_path():
         notes.append("the index has no drift reference of its own, so the one shipped with amsrag is used (the "
                      "classifier's calibration mix of seven QA data sets); take one from your own traffic with "
-                     f"`amsrag monitor baseline --index {index} --questions FILE` (or `--from-log`)")
+                     f"`amsrag ops monitor baseline --index {index} --questions FILE` (or `--from-log`)")
     ours = classifier_identity(config.classifier)
     if reference.classifier and reference.classifier != ours:
         notes.append(f"the reference was taken with another classifier ({reference.classifier}; the index routes "
-                     f"with {ours}): rebuild it with `amsrag monitor baseline`")
+                     f"with {ours}): rebuild it with `amsrag ops monitor baseline`")
     if tuple(reference.gray_zone) != band:
         notes.append(f"the reference's gray zone {reference.gray_zone[0]:g}–{reference.gray_zone[1]:g} differs from "
                      f"[monitor] {band[0]:g}–{band[1]:g}: the gray-zone PSI compares different bands")

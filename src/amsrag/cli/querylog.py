@@ -1,4 +1,4 @@
-"""`amsrag querylog show|prune|stats`: the index's query log (`[query_log]`, off by default)."""
+"""`amsrag ops querylog show|prune|stats`: the index's query log (`[query_log]`, off by default)."""
 
 from __future__ import annotations
 

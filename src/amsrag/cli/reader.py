@@ -1,4 +1,4 @@
-"""`amsrag reader train|calibrate|evaluate`: the trained span reader (the `extractive` generator)."""
+"""`amsrag train reader train|calibrate|evaluate`: the trained span reader (the `extractive` generator)."""
 
 from __future__ import annotations
 
@@ -169,7 +169,7 @@ def calibrate_quote_cmd(
     d = _data(data)
     reader = SpanReader.load(folder)
     cal = calibrate_quotes(reader, load_items(folder, d, seed, _held_out(d)), seed, per_dataset, reads, wrong_cost)
-    cal["command"] = (f"amsrag reader calibrate-quote --per-dataset {per_dataset} --seed {seed} "
+    cal["command"] = (f"amsrag train reader calibrate-quote --per-dataset {per_dataset} --seed {seed} "
                       f"--wrong-cost {wrong_cost:g}")
     card = json.loads((folder / CARD_FILE).read_text(encoding="utf-8"))
     card["quote_calibration"] = cal

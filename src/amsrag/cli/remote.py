@@ -33,7 +33,7 @@ class Service:
     key: str | None
     discovered: bool  # found through the index's discovery file, not named with --server
 
-    def ask(self, query: str, system: str, where: dict[str, list[str]] | None = None) -> dict[str, Any]:
+    def ask(self, query: str, system: str, where: dict[str, Any] | None = None) -> dict[str, Any]:
         """The `POST /v1/ask` answer to `query` (`where`: the metadata filter's request field, sent when given).
         InputError when the service refuses the question itself (the same refusal a local answer gives);
         ServiceUnavailable for every other failure."""

@@ -1,4 +1,4 @@
-"""`amsrag review list|show|mark|dismiss`: the index's review queue without the web UI (`[review]`, opt-in)."""
+"""`amsrag ops review list|show|mark|dismiss`: the index's review queue without the web UI (`[review]`, opt-in)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from amsrag.errors import InputError
 review_app = typer.Typer(no_args_is_help=True, help="The review queue: flagged answers and misroute candidates; "
                                                     "mark them right or wrong with the question's true class.")
 
-IdArg = Annotated[int, typer.Argument(help="the review item's id (`amsrag review list`)")]
+IdArg = Annotated[int, typer.Argument(help="the review item's id (`amsrag ops review list`)")]
 NoteOpt = Annotated[str, typer.Option("--note", help="a note kept with the review")]
 
 

@@ -1,6 +1,6 @@
-"""`amsrag route tune`: thresholds by expected cost, per-class routes, the CA-RRF priors and the MMR gate, frozen in
-the index config. `amsrag route learn` / `route library`: the index's query library (labelled queries whose nearest
-neighbours vote on a new query's hop structure)."""
+"""`amsrag train route tune`: thresholds by expected cost, per-class routes, the CA-RRF priors and the MMR gate,
+frozen in the index config. `amsrag train route learn` / `train route library`: the index's query library (labelled
+queries whose nearest neighbours vote on a new query's hop structure)."""
 
 from __future__ import annotations
 
@@ -176,7 +176,7 @@ def route_learn(
         if not questions:
             raise InputError(f"no reviewed question of {index} has a true class one_hop or multi_hop "
                              f"({n_with_class} reviewed items have a true class): review some first "
-                             f"(`amsrag review mark ID --verdict ... --class ...` or the web UI's /review page)")
+                             f"(`amsrag ops review mark ID --verdict ... --class ...` or the web UI's /review page)")
         batches.append((None, REVIEW_SOURCE, questions, hops))
     reports: list[tuple[str | None, str, int, LibraryAddReport]] = []
     with open_index(index) as idx:

@@ -1,5 +1,6 @@
-"""`amsrag tables list|query|train`, `amsrag taxonomy train` and `amsrag themes show|rebuild`: the structured
-and global routes' sources and models."""
+"""`amsrag index tables list|query`, `amsrag index themes show|rebuild`, `amsrag train tables train` and
+`amsrag train taxonomy train`: the structured and global routes' sources and models (`tables_app` is the old
+`amsrag tables` group, all three commands, kept as a hidden alias for one release)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from amsrag.errors import InputError
 tables_app = typer.Typer(no_args_is_help=True, help="The index's tables and the semantic parser.")
 taxonomy_app = typer.Typer(no_args_is_help=True, help="The five-way taxonomy's task head.")
 themes_app = typer.Typer(no_args_is_help=True, help="The corpus themes of the global route.")
+index_tables_app = typer.Typer(no_args_is_help=True, help="The index's tables: list them, query them.")
+train_tables_app = typer.Typer(no_args_is_help=True, help="The semantic parser of the table route.")
 
 
 def _data_dir(data: Path | None) -> Path:
@@ -27,6 +30,7 @@ def _data_dir(data: Path | None) -> Path:
     return data_dir
 
 
+@index_tables_app.command("list")
 @tables_app.command("list")
 def tables_list(index: IndexOpt, as_json: JsonOpt = False) -> None:
     """The tables of an index: id, rows, columns with their types."""
@@ -48,10 +52,11 @@ def tables_list(index: IndexOpt, as_json: JsonOpt = False) -> None:
     out.print(view)
 
 
+@index_tables_app.command("query")
 @tables_app.command("query")
 def tables_query(
     sql: Annotated[str, typer.Argument(help="one read-only SELECT over the index's tables (their sql names, "
-                                            "see `tables list --json`)")],
+                                            "see `index tables list --json`)")],
     index: IndexOpt,
     as_json: JsonOpt = False,
 ) -> None:
@@ -76,6 +81,7 @@ def tables_query(
         err.print(f"(truncated at {len(rows.rows)} rows: tables.row_limit)")
 
 
+@train_tables_app.command("train")
 @tables_app.command("train")
 def tables_train(
     out_dir: Annotated[Path, typer.Option("--out", help="artifact folder; src/amsrag/data/tables is the shipped "
@@ -117,7 +123,7 @@ def themes_show(index: IndexOpt, as_json: JsonOpt = False) -> None:
         themes = idx.themes()
     if themes is None or themes.k == 0:
         raise InputError(f"{index} has no themes (built at index time once it holds themes.min_passages passages; "
-                         f"`amsrag themes rebuild --index {index}`)")
+                         f"`amsrag index themes rebuild --index {index}`)")
     rows = [{"id": t.id, "size": t.size, "terms": list(t.label_terms), "representatives": list(t.representatives)}
             for t in themes.themes]
     if as_json:

@@ -35,7 +35,8 @@ ARTIFACT_NPZ = "evaluator.npz"
 EvalCalibration = Literal["platt", "isotonic", "temperature", "none"]
 EVAL_CALIBRATIONS: tuple[EvalCalibration, ...] = ("platt", "isotonic", "temperature", "none")
 FORMAT = ArtifactFormat(kind="evaluator", article="an", card=ARTIFACT_JSON, arrays=ARTIFACT_NPZ,
-                        version=ARTIFACT_VERSION, readable=(ARTIFACT_VERSION,), train_command="amsrag evaluator train")
+                        version=ARTIFACT_VERSION, readable=(ARTIFACT_VERSION,),
+                        train_command="amsrag train evaluator train")
 
 
 class PassageLike(Protocol):
@@ -165,7 +166,8 @@ class TreeEnsemble:
         ints = {k: np.asarray(a[k]).astype(np.int64) for k in ("feature", "left", "right", "roots")}
         if any(len(a[k]) != n for k in ("threshold", "left", "right", "is_leaf", "value")) or (
                 n and (ints["left"].max() >= n or ints["right"].max() >= n or ints["roots"].max() >= n)):
-            raise InputError("evaluator artifact: inconsistent tree arrays; retrain with `amsrag evaluator train`")
+            raise InputError("evaluator artifact: inconsistent tree arrays; retrain with "
+                             "`amsrag train evaluator train`")
         return cls(float(a["baseline"][0]), ints["feature"], np.asarray(a["threshold"], np.float64), ints["left"],
                    ints["right"], np.asarray(a["is_leaf"]).astype(bool), np.asarray(a["value"], np.float64),
                    ints["roots"])

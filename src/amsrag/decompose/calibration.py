@@ -2,7 +2,7 @@
 
 A chain's answer is right with a probability that is not the product of its steps' confidences (a comparison
 can be right with unsure readings, a bridge wrong with sure ones): a logistic model over the chain's own
-features, fitted on held-out chains (`amsrag decomposer calibrate`), gives it. The answer that stands is the
+features, fitted on held-out chains (`amsrag train decomposer calibrate`), gives it. The answer that stands is the
 more probable of the chain's and the plain reader's (its confidence is calibrated already); it is given when
 that probability reaches its plan type's threshold, set on the same calibration questions so that at most
 `coverage` of them are abstained on. The artifact is `chain.json` beside the decomposer's files.
@@ -49,11 +49,11 @@ class ChainCalibration:
             weights = tuple(float(w) for w in card["weights"])
             thresholds = {str(k): float(v) for k, v in card["thresholds"].items()}
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise DecomposerArtifactError(f"{path} is unreadable ({exc}); rebuild it with `amsrag decomposer "
+            raise DecomposerArtifactError(f"{path} is unreadable ({exc}); rebuild it with `amsrag train decomposer "
                                           "calibrate`") from exc
         if len(weights) != len(FEATURES):
             raise DecomposerArtifactError(f"{path} has {len(weights)} weights for {len(FEATURES)} features; rebuild "
-                                          "it with `amsrag decomposer calibrate`")
+                                          "it with `amsrag train decomposer calibrate`")
         return cls(weights, thresholds, card)
 
     def probability(self, features: list[float]) -> float:

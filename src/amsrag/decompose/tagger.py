@@ -9,7 +9,7 @@ deterministic rewrite of the spans into sub-questions.
   compared with their entities masked), its operator read from the question's comparative;
 - a bridge asks the inner description as a question, then the question with the description replaced by
   `#1`.
-The artifact is `decomposer.npz` with its card `decomposer.json` (`amsrag decomposer train` rebuilds it).
+The artifact is `decomposer.npz` with its card `decomposer.json` (`amsrag train decomposer train` rebuilds it).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from amsrag.errors import AmsragError
 
 MODEL_FILE = "decomposer.npz"
 CARD_FILE = "decomposer.json"
-REBUILD = "amsrag decomposer train --out DIR"
+REBUILD = "amsrag train decomposer train --out DIR"
 _PERSON_HEADS = re.compile(r"\b(performer|director|father|mother|wife|husband|founder|actor|actress|singer|author|"
                            r"writer|composer|producer|creator|player|spouse|son|daughter|brother|sister|child|"
                            r"man|woman|person|leader|president|king|queen|owner|designer|architect|coach|"

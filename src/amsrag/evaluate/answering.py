@@ -113,6 +113,7 @@ class RowAnswer:
     citations: tuple[str, ...] = ()
     plan: str = ""  # the decomposer's plan type (rows that compose)
     chain: dict[str, Any] | None = None  # the chain's trace (`ChainTrace.to_dict`)
+    confidence: float | None = None  # the generator's confidence in `candidate`, when it gives one
 
 
 def audited(row: RowAnswer, audit: AuditTrace) -> RowAnswer:
@@ -162,13 +163,15 @@ class AnswerContext:
                 chain = trace.chain
                 row = RowAnswer(g.answer, bool(g.abstained), answered.generate_ms, corrective, candidate_of(g),
                                 citations=tuple(g.citations), plan=chain.plan.kind if chain is not None else "",
-                                chain=chain.to_dict() if chain is not None else None)
+                                chain=chain.to_dict() if chain is not None else None, confidence=g.confidence)
                 out[name] = audited(row, self.engines[name].audit(answered, self.answerer.generator)) \
                     if self.audit else row
                 continue
             a = self.answerer.answer(job.question, job.vector, passages)
+            g_ = a.generation
             row = RowAnswer(a.text, a.abstained, a.ms, candidate=a.candidate,
-                            citations=tuple(a.generation.citations) if a.generation is not None else ())
+                            citations=tuple(g_.citations) if g_ is not None else (),
+                            confidence=g_.confidence if g_ is not None else None)
             out[name] = audited(row, self._audit_read(job.question, a, passages, multi_hop)) if self.audit else row
         return out
 
@@ -192,7 +195,7 @@ class WorkerSpec:
     cache_file: str | None
     k: int
     audit: bool = True
-    where: dict[str, list[str]] | None = None  # the run's metadata filter (`Where.to_dict`): answers keep to it
+    where: dict[str, Any] | None = None  # the run's metadata filter (`Where.to_dict`): answers keep to it
 
 
 def _init_worker(spec: WorkerSpec) -> None:

@@ -12,7 +12,7 @@ identical inputs (DESIGN §7).
 - Complexity: given in the QA JSONL, else the silver three-way label when the question has one, else the
   data set's hop count.
 - Calibration questions: up to `CALIBRATION_PER_GROUP` more per group, disjoint from the eval queries,
-  written as `calibration.jsonl` (amsrag QA JSONL) for `route tune` / `amsrag eval --tune`.
+  written as `calibration.jsonl` (amsrag QA JSONL) for `train route tune` / `amsrag eval --tune`.
 - Cached under a content key (the options and the bytes of every input file) in the eval cache folder:
   `benchmark.json`, `passages.jsonl`, `queries.jsonl`, `calibration.jsonl` and, once built, `index/`.
 """
@@ -45,7 +45,7 @@ from amsrag.types import Passage, QAExample
 
 BENCH_FORMAT = 1
 DEFAULT_SIZES: dict[str, int] = {"nq": 250, "squad": 150, "hotpotqa": 250, "musique": 200, "zero_hop": 150}
-CALIBRATION_PER_GROUP = 100  # questions per group kept apart (disjoint from the eval queries) for `route tune`
+CALIBRATION_PER_GROUP = 100  # questions per group kept apart (disjoint from the eval queries) for `train route tune`
 
 
 def default_cache_dir() -> Path:
@@ -127,10 +127,10 @@ class Benchmark:
     passages: list[Passage]
     queries: list[EvalQuery]
     info: dict[str, Any]
-    calibration: list[EvalQuery] = field(default_factory=list)  # disjoint from `queries`, for `route tune`
+    calibration: list[EvalQuery] = field(default_factory=list)  # disjoint from `queries`, for `train route tune`
 
     def write_calibration(self, directory: Path) -> None:
-        """amsrag QA JSONL (gold passages by corpus id): `amsrag route tune --index ... --qa` reads it."""
+        """amsrag QA JSONL (gold passages by corpus id): `amsrag train route tune --index ... --qa` reads it."""
         tmp = directory / "calibration.jsonl.tmp"
         with open(tmp, "w", encoding="utf-8") as f:
             for q in self.calibration:

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from amsrag.pipeline import Engine
     from amsrag.retrieve.filtered import AllowedRows
 
-# (engine, calibration questions, progress) -> (the tuned config, what was tuned): `route tune` in memory
+# (engine, calibration questions, progress) -> (the tuned config, what was tuned): `train route tune` in memory
 Tuner = Callable[["Engine", Sequence["EvalQuery"], Progress | None], tuple[Any, dict[str, Any]]]
 
 QUICK_SIZES = {"nq": 12, "squad": 8, "hotpotqa": 12, "musique": 8, "zero_hop": 8}
@@ -47,7 +47,7 @@ class EvalOptions:
     bootstrap: int = 1000
     quick: bool = False
     no_answers: bool = False
-    tune: bool = False  # route tune in memory on the benchmark's calibration questions first
+    tune: bool = False  # `train route tune` in memory on the benchmark's calibration questions first
     corrective: bool = True  # False: the corrective step off for this run (config override, reported)
     workers: int | None = None  # answer-phase processes (None: min(2, CPUs))
     audit: bool = True  # the citation-support audit of every answer, as `Engine.ask` runs it
@@ -114,8 +114,9 @@ def _notes(report: dict[str, Any], info: dict[str, Any], run_mode: str, bench_di
          if report["config"].get("tuned_in_run") else
          f"`full` runs at the index's router thresholds ({report['config'].get('theta_high')}/"
          f"{report['config'].get('theta_low')}). {info.get('calibration', {}).get('n', 0)} calibration questions "
-         f"disjoint from these queries are in `{bench_dir / 'calibration.jsonl'}`: `--tune`, or `amsrag route tune "
-         "--index INDEX --qa` that file, tunes thresholds and priors without touching the eval queries."),
+         f"disjoint from these queries are in `{bench_dir / 'calibration.jsonl'}`: `--tune`, or "
+         "`amsrag train route tune --index INDEX --qa` that file, tunes thresholds and priors without touching the "
+         "eval queries."),
     ] + ([_filter_note(report["config"]["where"])] if report["config"].get("where") else [])
 
 

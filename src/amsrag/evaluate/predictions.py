@@ -15,13 +15,14 @@ from amsrag.evaluate.runner import RunResult
 PREDICTIONS_FILE = "predictions.jsonl"
 
 
-def _num(x: float) -> float | None:
+def _num(x: float | None) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else round(float(x), 4)
 
 
 def write_predictions(result: RunResult, path: Path) -> int:
     """One JSON line per (question, system) that was answered: the question, gold answers and passages, the
-    prediction, EM/F1, abstention, citations, the plan and the chain. Returns the lines written."""
+    prediction, EM/F1, abstention, the answer it would have given had it not abstained (`candidate`) and the
+    generator's confidence in it, citations, the plan and the chain. Returns the lines written."""
     lines = 0
     with path.open("w", encoding="utf-8") as f:
         for name, sys_result in result.systems.items():
@@ -32,6 +33,7 @@ def write_predictions(result: RunResult, path: Path) -> int:
                 row = {"id": q.id, "dataset": q.dataset, "complexity": q.complexity, "question": q.question,
                        "answers": q.answers, "gold_passages": q.gold, "system": name,
                        "prediction": sys_result.answers[i], "abstained": bool(sys_result.abstained[i] == 1.0),
+                       "candidate": d.get("candidate", ""), "confidence": _num(d.get("confidence")),
                        "em": _num(sys_result.values["em"][i]), "f1": _num(sys_result.values["f1"][i]),
                        "citations": d.get("citations", []), "plan": d.get("plan", ""), "chain": d.get("chain")}
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")

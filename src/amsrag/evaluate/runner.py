@@ -205,7 +205,8 @@ def run(engine: Engine, queries: Sequence[EvalQuery], rows: Sequence[SystemRow],
                 m = query_metrics(a.text, q.answers, [], (), False)
                 acc["values"]["em"][i], acc["values"]["f1"][i] = m["em"], m["f1"]
                 acc["abst"][i], acc["gen"][i], acc["answers"][i] = float(a.abstained), a.ms, a.text
-                acc["details"][i] = {"citations": list(a.citations), "plan": a.plan, "chain": a.chain}
+                acc["details"][i] = {"citations": list(a.citations), "plan": a.plan, "chain": a.chain,
+                                     "candidate": a.candidate, "confidence": a.confidence}
                 acc["cand_f1"][i] = query_metrics(a.candidate or a.text, q.answers, [], (), False)["f1"]
                 if a.support is not None:
                     acc["support"][i], acc["flagged"][i] = a.support, float(bool(a.flagged))

@@ -124,7 +124,7 @@ def load_memory(directory: Path, card: Mapping[str, Any]) -> ExpertMemory:
     path = directory / EXPERTS_FILE
     if not isinstance(section, dict) or not path.is_file():
         raise InputError(f"{path}: expert memory missing from the fusion artifact; rebuild it with "
-                         "`amsrag fusion train`")
+                         "`amsrag train fusion train`")
     if file_sha256(path) != section.get("npz_sha256"):
         raise InputError(f"{path}: sha256 differs from the card's experts.npz_sha256; the file is corrupt")
     try:

@@ -5,7 +5,7 @@ candidates by model score.
 The artifact is a directory with `fusion.txt` (the LightGBM model as text) and its card `fusion.json`
 (feature names, what the features depend on — retrievers, encoder, BM25 settings —, the base fusion's
 CA-RRF settings, training data with sha256, settings, metrics, and `model_sha256`). The base fusion is the
-one it was trained on, whatever priors `route tune` fits for the CA-RRF systems: its ranks are features.
+one it was trained on, whatever priors `train route tune` fits for the CA-RRF systems: its ranks are features.
 `LearnedRanker.load` checks the card, the model's sha256 and the feature list, and `check_index` refuses an
 index the features would be computed differently on.
 LightGBM was chosen over scikit-learn's histogram GBDT for its lambdarank objective (it optimises nDCG
@@ -40,7 +40,7 @@ from amsrag.types import Hit
 MODEL_FILE = "fusion.txt"
 CARD_FILE = "fusion.json"
 CARD_VERSION = 1
-TRAIN_COMMAND = "amsrag fusion train"
+TRAIN_COMMAND = "amsrag train fusion train"
 
 
 class FusionArtifactError(AmsragError):

@@ -7,6 +7,7 @@
 
 from amsrag.generate.base import (
     ABSTAIN,
+    AbstainsBelow,
     CalibratedReader,
     Completes,
     EvidencePassage,
@@ -25,6 +26,7 @@ from amsrag.generate.metrics import exact_match, normalize_answer, token_f1
 __all__ = [
     "ABSTAIN",
     "GENERATORS",
+    "AbstainsBelow",
     "CalibratedReader",
     "Completes",
     "EvidencePassage",

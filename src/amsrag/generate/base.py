@@ -122,6 +122,16 @@ class CalibratedReader(Protocol):
     calibrated_confidence: bool
 
 
+@runtime_checkable
+class AbstainsBelow(Protocol):
+    """A generator that abstains below a calibrated confidence `threshold` and can read with another one (the
+    engine lowers it for questions routed multi-hop, whose answer is read across passages)."""
+
+    threshold: float
+
+    def at_threshold(self, threshold: float) -> Generator: ...
+
+
 def generate_answer(generator: Generator, question: str, passages: Sequence[EvidencePassage],
                     query_vector: np.ndarray | None = None) -> Generation:
     """`generator`'s answer over `passages`, handing it the query embedding when it can use one."""

@@ -61,7 +61,7 @@ class ReaderArtifactError(AmsragError):
     """The reader's model or card is missing or unreadable (the message names the file)."""
 
 
-ARTIFACT = OnnxArtifact("reader", CARD_FILE, MODEL_FILE, "amsrag reader train --out DIR", ReaderArtifactError)
+ARTIFACT = OnnxArtifact("reader", CARD_FILE, MODEL_FILE, "amsrag train reader train --out DIR", ReaderArtifactError)
 
 
 def default_directory() -> Path:
@@ -657,6 +657,19 @@ class SpanReaderGenerator:
         self._cache: OrderedDict[tuple[Any, ...], Generation] = OrderedDict()
         self._cache_size = cache_size
         self._lock = threading.Lock()
+        self._views: dict[float, SpanReaderGenerator] = {}
+
+    def at_threshold(self, threshold: float) -> SpanReaderGenerator:
+        """The same reader abstaining below `threshold` instead (one view per threshold, with its own cache)."""
+        threshold = float(threshold)
+        if threshold == self.threshold:
+            return self
+        with self._lock:
+            view = self._views.get(threshold)
+            if view is None:
+                view = self._views[threshold] = SpanReaderGenerator(self.reader, threshold=threshold,
+                                                                    cache_size=self._cache_size)
+        return view
 
     @classmethod
     def from_config(cls, config: GeneratorConfig) -> SpanReaderGenerator:
@@ -685,7 +698,8 @@ class SpanReaderGenerator:
     def _generate(self, question: str, passages: Sequence[EvidencePassage],
                   retrieval_scores: Sequence[float] | None) -> Generation:
         r = self.reader.read(question, passages, retrieval_scores)
-        abstained = r.abstained or r.confidence < self.threshold
+        # the generator's threshold, not the reader's (`r.abstained`): a view may read with a lower one
+        abstained = r.answer == ABSTAIN or r.confidence < self.threshold
         details: dict[str, Any] = {"answer_type": r.kind, "candidate": r.answer, "candidate_passage": r.passage_id,
                                    "alternatives": [a.answer for a in r.alternatives],
                                    "threshold": self.threshold, "windows": int(r.features.get("windows", 0))}

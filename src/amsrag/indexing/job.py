@@ -24,15 +24,17 @@ import numpy as np
 
 from amsrag.embed.encoder import passage_text_for_embedding
 from amsrag.errors import InputError
+from amsrag.indexing.document_meta import document_title, file_meta, given_tags
 from amsrag.indexing.tables import read_table_inputs
 from amsrag.indexing.themes import refresh_themes
 from amsrag.ingest.api import FileReader, IdRegistry, InputRoot, SourceFile, input_roots, source_files
 from amsrag.ingest.formats import PassedOver, printable_path
 from amsrag.ingest.parsers import ParseBudget, SkippedDocument
 from amsrag.ingest.readers import base_suffix
+from amsrag.ingest.sidecar import FolderTags, read_sidecar
 from amsrag.progress import Advance, NullProgress, Progress
 from amsrag.store.base import PassageIndex
-from amsrag.store.documents import Document
+from amsrag.store.documents import Document, DocumentMeta
 from amsrag.store.writes import with_language
 from amsrag.structured.catalog import TableWriteReport
 from amsrag.types import Passage
@@ -69,6 +71,7 @@ class JobReport:
     documents_replaced: int = 0
     documents_unchanged: int = 0
     documents_deleted: int = 0
+    documents_meta_updated: int = 0  # sync: unchanged documents whose row alone was rewritten (tags, time, size)
     embedded: int = 0  # passages embedded by this run
     resumed: int = 0  # passages whose vectors an interrupted run had staged
     batches: int = 0  # committed transactions
@@ -140,16 +143,24 @@ class JobFile:
 
     source: SourceFile
     fingerprint: str
+    tags: tuple[str, ...] = ()  # the command's and the folder sidecar's (front matter tags are read with it)
 
 
 class Job:
     """The machinery an ingest and a sync share: scanning, staged embedding, batched commits."""
 
     def __init__(self, index: PassageIndex, progress: Progress | None = None, notice: Notice | None = None,
-                 fmt: str = "auto", clock: Clock = time.perf_counter, skip_unreadable: bool = False) -> None:
+                 fmt: str = "auto", clock: Clock = time.perf_counter, skip_unreadable: bool = False,
+                 tags: Sequence[str] = ()) -> None:
         """`skip_unreadable`: a file that cannot be read (empty, malformed JSONL, ...) is skipped like a corrupt
-        document instead of stopping the job (a watched folder may show a file half-written)."""
+        document instead of stopping the job (a watched folder may show a file half-written). `tags`: the
+        command's `--tag` values, given to every document the job reads."""
         self.index = index
+        self.tags = given_tags(tags)
+        self._folders: dict[Path, FolderTags] = {}
+        self.file_docs: dict[str, list[str]] = {}  # documents read from each file (by key), in order
+        self.file_meta: dict[str, DocumentMeta] = {}  # the metadata of each file read (title: None)
+        self.titles: dict[str, str] = {}  # the title of each document file's document
         self.skip_unreadable = skip_unreadable
         self.clock = clock  # times the stages (`stage_size`)
         self.last_stage = (0, 0.0)  # (passages, seconds) of the last stage
@@ -164,6 +175,14 @@ class Job:
         self.report = JobReport()
         self.doc_ids: set[str] = set()  # documents met by `scan`
         self.skipped: set[str] = set()  # keys of the files `scan` left out (SkippedDocument)
+
+    def job_file(self, root: InputRoot, source: SourceFile, fingerprint: str) -> JobFile:
+        """A file of `root` with its tags: the command's and those its folder's sidecar gives its path."""
+        if root.path.is_dir() and source.relative:
+            if root.path not in self._folders:
+                self._folders[root.path] = read_sidecar(root.path)
+            return JobFile(source, fingerprint, (*self.tags, *self._folders[root.path].tags_for(source.relative)))
+        return JobFile(source, fingerprint, self.tags)
 
     def say(self, message: str) -> None:
         log.info(message)
@@ -180,6 +199,7 @@ class Job:
             for f in files:
                 try:
                     read = list(self.reader.passages(f.source))
+                    self.file_meta[f.source.key] = file_meta(f.source, f.tags)
                 except SkippedDocument as exc:
                     self.skip(f, exc.reason)
                     read = []
@@ -188,10 +208,16 @@ class Job:
                         raise
                     self.skip(f, str(exc))
                     read = []
+                docs = self.file_docs.setdefault(f.source.key, [])
                 for place, p in read:
                     if registry.admit(p, place):
                         hashes[p.content_hash] = None
-                        self.doc_ids.add(p.doc_id or p.id)
+                        doc_id = p.doc_id or p.id
+                        if doc_id not in self.doc_ids:
+                            docs.append(doc_id)
+                            if doc_id == f.source.key:
+                                self.titles[doc_id] = document_title(p.title)
+                        self.doc_ids.add(doc_id)
                         self.report.received += 1
                 adv(1)
         self.report.files += len(files)
@@ -216,6 +242,17 @@ class Job:
         self.skipped.add(f.source.key)
         self.report.skipped_files.append({"file": f.source.key, "reason": reason})
         self.say(f"{f.source.key}: skipped: {reason}")
+
+    def read_meta(self, files: Sequence[JobFile]) -> dict[str, DocumentMeta]:
+        """The rows of the documents read from `files` (skipped files left out)."""
+        out: dict[str, DocumentMeta] = {}
+        for f in files:
+            meta = self.file_meta.get(f.source.key)
+            if meta is None or f.source.key in self.skipped:
+                continue
+            for doc_id in self.file_docs.get(f.source.key, ()):
+                out[doc_id] = replace(meta, title=self.titles.get(doc_id))
+        return out
 
     # ---------------------------------------------------------------- pass 2
     def passages_of(self, f: JobFile) -> Iterator[Passage]:
@@ -283,21 +320,23 @@ def refresh_derived(job: Job) -> None:
 
 def ingest_inputs(index: PassageIndex, inputs: Sequence[Path | str], fmt: str = "auto", replace: bool = False,
                   progress: Progress | None = None, notice: Notice | None = None,
-                  clock: Clock = time.perf_counter) -> JobReport:
+                  clock: Clock = time.perf_counter, tags: Sequence[str] = ()) -> JobReport:
     """Add the passages of files and folders to `index` in committed batches (see the module doc).
 
     Without `replace`, identical passages already stored are skipped and a passage id stored with
     other content is an error; with `replace`, each input file's documents are replaced as a whole
     (`put_documents`): changed passages re-embedded, removed ones deleted. `clock` times the staged
-    commits (`stage_size`).
+    commits (`stage_size`). `tags` (`--tag`) go to every document read, beside a folder's `amsrag.toml` and
+    Markdown front matter tags (`amsrag.indexing.document_meta`).
     """
     t0 = time.perf_counter()
-    job = Job(index, progress, notice, fmt, clock)
+    job = Job(index, progress, notice, fmt, clock, tags=tags)
     tables = read_table_inputs(input_roots(inputs))
     files = []
     for root in tables.roots:
         passed_over: PassedOver = []
-        files += [JobFile(s, s.fingerprint()) for s in source_files(root, fmt, bool(tables.tables), passed_over)]
+        files += [job.job_file(root, s, s.fingerprint())
+                  for s in source_files(root, fmt, bool(tables.tables), passed_over)]
         job.passed_over(root, passed_over)
     need = job.scan(files)
     if not job.report.received and not tables.tables:
@@ -327,6 +366,7 @@ def ingest_inputs(index: PassageIndex, inputs: Sequence[Path | str], fmt: str = 
                 done.update(_completed(f, batch, job.skipped))
             if batch or done:
                 job.add_batch(batch, done, adv)
+    index.put_document_meta(job.read_meta(files))
     refresh_derived(job)
     job.report.seconds["total"] = time.perf_counter() - t0
     return job.report

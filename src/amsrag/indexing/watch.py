@@ -134,8 +134,9 @@ class _Batcher:
     """Runs the syncs of a watch and decides when a failed one is tried again."""
 
     def __init__(self, index: PassageIndex, folders: Sequence[Path | str], fmt: str, delete: bool,
-                 on_batch: Callable[[WatchBatch], None], notice: Notice | None) -> None:
+                 on_batch: Callable[[WatchBatch], None], notice: Notice | None, tags: Sequence[str] = ()) -> None:
         self.index, self.folders, self.fmt, self.delete = index, list(folders), fmt, delete
+        self.tags = list(tags)
         self.on_batch, self.notice = on_batch, notice
         self.summary = WatchSummary()
         self.retry_at: float | None = time.monotonic()  # the first sync is due at once
@@ -150,7 +151,7 @@ class _Batcher:
         error: str | None = None
         try:
             report = sync_folders(self.index, self.folders, self.fmt, delete=self.delete, notice=self.notice,
-                                  skip_unreadable=True)
+                                  skip_unreadable=True, tags=self.tags)
         except (AmsragError, OSError) as exc:  # e.g. a file removed while it was hashed, a busy index
             error = f"{type(exc).__name__}: {exc}" if isinstance(exc, OSError) else str(exc)
             log.debug("watch: sync failed", exc_info=True)
@@ -175,15 +176,17 @@ class _Batcher:
 def watch_and_sync(index: PassageIndex, folders: Sequence[Path | str], *, fmt: str = "auto", delete: bool = True,
                    stop_event: threading.Event | None = None, on_batch: Callable[[WatchBatch], None] | None = None,
                    notice: Notice | None = None, debounce_ms: int = DEBOUNCE_MS, step_ms: int = STEP_MS,
-                   rust_timeout_ms: int = RUST_TIMEOUT_MS, force_polling: bool | None = None) -> WatchSummary:
+                   rust_timeout_ms: int = RUST_TIMEOUT_MS, force_polling: bool | None = None,
+                   tags: Sequence[str] = ()) -> WatchSummary:
     """Keep `index` equal to `folders` (each `PATH` or `NAME=PATH`, as `index sync`) until `stop_event` is set
     or Ctrl-C: one sync at start, then one per batch of changes (see the module doc); a failed batch is
     reported and tried again on the next change or after a back-off (2 s, doubling up to 60 s). Every batch goes
-    to `on_batch` (default: the log). `delete=False` keeps documents whose file is gone."""
+    to `on_batch` (default: the log). `delete=False` keeps documents whose file is gone; `tags` (`--tag`) go to
+    every document."""
     watchfiles = require_watchfiles()
     path = getattr(index, "path", None)  # an embedded index's directory
     roots = check_watch(path if isinstance(path, Path) else None, folders)
-    batcher = _Batcher(index, folders, fmt, delete, on_batch or (lambda b: log.info("%s", b.line())), notice)
+    batcher = _Batcher(index, folders, fmt, delete, on_batch or (lambda b: log.info("%s", b.line())), notice, tags)
     # The watcher is running before the first sync, so a change made during it is not missed.
     changes_seen: Iterable[set[Any]] = watchfiles.watch(
         *(r.path for r in roots), debounce=debounce_ms, step=step_ms, stop_event=stop_event,

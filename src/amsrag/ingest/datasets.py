@@ -3,7 +3,7 @@
 - Facts: where the data folder is (`default_data_dir`), which data sets are multi-hop / one-hop
   (`MULTI_HOP_DATASETS`, `hop_of_dataset`), the shared-data files the trainers read (`SILVER3_FILE`, ...),
   the question normalisation used to deduplicate across files (`normalise_question`).
-- Silver complexity label files in the Adaptive-RAG A/B/C layout (`load_silver3`; `amsrag classifier label`
+- Silver complexity label files in the Adaptive-RAG A/B/C layout (`load_silver3`; `amsrag train classifier label`
   writes it) -> `LabelledQuestion` rows.
 - Loaders of the QA layouts and of amsrag's own QA JSONL. Every loader fills a `QASet`: passages
   deduplicated by content (first occurrence wins, id `passage_id_for(title, text)`, so the same
@@ -171,7 +171,7 @@ def load_silver3(path: Path) -> list[LabelledQuestion]:
             raise _bad(path, n, f"`answer` must be one of A, B, C, got {letter!r}")
         name = str(rec.get("dataset_name", "")).strip()
         dataset = _SILVER_DATASETS.get(name.lower())
-        given_hop = rec.get("hop")  # `amsrag classifier label` writes it: other data sets need it
+        given_hop = rec.get("hop")  # `amsrag train classifier label` writes it: other data sets need it
         if given_hop is not None and given_hop not in ("one_hop", "multi_hop"):
             raise _bad(path, n, f"`hop` must be one_hop or multi_hop, got {given_hop!r}")
         if dataset is None:

@@ -11,6 +11,7 @@ from typing import Any
 from amsrag.errors import InputError
 from amsrag.ingest.parsers import DOCUMENT_FORMATS, DOCUMENT_SUFFIXES
 from amsrag.ingest.readers import base_suffix, first_record, read_text
+from amsrag.ingest.sidecar import SIDECAR
 from amsrag.types import lone_surrogate_at
 
 log = logging.getLogger("amsrag.ingest")
@@ -199,6 +200,11 @@ def _iter_dir(path: Path, suffixes: tuple[str, ...], passed_over: PassedOver | N
     for p in sorted(path.rglob("*")):
         rel = p.relative_to(path)
         if any(part.startswith(".") for part in rel.parts):
+            continue
+        if p.name == SIDECAR:  # the folder's tags (amsrag.ingest.sidecar), read at its top only
+            if passed_over is not None and len(rel.parts) > 1:
+                passed_over.append((p, f"an {SIDECAR} is read only at the top of a folder given to index "
+                                       f"add|build|sync"))
             continue
         if base_suffix(p) not in suffixes:
             if passed_over is not None and not p.is_dir() and (why := passed_over_reason(p, fmt)) is not None:

@@ -37,16 +37,17 @@ def retrieve(engine: Engine, question: str, system: str = "full", k: int | None 
 
 
 def retrieved(engine: Engine, result: RetrievalResult) -> list[Retrieved]:
-    """The passages of `result` with their metadata; stored passages are read in one call for their source."""
+    """The passages of `result` with their metadata, from the stored passages the engine read (any it did not
+    hand on are read in one call)."""
     trace = result.trace
     label = trace.complexity.routed[0] if trace.complexity is not None else None
-    rows = [p.row for p in result.passages if p.row >= 0]
+    rows = [p.row for p in result.passages if p.row >= 0 and p.stored is None]
     stored = {p.id: p for p in engine.index.passages_by_rows(rows)} if rows else {}
     out = []
     for rank, p in enumerate(result.passages, 1):
         meta: dict[str, Any] = {"id": p.id, "title": p.title, "score": p.score, "rank": rank,
                                 "route": trace.strategy, "complexity": label, "system": trace.system}
-        passage = stored.get(p.id)
+        passage = p.stored if p.stored is not None and p.row >= 0 else stored.get(p.id)
         if passage is not None:
             citation = Citation.of(passage)
             meta["doc_id"] = citation.doc_id

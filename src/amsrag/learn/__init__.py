@@ -4,7 +4,7 @@
   complexity classifier (`amsrag.classify` loads and runs the artifact);
 - `learn.evaluator`: training pools, training and evaluation of the corrective step's retrieval evaluator
   (`amsrag.correct` scores with the artifact);
-- `learn.router`: `amsrag route tune` — router thresholds, per-class routes, CA-RRF priors and the MMR gate
+- `learn.router`: `amsrag train route tune` — router thresholds, per-class routes, CA-RRF priors and the MMR gate
   fitted on calibration questions (the router reads what it writes);
 - `learn.label`: silver complexity labels for the user's own generator (runs the engine);
 - `learn.common`: what both trainers share (the on-disk embedding cache, seeded hash order, standardisation).

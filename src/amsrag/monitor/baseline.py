@@ -1,4 +1,4 @@
-"""Drift references (`amsrag monitor baseline`): from the routing of a question file, or from the query log.
+"""Drift references (`amsrag ops monitor baseline`): from the routing of a question file, or from the query log.
 
 Routing needs the class and alpha only, so a question costs one routing embedding (batched) and one
 classifier call (`Engine.complexity_of`, with the index's query library and hop temperature): no retrieval.

@@ -182,7 +182,7 @@ class DriftReference:
         if data.get("format") != "amsrag-drift-reference" or data.get("version") != FORMAT_VERSION:
             raise InputError(f"{where}: not an amsrag drift reference of version {FORMAT_VERSION} (format "
                              f"{data.get('format')!r}, version {data.get('version')!r}); rebuild it with "
-                             "`amsrag monitor baseline`")
+                             "`amsrag ops monitor baseline`")
         try:
             return cls(tuple(float(e) for e in data["alpha_edges"]), tuple(int(c) for c in data["alpha_counts"]),
                        {str(k): int(v) for k, v in data["route_counts"].items()}, int(data["gray_count"]),
@@ -191,7 +191,7 @@ class DriftReference:
                        dict(data.get("settings") or {}))
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             raise InputError(f"{where}: malformed drift reference ({type(exc).__name__}: {exc}); rebuild it with "
-                             "`amsrag monitor baseline`") from None
+                             "`amsrag ops monitor baseline`") from None
 
     def save(self, path: Path | str) -> Path:
         path = Path(path)
@@ -204,7 +204,7 @@ class DriftReference:
         try:
             data = json.loads(path.read_text("utf-8"))
         except FileNotFoundError:
-            raise InputError(f"{path}: no drift reference (make one with `amsrag monitor baseline`)") from None
+            raise InputError(f"{path}: no drift reference (make one with `amsrag ops monitor baseline`)") from None
         except ValueError as exc:
             raise InputError(f"{path}: not valid JSON ({exc})") from None
         if not isinstance(data, dict):
@@ -336,8 +336,8 @@ def _with_recommendation(s: DriftStatus, index: str | None) -> DriftStatus:
         if "alpha" in s.alarmed_by:
             why.append(f"the routing confidence (alpha) is distributed differently (PSI {s.psi['alpha']:.2f})")
         text = (f"drift: {'; '.join(why)}. The classifier is calibrated for other traffic: recalibrate it on a few "
-                f"hundred labelled questions of this traffic (`amsrag classifier calibrate --qa LABELLED.jsonl "
-                f"--index {where}`; `amsrag classifier label` can label them, `amsrag classifier train` retrains "
-                f"when the gray zone keeps swelling), then take a new reference from the traffic it now serves "
-                f"(`amsrag monitor baseline --index {where} --from-log --since DATE`)")
+                f"hundred labelled questions of this traffic (`amsrag train classifier calibrate --qa LABELLED.jsonl "
+                f"--index {where}`; `amsrag train classifier label` can label them, `amsrag train classifier train` "
+                f"retrains when the gray zone keeps swelling), then take a new reference from the traffic it now "
+                f"serves (`amsrag ops monitor baseline --index {where} --from-log --since DATE`)")
     return replace(s, recommendation=text)

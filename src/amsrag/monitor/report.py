@@ -1,4 +1,4 @@
-"""The monitor report of a query log (`amsrag monitor report`): the five proxy signals over time, citation
+"""The monitor report of a query log (`amsrag ops monitor report`): the five proxy signals over time, citation
 support by route, the routing distribution against the drift reference, drift over rolling windows, and the
 verdict with what to do. `build_report` reads the entries once; `write_report` writes report.md and PNGs."""
 

@@ -73,7 +73,7 @@ class Composer:
         self._lock = threading.Lock()
         self._plans: OrderedDict[str, Plan] = OrderedDict()
         self._calibration: ChainCalibration | bool | None = False  # False: not loaded yet
-        self.calibration_off = False  # `amsrag decomposer calibrate` collects uncalibrated chains
+        self.calibration_off = False  # `amsrag train decomposer calibrate` collects uncalibrated chains
 
     def decomposer_for(self, generator: Generator) -> Decomposer:
         """The LLM decomposer when the generator completes free-form prompts (and `decompose.llm`), else the

@@ -141,5 +141,5 @@ class CorrectiveLoop:
 
 def merged(lists: list[list[ScoredPassage]], k: int) -> list[ScoredPassage]:
     """The lists' RRF merge as passages scored by it (the first list's copy of a passage wins)."""
-    return [ScoredPassage(p.id, p.title, p.text, score, p.row) for p, score in merge_lists(lists, k)]
+    return [ScoredPassage(p.id, p.title, p.text, score, p.row, p.stored) for p, score in merge_lists(lists, k)]
 

@@ -27,6 +27,7 @@ from amsrag.embed.factory import ROUTING_MODEL
 from amsrag.errors import InputError
 from amsrag.filters import Where
 from amsrag.generate import (
+    AbstainsBelow,
     CalibratedReader,
     Generation,
     Generator,
@@ -574,6 +575,7 @@ class Engine:
             return side
         first = self._first_pass(query, system, k, query_vector, knows or self.generator_knows,
                                  side=side if isinstance(side, _SideDecision) else None, widest=widest)
+        generator = self._reader_for_route(generator, first.complexity)
         cfg = self.config.corrective
         reading = _Reading(self, generator, query, query_vector, knows)
         if not (first.spec.corrective and cfg.enabled):
@@ -602,6 +604,14 @@ class Engine:
             return reading.done(checked, reading.read(checked))
         checked = self._checked(first)
         return reading.done(checked, reading.read(checked))
+
+    def _reader_for_route(self, generator: Generator, complexity: ComplexityTrace | None) -> Generator:
+        """`generator` with the multi-hop abstention threshold when the question is routed multi-hop."""
+        lowered = self.config.generator.multi_hop_threshold
+        if (lowered is None or complexity is None or complexity.routed[0] != "multi_hop"
+                or not isinstance(generator, AbstainsBelow) or lowered >= generator.threshold):
+            return generator
+        return generator.at_threshold(lowered)
 
     def _closed_book_answer(self, query: str, system: str, g: Generation, targ: TargTrace,
                             t0: float) -> AnswerResult:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -25,18 +25,21 @@ from amsrag.retrieve.base import Retriever
 from amsrag.retrieve.filtered import scoped_retriever
 from amsrag.route import RoutePlan
 from amsrag.store.base import PassageIndex
-from amsrag.types import Hit
+from amsrag.types import Hit, Passage
 
 
 @dataclass(frozen=True, slots=True)
 class ScoredPassage:
-    """A passage the engine hands on, with its fused score and store row (-1: from an external source)."""
+    """A passage the engine hands on, with its fused score and store row (-1: from an external source).
+    `stored`: the stored passage it was read from (its document and metadata) when the engine read one; the
+    adapters hand on its metadata without reading the store again. Not part of equality."""
 
     id: str
     title: str
     text: str
     score: float
     row: int
+    stored: Passage | None = field(default=None, compare=False, repr=False)
 
 
 @runtime_checkable
@@ -233,7 +236,7 @@ class RetrievalPass:
 
     def passages(self, items: list[FusedItem]) -> list[ScoredPassage]:
         stored = self.index.passages_by_rows([it.row for it in items])
-        return [ScoredPassage(p.id, p.title, p.text, it.score, it.row) for it, p in zip(items, stored, strict=True)]
+        return [ScoredPassage(p.id, p.title, p.text, it.score, it.row, p) for it, p in zip(items, stored, strict=True)]
 
 
 def ms_since(t: float) -> float:

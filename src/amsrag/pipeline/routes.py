@@ -198,7 +198,7 @@ class GlobalRoute:
         score_of = {pid: t.score for t in result.themes for pid in t.representatives}
         rows = self.index.rows_for_ids(list(score_of))
         found = self.index.passages_by_rows(list(rows.values()))
-        passages = [ScoredPassage(p.id, p.title, p.text, float(score_of.get(p.id, 0.0)), rows[p.id]) for p in found]
+        passages = [ScoredPassage(p.id, p.title, p.text, float(score_of.get(p.id, 0.0)), rows[p.id], p) for p in found]
         if isinstance(generator, Completes):
             text = map_reduce(query, result, {p.id: p for p in found}, generator.complete)
             citations = tuple(p.id for p in passages)

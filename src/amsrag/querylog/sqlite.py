@@ -2,7 +2,7 @@
 
 A file of its own (not passages.sqlite): logging never contends with the index's writers, and the log
 can be copied, pruned or deleted without touching the index. WAL journal and a busy timeout, so the
-service's threads and another process (`amsrag ask --log`, `amsrag querylog prune`) share it; every
+service's threads and another process (`amsrag ask --log`, `amsrag ops querylog prune`) share it; every
 append and prune is one `BEGIN IMMEDIATE` transaction.
 """
 

@@ -1,4 +1,4 @@
-"""A summary of a query log's entries: `amsrag querylog stats`."""
+"""A summary of a query log's entries: `amsrag ops querylog stats`."""
 
 from __future__ import annotations
 

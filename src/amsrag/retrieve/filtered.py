@@ -12,6 +12,7 @@ the index size), keeping only allowed hits.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -45,13 +46,21 @@ class AllowedRows:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
-    def resolve(cls, where: Where, facets: Iterable[tuple[int, str | None, Any, Any]]) -> AllowedRows:
-        """The rows among `facets` (row, document key, metadata `source`, metadata `type`) that `where` allows."""
+    def resolve(cls, where: Where, facets: Iterable[Sequence[Any]]) -> AllowedRows:
+        """The rows among `facets` (row, document key, metadata `source`, metadata `type`, and the document
+        row's modification time and tags, as a list or a JSON array, None without a row) that `where` allows."""
         total = 0
         allowed: list[int] = []
-        for row, doc_id, source, kind in facets:
+        tag_sets: dict[Any, tuple[str, ...]] = {}  # a document's tags, read once per distinct value
+        for row, doc_id, source, kind, modified, stored_tags in facets:
             total += 1
-            if where.allows(doc_id, source, kind):
+            tags: tuple[str, ...] = ()
+            if where.tag and stored_tags is not None:
+                key = stored_tags if isinstance(stored_tags, str) else tuple(stored_tags)
+                if key not in tag_sets:
+                    tag_sets[key] = tuple(json.loads(key)) if isinstance(key, str) else key
+                tags = tag_sets[key]
+            if where.allows(doc_id, source, kind, modified, tags):
                 allowed.append(int(row))
         return cls(where, np.asarray(sorted(allowed), dtype=np.int64), total)
 

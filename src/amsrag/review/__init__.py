@@ -1,6 +1,6 @@
 """The review loop (seed 003 §7.3): flagged answers and misroute candidates wait in a durable queue stored
 with the index; a reviewer marks each answer right or wrong and gives the question's true class; the
-reviews become labelled data (`amsrag classifier calibrate --reviews`, `amsrag route learn --reviews`)."""
+reviews become labelled data (`amsrag train classifier calibrate --reviews`, `amsrag train route learn --reviews`)."""
 
 from amsrag.review.items import (
     KINDS,

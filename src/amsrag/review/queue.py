@@ -1,7 +1,7 @@
 """The review queue of an embedded index: `review.sqlite` in the index directory.
 
 A file of its own, like the query log (`amsrag.querylog.sqlite`): WAL journal and a busy timeout, so the
-service's threads and another process (`amsrag review mark`) share it; every write is one `BEGIN IMMEDIATE`
+service's threads and another process (`amsrag ops review mark`) share it; every write is one `BEGIN IMMEDIATE`
 transaction. One open item per (question, system): a repeat refreshes it. A question already reviewed or
 dismissed for that system does not enter again (its review stands). Open and dismissed items older than the
 retention are deleted, and beyond `max_open` open items the oldest go; reviewed items are labelled data and

@@ -4,7 +4,7 @@ The hop classes (zero/one/multi_hop) take the retrieval strategies A/B/C of `Rou
 the global route (corpus themes), structured the table route (SQL). A class's own route is taken when its
 calibrated probability reaches `min_confidence`; otherwise the question goes down the text path, where the
 corrective step can still widen it. `tune_min_confidence` fits those thresholds on labelled questions
-under the task cost matrix (what `amsrag taxonomy train` records in the artifact card).
+under the task cost matrix (what `amsrag train taxonomy train` records in the artifact card).
 """
 
 from __future__ import annotations

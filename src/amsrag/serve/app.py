@@ -37,7 +37,8 @@ ReviewId = Annotated[int, PathParam(ge=0, le=SQL_INT_MAX, description="a review 
 
 # ---------------------------------------------------------------------------- request bodies
 WHERE_HELP = ("only passages this metadata filter allows: {\"source\": [globs], \"type\": [pdf|html|docx|pptx|"
-              "markdown|text], \"doc\": [globs of document keys]}; fields AND, values OR (400 when malformed)")
+              "markdown|text], \"doc\": [globs of document keys], \"tag\": [tags], \"modified\": {\"gte\"|\"gt\"|"
+              "\"lte\"|\"lt\": \"YYYY-MM-DD[THH:MM:SS[Z]]\"}}; fields AND, values OR (400 when malformed)")
 
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -348,7 +349,7 @@ def create_app(service: Service, warm: bool = True) -> FastAPI:
 
     @app.get("/v1/jobs/{job_id}", dependencies=auth, tags=["documents"], summary="Status of a background job")
     async def job_status(job_id: str) -> dict[str, Any]:
-        job = service.writer.get(job_id)
+        job = await asyncio.to_thread(service.writer.get, job_id)  # a PostgreSQL store is read for other jobs
         if job is None:
             raise ApiError(404, "not_found", f"no job {job_id!r} (finished jobs are kept for a while, then dropped)")
         return job.to_dict()

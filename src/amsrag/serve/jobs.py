@@ -3,9 +3,10 @@
 Every write (job or not) runs on one writer thread, so writes are serialised in arrival order. A job reports
 its progress (the running step's done/total, rate and ETA) in its status and as `amsrag.progress` log lines.
 
-With a `store` file (the embedded index's `jobs.json`) the job records outlive the process: each change of
-status is written atomically (a temporary file, then `os.replace`), and a service started over the same file
-reports the jobs a stopped one left queued or running as failed (`INTERRUPTED`), not unknown.
+With a store the job records outlive the process: an embedded index keeps them in its `jobs.json` (each change
+of status written atomically: a temporary file, flushed to disk, then `os.replace`), a PostgreSQL index in its
+database (`amsrag.serve_jobs`, see serve.pg_jobs). A service started over the same store reports the jobs a
+stopped one left queued or running as failed (`INTERRUPTED`), not unknown. The last `keep` jobs are kept.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from amsrag.errors import AmsragError
 from amsrag.progress import LogProgress, Progress
@@ -66,12 +67,86 @@ class Job:
                 "result": self.result, "error": self.error, "status_url": f"/v1/jobs/{self.id}"}
 
 
+class JobStore(Protocol):
+    """Where job records outlive the process."""
+
+    location: str
+
+    def load(self, keep: int) -> list[Job]:
+        """The records to show at start (at most `keep`, oldest first); those a stopped service left queued
+        or running come back failed with INTERRUPTED, and are stored so."""
+        ...
+
+    def save(self, job: Job, jobs: list[Job]) -> None:
+        """Store `job`'s change; `jobs`: every job this service keeps, oldest first."""
+        ...
+
+    def lookup(self, job_id: str) -> Job | None:
+        """A record this service does not keep in memory (another service's, or an older one); None."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def interrupt(job: Job) -> Job:
+    """`job` (left queued or running by a service that stopped) as failed with INTERRUPTED."""
+    job.status, job.finished = "failed", time.time()
+    job.error = {"code": "interrupted", "message": INTERRUPTED}
+    return job
+
+
+class FileJobStore:
+    """The records in one JSON file (an embedded index's `jobs.json`), replaced atomically at each change."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.location = str(path)
+
+    def load(self, keep: int) -> list[Job]:
+        try:
+            records = json.loads(self.path.read_text(encoding="utf-8")) if self.path.exists() else []
+            if not isinstance(records, list):
+                raise ValueError(f"a list of job records expected, got {type(records).__name__}")
+            jobs = [Job.from_record(r) for r in records][-keep:]
+        except (OSError, ValueError, TypeError, KeyError) as exc:  # the service starts without the old records
+            log.warning("job records in %s cannot be read (%s: %s); starting without them", self.path,
+                        type(exc).__name__, exc)
+            return []
+        stopped = [interrupt(job) for job in jobs if job.status in ("queued", "running")]
+        if stopped:
+            log.warning("%d job(s) were interrupted when the service stopped; they are reported as failed",
+                        len(stopped))
+            self._write(jobs)
+        return jobs
+
+    def save(self, job: Job, jobs: list[Job]) -> None:
+        self._write(jobs)
+
+    def _write(self, jobs: list[Job]) -> None:
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        try:
+            with tmp.open("w", encoding="utf-8") as f:
+                f.write(json.dumps([j.record() for j in jobs], ensure_ascii=False, default=str))
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    def lookup(self, job_id: str) -> Job | None:
+        return None  # one service per index directory: its records are all in memory
+
+    def close(self) -> None:
+        pass
+
+
 class Writer:
-    """The single writer thread, and the record of the last `keep` jobs (persisted in `store` when given)."""
+    """The single writer thread, and the record of the last `keep` jobs (persisted in `store` when given: a
+    JobStore, or the path of a FileJobStore)."""
 
     def __init__(self, keep: int = 200, on_finish: Callable[[Job], None] | None = None,
                  progress_interval: float = 10.0, clock: Callable[[], float] = time.monotonic,
-                 store: Path | None = None) -> None:
+                 store: JobStore | Path | None = None) -> None:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="amsrag-writer")
         self._jobs: OrderedDict[str, Job] = OrderedDict()
         self._lock = threading.Lock()
@@ -79,46 +154,28 @@ class Writer:
         self._on_finish = on_finish or (lambda job: None)
         self._progress_interval = progress_interval
         self._clock = clock
-        self._store = store
+        self._store: JobStore | None = FileJobStore(store) if isinstance(store, Path) else store
         self._save_lock = threading.Lock()
-        if store is not None:
-            self._load(store)
+        if self._store is not None:
+            try:
+                for job in self._store.load(keep):
+                    self._jobs[job.id] = job
+            except Exception as exc:  # the service starts; the stopped one's jobs are not marked now
+                log.warning("job records in %s cannot be read (%s: %s)", self._store.location,
+                            type(exc).__name__, exc)
 
-    def _load(self, store: Path) -> None:
-        """The jobs a previous service recorded; those it left queued or running failed with INTERRUPTED."""
-        try:
-            records = json.loads(store.read_text(encoding="utf-8")) if store.exists() else []
-            jobs = [Job.from_record(r) for r in records]
-        except (OSError, ValueError, TypeError, KeyError) as exc:  # the service starts without the old records
-            log.warning("job records in %s cannot be read (%s: %s); starting without them", store,
-                        type(exc).__name__, exc)
-            return
-        interrupted = 0
-        for job in jobs[-self._keep:]:
-            if job.status in ("queued", "running"):
-                job.status, job.finished = "failed", time.time()
-                job.error = {"code": "interrupted", "message": INTERRUPTED}
-                interrupted += 1
-            self._jobs[job.id] = job
-        if interrupted:
-            log.warning("%d job(s) were interrupted when the service stopped; they are reported as failed",
-                        interrupted)
-            self._save()
-
-    def _save(self) -> None:
-        """Write the job records atomically (a failure is logged: the jobs run on)."""
+    def _save(self, job: Job) -> None:
+        """Store the change of `job` (a failure is logged: the jobs run on)."""
         if self._store is None:
             return
-        with self._save_lock:  # snapshots reach the file in the order they were taken
+        with self._save_lock:  # snapshots reach the store in the order they were taken
             with self._lock:
-                records = [job.record() for job in self._jobs.values()]
-            tmp = self._store.with_name(f".{self._store.name}.{os.getpid()}.tmp")
+                jobs = list(self._jobs.values())
             try:
-                tmp.write_text(json.dumps(records, ensure_ascii=False, default=str), encoding="utf-8")
-                os.replace(tmp, self._store)
-            except (OSError, TypeError, ValueError) as exc:
-                log.warning("job records cannot be written to %s (%s: %s)", self._store, type(exc).__name__, exc)
-                tmp.unlink(missing_ok=True)
+                self._store.save(job, jobs)
+            except Exception as exc:  # any store failure: the job runs on, its record stays in memory
+                log.warning("job records cannot be written to %s (%s: %s)", self._store.location,
+                            type(exc).__name__, exc)
 
     def submit(self, fn: Callable[[], Any]) -> Future:
         """A write to run in order with every other write (the caller awaits it)."""
@@ -132,11 +189,11 @@ class Writer:
         with self._lock:
             self._jobs[job.id] = job
             self._evict()
-        self._save()
+        self._save(job)
 
         def run() -> None:
             job.status, job.started = "running", time.time()
-            self._save()
+            self._save(job)
             try:
                 job.result = fn(progress)
                 job.status = "succeeded"
@@ -148,7 +205,7 @@ class Writer:
                 job.finished = time.time()
                 with self._lock:
                     self._evict()
-                self._save()
+                self._save(job)
                 self._on_finish(job)
 
         self._pool.submit(run)
@@ -163,8 +220,20 @@ class Writer:
             self._jobs.popitem(last=False)
 
     def get(self, job_id: str) -> Job | None:
+        """The job this service keeps, else its stored record (another service's on a shared database), else
+        None."""
         with self._lock:
-            return self._jobs.get(job_id)
+            job = self._jobs.get(job_id)
+        if job is not None or self._store is None:
+            return job
+        try:
+            return self._store.lookup(job_id)
+        except Exception as exc:  # the record cannot be read now: unknown, as without a store
+            log.warning("job %s cannot be looked up in %s (%s: %s)", job_id, self._store.location,
+                        type(exc).__name__, exc)
+            return None
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+        if self._store is not None:
+            self._store.close()

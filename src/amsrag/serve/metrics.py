@@ -60,7 +60,7 @@ class Metrics:
                                "against the drift reference, by signal (alpha, route, gray_zone)", ["signal"],
                                registry=r)
         self.drift_alarm = Gauge("amsrag_drift_alarm", "1 when a drift PSI is at or above the threshold over a "
-                                 "full window (recalibrate the classifier: `amsrag monitor report`)", registry=r)
+                                 "full window (recalibrate the classifier: `amsrag ops monitor report`)", registry=r)
         self.drift_answers = Gauge("amsrag_drift_window_answers", "routed answers in the drift window (no verdict "
                                    "before it is full)", registry=r)
         # Shadow-path probes (amsrag.monitor.shadow): what became of each answer offered, and probe time.

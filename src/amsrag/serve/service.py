@@ -26,7 +26,7 @@ from amsrag.querylog.writer import BackgroundAppender
 from amsrag.retrieve.filtered import scope
 from amsrag.review import FILE as REVIEW_FILE
 from amsrag.review import ReviewCandidate, ReviewQueue, candidate_of
-from amsrag.serve.jobs import JOBS_FILE, Job, Writer
+from amsrag.serve.jobs import JOBS_FILE, FileJobStore, Job, JobStore, Writer
 from amsrag.serve.limits import ReadWriteLock
 from amsrag.serve.metrics import Metrics
 from amsrag.store.documents import Document
@@ -45,10 +45,26 @@ def _default_ask(engine: Engine) -> Callable[[str, str], Any]:
 
 
 def jobs_file(index: object) -> Path | None:
-    """Where an embedded index keeps the service's job records; None for PostgreSQL (kept in memory)."""
+    """Where an embedded index keeps the service's job records; None for PostgreSQL (kept in its database)."""
     if getattr(index, "backend", "") == "postgres" or not isinstance(getattr(index, "path", None), Path):
         return None
     return Path(index.path) / JOBS_FILE  # type: ignore[attr-defined]
+
+
+def job_store(index: object) -> JobStore | None:
+    """Where the service keeps its job records: the embedded index's `jobs.json`, or the PostgreSQL index's
+    `amsrag.serve_jobs` table. None (records in memory only) when the store cannot be opened: the service runs."""
+    if getattr(index, "backend", "") == "postgres":
+        from amsrag.serve.pg_jobs import PostgresJobStore
+
+        try:
+            return PostgresJobStore(str(index.dsn))  # type: ignore[attr-defined]
+        except Exception as exc:  # the service runs; its jobs are known until it stops
+            log.warning("job records are kept in memory only: the database table cannot be opened (%s: %s)",
+                        type(exc).__name__, exc)
+            return None
+    path = jobs_file(index)
+    return FileJobStore(path) if path is not None else None
 
 
 class _ReviewSink:
@@ -77,7 +93,7 @@ class Service:
         self.config = config
         self.metrics = metrics or Metrics()
         self.lock = ReadWriteLock()
-        self.writer = Writer(on_finish=self._job_finished, store=jobs_file(engine.index))
+        self.writer = Writer(on_finish=self._job_finished, store=job_store(engine.index))
         self._ask = ask or _default_ask(engine)
         self.metrics.passages.set(len(engine.index))
         self.started = time.time()

@@ -18,7 +18,7 @@ from amsrag.types import Passage
 if TYPE_CHECKING:
     from amsrag.filters import Where
     from amsrag.retrieve.filtered import AllowedRows
-    from amsrag.store.documents import Document, DocumentInfo, PutReport
+    from amsrag.store.documents import Document, DocumentInfo, DocumentMeta, PutReport
     from amsrag.store.health import CheckReport, RepairReport
     from amsrag.store.query_library import QueryLibrary
     from amsrag.store.writes import DeleteReport, IngestReport
@@ -75,6 +75,11 @@ class PassageIndex(Protocol):
 
     def documents(self, prefix: str | None = None) -> dict[str, DocumentInfo]:
         """Stored documents by doc_id (those whose doc_id or source starts with `prefix` when given)."""
+        ...
+
+    def put_document_meta(self, metas: Mapping[str, DocumentMeta]) -> int:
+        """Rewrite the rows of the stored documents among `metas` with their title, modification time, size
+        and tags, their passages untouched (documents not stored are passed over); how many were written."""
         ...
 
     def unembedded(self, hashes: Sequence[str]) -> list[str]:

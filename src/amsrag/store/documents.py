@@ -31,14 +31,37 @@ class Document:
 
 
 @dataclass(frozen=True, slots=True)
+class DocumentMeta:
+    """What a document's row says about it beyond its passages, and what `tag` and `modified` filters read:
+    its title where known, its file's last modification (UTC `YYYY-MM-DDTHH:MM:SSZ`) and size in bytes, and
+    its tags (sorted, each once). Rewritten alone when only these change (a retag, a touched file)."""
+
+    title: str | None = None
+    modified: str | None = None
+    size: int | None = None
+    tags: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tags", tuple(sorted(set(self.tags))))
+
+
+@dataclass(frozen=True, slots=True)
 class DocumentInfo:
-    """A stored document: its passage count and the fingerprint recorded when it was last written in
-    full ("" when unknown: added passage by passage, or partly deleted since)."""
+    """A stored document: its passage count, the fingerprint recorded when it was last written in
+    full ("" when unknown: added passage by passage, or partly deleted since), and its row's metadata."""
 
     doc_id: str
     passages: int
     content_hash: str
     source: str = ""
+    title: str | None = None
+    modified: str | None = None
+    size: int | None = None
+    tags: tuple[str, ...] = ()
+
+    @property
+    def meta(self) -> DocumentMeta:
+        return DocumentMeta(self.title, self.modified, self.size, self.tags)
 
 
 @dataclass

@@ -1,1 +1,1 @@
-"""Training of the citation-support audit (`amsrag audit train`)."""
+"""Training of the citation-support audit (`amsrag train audit train`)."""

@@ -65,7 +65,7 @@ class Rows:
 
 
 def reader_training_questions(data_dir: Path, seed: int = 13) -> set[str]:
-    """Normalised questions of the span reader's training split (rebuilt as `amsrag reader train` split them)."""
+    """Normalised questions of the span reader's training split (rebuilt as `amsrag train reader train` split them)."""
     from amsrag.evaluate.builder import held_out_questions
     from amsrag.learn.reader.data import load_all
 

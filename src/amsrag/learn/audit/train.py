@@ -18,7 +18,7 @@ from amsrag.ingest.datasets import HOTPOT_FILES, MUSIQUE_FILES, NQ_FILE, READER_
 from amsrag.learn.audit.data import AuditDataConfig, Rows
 from amsrag.learn.evaluator.train import binary_metrics
 
-TRAIN_COMMAND = ("OMP_NUM_THREADS=1 amsrag audit train --data ../shared/data --out src/amsrag/data/audit "
+TRAIN_COMMAND = ("OMP_NUM_THREADS=1 amsrag train audit train --data ../shared/data --out src/amsrag/data/audit "
                  "--seed 13 --model gbdt --calibration platt")
 
 

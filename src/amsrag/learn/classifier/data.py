@@ -5,7 +5,7 @@
   `amsrag.ingest.load_qa` from every QA file of the data folders. Silver labels never override it: they say
   what one generator happened to answer with one retrieval, not how many passages the question needs.
 - The three-way label (zero_hop / one_hop / multi_hop: the knowledge head's target) exists only where a
-  generator labelled the question (`amsrag classifier label` -> `classifier train --silver FILE`): zero_hop
+  generator labelled the question (`amsrag train classifier label` -> `train classifier train --silver FILE`): zero_hop
   belongs to the generator that answers closed-book, so without silver files there is no knowledge head.
 - Implicit multi-step questions (StrategyQA: "Could a llama give birth twice during the Vietnam War?") are
   multi_hop rows when `implicit` is on (`load_implicit_rows`): no QA data set above phrases a question that
@@ -175,7 +175,7 @@ def build_labelled_data(data_dir: Path, cap: int | None = None, seed: int = 13,
                         silver: Sequence[Path] | None = None, implicit: bool = False) -> LabelledData:
     """Everything above, end to end: the labelled, deduplicated, held-out-free, split rows, and their hash.
 
-    `silver`: three-way labels made with the configured generator (`amsrag classifier label`): the knowledge
+    `silver`: three-way labels made with the configured generator (`amsrag train classifier label`): the knowledge
     head is trained from them, and only from them. `implicit`: StrategyQA's rows too (`load_implicit_rows`)."""
     data_dir = Path(data_dir)
     if not data_dir.is_dir():

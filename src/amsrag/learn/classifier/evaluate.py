@@ -86,7 +86,7 @@ def evaluate_classifier(clf: ComplexityClassifier, prep: Prepared, split: str = 
 
 
 def summary(result: dict[str, Any]) -> dict[str, Any]:
-    """The headline numbers of `evaluate_classifier` (what `classifier evaluate --json` prints)."""
+    """The headline numbers of `evaluate_classifier` (what `train classifier evaluate --json` prints)."""
     cal, unc = result["calibrated"], result["uncalibrated"]
     hop = cal["hop"]
     out: dict[str, Any] = {

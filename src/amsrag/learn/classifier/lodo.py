@@ -78,7 +78,7 @@ def sample_rows(prep: Prepared, rows: np.ndarray, n: int, seed: int, salt: str) 
 
 def recalibration(prep: Prepared, models: dict[str, ComplexityClassifier], config: TrainConfig,
                   n: int = RECALIBRATION_ROWS) -> dict[str, Any]:
-    """What `amsrag classifier calibrate --qa` buys a deployment: each LODO model's temperature refitted on
+    """What `amsrag train classifier calibrate --qa` buys a deployment: each LODO model's temperature refitted on
     `n` labelled questions of its held-out data set (its cal rows), judged on that data set's test rows."""
     out = {}
     for d, clf in models.items():

@@ -16,7 +16,7 @@ from amsrag.classify.features import features_batch
 from amsrag.classify.model import ComplexityClassifier, Head, comparisons, decide, head_inputs
 from amsrag.embed.encoder import Encoder
 from amsrag.ingest.datasets import LabelledQuestion, Split
-from amsrag.learn.classifier.data import LabelledData
+from amsrag.learn.classifier.data import IMPLICIT_DATASET, LabelledData
 from amsrag.learn.common import embed_questions, seeded_rank, standardise
 from amsrag.types import COMPLEXITIES
 
@@ -46,6 +46,8 @@ class TrainConfig:
     gate_rows: GateSource = "cal+oof"
     # StrategyQA's implicit questions as multi_hop rows (`data.load_implicit_rows`); False in cards made before
     implicit: bool = False
+    # StrategyQA's share of the hop head's loss, relative to any other data set's (1.0: the same)
+    implicit_weight: float = 1.0
 
 
 @dataclass(slots=True)
@@ -117,6 +119,9 @@ def fit_head(
 
 def fit_hop_head(prep: Prepared, rows: np.ndarray, config: TrainConfig) -> Head:
     weights = dataset_weights(prep.datasets[rows]) if config.balance_datasets else None
+    if config.implicit_weight != 1.0:
+        weights = np.ones(int(rows.sum())) if weights is None else weights
+        weights = np.where(prep.datasets[rows] == IMPLICIT_DATASET, weights * config.implicit_weight, weights)
     return fit_head(prep.embeddings[rows], prep.features[rows], prep.hop_y[rows], config.hop_features,
                     config.hop_c, config.seed, sample_weight=weights)
 

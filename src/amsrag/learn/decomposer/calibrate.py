@@ -1,4 +1,4 @@
-"""Fit the chain's calibration (`amsrag decomposer calibrate`): answer calibration questions with `full` (chains
+"""Fit the chain's calibration (`amsrag train decomposer calibrate`): answer calibration questions with `full` (chains
 on, uncalibrated), record each multi-step question's chain features and whether the chain's and the plain
 reader's answers are right (token F1 >= 0.5 against the gold answers), fit a logistic model of the chain being
 right, and set each plan type's threshold so that at most 1 - `coverage` of its calibration questions are
@@ -105,7 +105,7 @@ def calibrate(index_dir: Path, qa: Path, out: Path, coverage: float = COVERAGE, 
     card.update({"questions": len(rows), "multi_step": len(records),
                  "qa_file": str(qa), "qa_sha256": hashlib.sha256(qa.read_bytes()).hexdigest(),
                  "index": str(index_dir), "seconds": round(time.perf_counter() - t0, 1),
-                 "command": f"amsrag decomposer calibrate --index INDEX --qa {qa.name} --out DIR "
+                 "command": f"amsrag train decomposer calibrate --index INDEX --qa {qa.name} --out DIR "
                             f"--coverage {coverage}"})
     out.mkdir(parents=True, exist_ok=True)
     (out / CALIBRATION_FILE).write_text(json.dumps(card, indent=1) + "\n", encoding="utf-8")

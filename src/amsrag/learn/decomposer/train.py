@@ -1,4 +1,4 @@
-"""Fit the decomposer's heads (`amsrag decomposer train`): type head, tag head, comparison template bank.
+"""Fit the decomposer's heads (`amsrag train decomposer train`): type head, tag head, comparison template bank.
 
 Rows: `learn.decomposer.data.load_all`, evaluated-benchmark and demo questions left out. Split by the
 question's hash: 70 % train (of which a hash-chosen 15 % calibrates the type head's temperature), 30 % test.
@@ -334,7 +334,7 @@ def train(data_dir: Path, out: Path, quiet: bool = False, exclude: tuple[Path, .
                    "TriviaQA (Apache-2.0) questions",
         "metrics": metrics, "seconds": round(time.perf_counter() - t0, 1),
         "excluded_files": [str(p) for p in exclude],
-        "command": "amsrag decomposer train --data ../shared/data --out DIR [--exclude QA.jsonl ...] (then copy "
+        "command": "amsrag train decomposer train --data ../shared/data --out DIR [--exclude QA.jsonl ...] (then copy "
                    "DIR/* to src/amsrag/data/decomposer/)",
     })
     out.mkdir(parents=True, exist_ok=True)

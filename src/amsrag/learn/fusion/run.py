@@ -1,4 +1,5 @@
-"""The whole `amsrag fusion train` run: questions, the evaluation corpus's index, collection, training, artifact."""
+"""The whole `amsrag train fusion train` run: questions, the evaluation corpus's index, collection, training,
+artifact."""
 
 from __future__ import annotations
 

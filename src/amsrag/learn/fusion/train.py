@@ -1,4 +1,4 @@
-"""`amsrag fusion train`: the learned fuser's LightGBM lambdarank model and expert memory, with their card.
+"""`amsrag train fusion train`: the learned fuser's LightGBM lambdarank model and expert memory, with their card.
 
 Questions: the default mix's questions whose gold passages are in the evaluation corpus, none of them a
 question (eval or calibration) of an evaluated benchmark (`evaluate.builder.evaluated_questions`); split by
@@ -129,7 +129,7 @@ BASE_FUSION_FIELDS = {"rrf_k", "kappa", "alpha0", "k_by_class", "beta_by_class"}
 
 def base_fusion() -> FusionConfig:
     """The base fusion the fuser learns on: CA-RRF at the default settings (uniform priors), whatever an index's
-    `route tune` fitted — so the model's rank features mean the same on every index."""
+    `train route tune` fitted — so the model's rank features mean the same on every index."""
     return FusionConfig()
 
 
@@ -158,7 +158,7 @@ def write_artifact(out: Path, trained: Trained, settings: TrainSettings, profile
                     "mean_quality": dict(zip(FEATURE_RETRIEVERS, np.round(trained.memory.quality.mean(0), 4).tolist(),
                                              strict=True))},
         "model_sha256": file_sha256(model_path),
-        "rebuild": "OMP_NUM_THREADS=1 amsrag fusion train --out src/amsrag/data/fusion",
+        "rebuild": "OMP_NUM_THREADS=1 amsrag train fusion train --out src/amsrag/data/fusion",
     }
     (staging / CARD_FILE).write_text(json.dumps(card, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     out.mkdir(parents=True, exist_ok=True)

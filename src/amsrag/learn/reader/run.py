@@ -1,4 +1,4 @@
-"""The reader's training run end to end (`amsrag reader train|calibrate|evaluate`): calibrate the confidence
+"""The reader's training run end to end (`amsrag train reader train|calibrate|evaluate`): calibrate the confidence
 on the calibration split, score the test split."""
 
 from __future__ import annotations

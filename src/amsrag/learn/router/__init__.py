@@ -1,4 +1,4 @@
-"""Fitting the router on calibration questions (`amsrag route tune`, `amsrag eval --tune`): thresholds, per-class
+"""Fitting the router on calibration questions (`amsrag train route tune`, `amsrag eval --tune`): thresholds, per-class
 routes, CA-RRF priors and the MMR gate. Offline code: the runtime router only reads what this writes."""
 
 from amsrag.learn.router.calibration import CalibrationQuery, RankedList, calibration_queries, list_key

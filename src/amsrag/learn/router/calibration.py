@@ -1,4 +1,4 @@
-"""The calibration pass of `amsrag route tune`: each question classified once and each retriever's ranked list
+"""The calibration pass of `amsrag train route tune`: each question classified once and each retriever's ranked list
 at the routes' depth, the input of every fit (thresholds, priors, routes, MMR)."""
 
 

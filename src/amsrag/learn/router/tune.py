@@ -1,4 +1,4 @@
-"""`amsrag route tune`: thresholds, per-class routes, CA-RRF priors and the MMR gate from calibration queries.
+"""`amsrag train route tune`: thresholds, per-class routes, CA-RRF priors and the MMR gate from calibration queries.
 
 One pass over the questions (`calibration_queries`: the classifier and each retriever's ranked list at the
 routes' depth) feeds every fit, computed offline:
@@ -122,7 +122,7 @@ def write_curve(path: Path, best: ThresholdPoint, curve: Sequence[ThresholdPoint
 
 def tune_on_calibration(engine: Engine, calibration: Sequence[EvalQuery], progress: Progress | None = None,
                         miss_cap: float = 0.05) -> tuple[Any, dict[str, Any]]:
-    """`route tune` in memory on calibration questions (disjoint from the eval queries): the engine's config
+    """`train route tune` in memory on calibration questions (disjoint from the eval queries): the engine's config
     with the tuned thresholds, routes, CA-RRF priors and MMR gate, and what was tuned (fitted values and
     calibration nDCG@5 before / after). The index on disk is not changed."""
     questions = [QAExample(id=q.id, question=q.question, answers=q.answers, gold_passage_ids=q.gold,

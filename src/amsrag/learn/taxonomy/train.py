@@ -1,4 +1,4 @@
-"""Train the task head (`amsrag taxonomy train`, or `python -m amsrag.learn.taxonomy.train`).
+"""Train the task head (`amsrag train taxonomy train`, or `python -m amsrag.learn.taxonomy.train`).
 
 Multinomial logistic regression on standardised [MiniLM embedding, task features]; the inverse
 regularisation C is picked by log-loss on the calibration rows, the temperature fitted there, and the
@@ -136,7 +136,7 @@ def train(data_dir: Path, out: Path, seed: int = 13, n_text: int = 3000, n_struc
     tables_file = data_dir / "wikitablequestions" / "tables.tar.gz"
     questions_file = data_dir / "wikitablequestions" / "training.tsv"
     card = {
-        "trained_by": "amsrag taxonomy train --data DATA --out DIR (python -m amsrag.learn.taxonomy.train)",
+        "trained_by": "amsrag train taxonomy train --data DATA --out DIR (python -m amsrag.learn.taxonomy.train)",
         "seed": seed, "rows_sha256": rows_hash(rows),
         "data": {"wikitablequestions/training.tsv": file_sha256(questions_file),
                  "wikitablequestions/tables.tar.gz": file_sha256(tables_file),

@@ -78,24 +78,38 @@ async function loadConfig() {
 
 // ---------------------------------------------------------------- the filter
 
-// The filter field's FIELD=VALUE[,VALUE…] specs (space-separated, the CLI's --where spelling) as the request's
-// `where` object, or null when empty. The server checks fields, types and values and names what is wrong.
+// The filter field's specs (space-separated, the CLI's --where spelling: FIELD=VALUE[,VALUE…], or a bound on the
+// modification date such as modified>=2025-01-01) as the request's `where` object, or null when empty. The server
+// checks fields, types, tags and dates and names what is wrong.
+const BOUNDS = { ">=": "gte", ">": "gt", "<=": "lte", "<": "lt" };
+
 function parseWhere(text) {
   const fields = new Map();
+  const refuse = (spec, why) => { throw Object.assign(new Error(`filter '${spec}': ${why}`), { code: "invalid_filter" }); };
   for (const spec of text.trim().split(/\s+/).filter(Boolean)) {
-    const at = spec.indexOf("=");
-    if (at < 0) {
-      throw Object.assign(new Error(`filter '${spec}': expected FIELD=VALUE[,VALUE…], e.g. type=pdf,html or ` +
-        "source=guides/*"), { code: "invalid_filter" });
+    const found = /^([^=<>]*?)(>=|<=|=|>|<)(.*)$/s.exec(spec);
+    if (!found) {
+      refuse(spec, "expected FIELD=VALUE[,VALUE…], e.g. type=pdf,html, source=guides/* or modified>=2025-01-01");
     }
-    const name = spec.slice(0, at);
-    fields.set(name, (fields.get(name) || []).concat(spec.slice(at + 1).split(",")));
+    const [, name, op, value] = found;
+    if (op === "=") {
+      const values = fields.get(name);
+      fields.set(name, (Array.isArray(values) ? values : []).concat(value.split(",")));
+      continue;
+    }
+    if (name !== "modified") refuse(spec, `only modified takes >=, >, <=, <; write ${name}=VALUE[,VALUE…]`);
+    const bounds = fields.get(name) || {};
+    if (BOUNDS[op] in bounds) refuse(spec, `a second ${op} bound on modified; give each bound once`);
+    fields.set(name, { ...bounds, [BOUNDS[op]]: value });
   }
   return fields.size ? Object.fromEntries(fields) : null;
 }
 
 function whereText(where) {
-  return Object.entries(where).map(([field, values]) => field + "=" + values.join(",")).join(" ");
+  const ops = Object.fromEntries(Object.entries(BOUNDS).map(([op, key]) => [key, op]));
+  return Object.entries(where).map(([field, values]) => Array.isArray(values)
+    ? field + "=" + values.join(",")
+    : Object.entries(values).map(([key, bound]) => field + ops[key] + bound).join(" ")).join(" ");
 }
 
 // The filter the server applied (trace.filter: where, allowed, passages); hidden without one.

@@ -25,6 +25,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import hashlib
+import json
 import os
 import shutil
 import sqlite3
@@ -59,7 +60,7 @@ from amsrag.retrieve.entities_zh import is_mostly_han
 from amsrag.retrieve.filtered import AllowedRows
 from amsrag.retrieve.graph import EntityGraph, GraphRetriever
 from amsrag.retrieve.graph_parts import NerCache
-from amsrag.store.documents import Document, DocumentInfo, PutReport, check_documents, plan_put
+from amsrag.store.documents import Document, DocumentInfo, DocumentMeta, PutReport, check_documents, plan_put
 from amsrag.store.embedded.manifest import MANIFEST, fsync_dir, read_manifest, write_atomic, write_json_atomic
 from amsrag.store.embedded.sqlite import PassageTable
 from amsrag.store.health import CheckReport, RepairReport
@@ -113,7 +114,7 @@ class EmbeddedIndex:
         self._vectors: VectorIndex | None = None
         self._graph: EntityGraph | None = None
         self._retrievers: dict[str, Retriever] = {}
-        self._allowed: dict[tuple[Any, int, Where], AllowedRows] = {}  # (generations, filter): its rows
+        self._allowed: dict[tuple[Any, tuple[int, int], Where], AllowedRows] = {}  # (generations, filter): rows
         self._info: dict[int, tuple[str, str]] = {}
         self._row_of: dict[str, int] = {}
         self._library: tuple[tuple[int, int, int] | None, QueryLibrary] | None = None  # (file stamp, library)
@@ -284,9 +285,9 @@ class EmbeddedIndex:
         return self._retrievers[name]
 
     def allowed_rows(self, where: Where) -> AllowedRows:
-        """The rows `where` allows, resolved from the passages' document keys and metadata once per
-        generation and filter."""
-        key = (self.manifest.get("generation"), self.table.generation, where)
+        """The rows `where` allows, resolved from the passages' document keys and metadata and their
+        documents' rows once per generation (of the passages and of the documents' metadata) and filter."""
+        key = (self.manifest.get("generation"), self.table.generations(), where)
         found = self._allowed.get(key)
         if found is None:
             found = AllowedRows.resolve(where, self.table.row_facets())
@@ -502,7 +503,6 @@ class EmbeddedIndex:
             try:
                 with self.table.transaction() as conn:
                     plan = plan_put(self.table, conn, docs, delete)
-                    self.table.forget_documents(conn, delete)
                     report.deleted_documents = len(delete)
                     report.kept, report.created = plan.kept, plan.created
                     report.skipped_duplicate_content = plan.skipped_duplicate_content
@@ -511,6 +511,7 @@ class EmbeddedIndex:
                     if not plan.removed_rows and not plan.insert:
                         raise _NothingToDo
                     self.table.delete_rows(conn, plan.removed_rows)
+                    self.table.forget_documents(conn, delete)
                     rows = self.table.insert(conn, plan.insert)
                     added = [PassageRow(r, p.id, p.title, p.text) for r, (p, _) in zip(rows, plan.insert, strict=True)]
                     staged = self._stage(conn, added, plan.removed_rows, progress, report.seconds, None)
@@ -561,8 +562,9 @@ class EmbeddedIndex:
                         f"{len(missing)} id(s) not in the index {self.path}: {shown}; nothing was deleted")
                 removed = sorted(found.values())
                 hashes = self.table.hashes_of_rows(conn, removed)
-                self.table.forget_documents(conn, self.table.doc_ids_of_rows(conn, removed))
+                changed = self.table.doc_ids_of_rows(conn, removed)
                 self.table.delete_rows(conn, removed)
+                self.table.forget_documents(conn, changed)
                 self.table.drop_vectors(conn, hashes.values())
                 staged = self._stage(conn, [], removed, progress or NullProgress(), report.seconds, None)
             self._publish(staged, [], removed)
@@ -571,7 +573,16 @@ class EmbeddedIndex:
 
     def documents(self, prefix: str | None = None) -> dict[str, DocumentInfo]:
         """Every stored document (those whose doc_id starts with `prefix`, when given)."""
-        return {d: DocumentInfo(d, n, h, src) for d, n, h, src in self.table.documents(prefix)}
+        return {d: DocumentInfo(d, n, h, src, title, modified, size, tuple(json.loads(tags or "[]")))
+                for d, n, h, src, title, modified, size, tags in self.table.documents(prefix)}
+
+    def put_document_meta(self, metas: Mapping[str, DocumentMeta]) -> int:
+        """Rewrite the rows of stored documents with their title, modification time, size and tags (their
+        passages untouched; the derived indexes stay at their generation); how many were written."""
+        if not metas:
+            return 0
+        with self._write_lock(), self.table.transaction(bump=False) as conn:
+            return self.table.put_document_meta(conn, metas, datetime.now(UTC).isoformat(timespec="seconds"))
 
     def unembedded(self, hashes: Sequence[str]) -> list[str]:
         """The content hashes among `hashes` with no stored or staged vector (each once, in order)."""
@@ -1040,7 +1051,7 @@ def _read_library(path: Path, fh: Any) -> QueryLibrary:
             raise ValueError(f"its vectors have {library.dim} dimensions, not {DIMENSION}")
     except (OSError, ValueError, KeyError, zipfile.BadZipFile, InputError) as exc:
         raise IndexCorruptError(f"{path}: the query library cannot be read ({exc}); restore it, or delete it "
-                                f"and add the queries again with `amsrag route learn`") from exc
+                                f"and add the queries again with `amsrag train route learn`") from exc
     return library
 
 

@@ -1,9 +1,11 @@
 """Passages in SQLite: WAL journal, one transaction per ingest or delete.
 
 Beside the passages: `documents` (the source fingerprint of each document last written in full, so a
-sync can tell changed files from unchanged ones) and `embeddings` (every passage vector by content
-hash: the durable copy the dense index is rebuilt from, and the staging area of an ingest, which
-commits vectors batch by batch before the passages so a killed ingest resumes without re-embedding).
+sync can tell changed files from unchanged ones, and the document's title, modification time, size and
+tags, which `tag` / `modified` filters join on; an index made before these columns gets them on open)
+and `embeddings` (every passage vector by content hash: the durable copy the dense index is rebuilt
+from, and the staging area of an ingest, which commits vectors batch by batch before the passages so a
+killed ingest resumes without re-embedding).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import json
 import logging
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ import numpy as np
 
 from amsrag.errors import StorageError
 from amsrag.sqlite_wal import use_wal
+from amsrag.store.documents import DocumentMeta
 from amsrag.store.writes import stored_metadata
 from amsrag.types import Passage, PassageRow
 
@@ -42,10 +45,18 @@ CREATE TABLE IF NOT EXISTS documents (
     doc_id TEXT PRIMARY KEY,
     content_hash TEXT NOT NULL,
     source TEXT NOT NULL,
-    updated TEXT NOT NULL
+    updated TEXT NOT NULL,
+    title TEXT,
+    modified TEXT,  -- UTC YYYY-MM-DDTHH:MM:SSZ
+    size INTEGER,
+    tags TEXT NOT NULL DEFAULT '[]'  -- a JSON array, sorted
 );
 CREATE TABLE IF NOT EXISTS embeddings (content_hash TEXT PRIMARY KEY, vector BLOB NOT NULL);
 """
+
+# The document columns added after schema 2 (indexes made before them gain them on open).
+DOCUMENT_META_COLUMNS = (("title", "TEXT"), ("modified", "TEXT"), ("size", "INTEGER"),
+                         ("tags", "TEXT NOT NULL DEFAULT '[]'"))
 
 log = logging.getLogger("amsrag.store")
 
@@ -61,6 +72,7 @@ class PassageTable:
         self.path = path
         self._conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=30.0)
         self._lock = threading.RLock()
+        self._document_meta = True  # the documents table has the metadata columns
         try:
             use_wal(self._conn)
         except sqlite3.OperationalError as exc:
@@ -76,6 +88,7 @@ class PassageTable:
             log.warning("%s: opened read-only (%s: the disk may be full); writes will fail", path, exc)
             self._conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True,
                                          check_same_thread=False, isolation_level=None)
+            self._document_meta = not self._missing_document_columns()
             return
         with self._lock:
             self._conn.execute("PRAGMA synchronous=NORMAL")
@@ -83,6 +96,24 @@ class PassageTable:
             if self.meta("schema_version") is None:
                 self._conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
                 self._conn.execute("INSERT INTO meta VALUES ('generation', '0')")
+            if self._missing_document_columns():
+                self._add_document_columns()
+
+    def _missing_document_columns(self) -> list[tuple[str, str]]:
+        have = {r[1] for r in self._conn.execute("PRAGMA table_info(documents)").fetchall()}
+        return [c for c in DOCUMENT_META_COLUMNS if c[0] not in have]
+
+    def _add_document_columns(self) -> None:
+        """The documents table of an older index gains the metadata columns (empty until the next add or
+        sync of its files); another process may be doing the same, so it is checked again under the lock."""
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            for name, decl in self._missing_document_columns():
+                self._conn.execute(f"ALTER TABLE documents ADD COLUMN {name} {decl}")
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._conn.execute("COMMIT")
 
     @property
     def schema_version(self) -> int:
@@ -103,6 +134,13 @@ class PassageTable:
     @property
     def generation(self) -> int:
         return int(self.meta("generation") or 0)
+
+    def generations(self) -> tuple[int, int]:
+        """(the passages' generation, the documents' metadata generation): what a resolved filter depends on."""
+        with self._lock:
+            found = dict(self._conn.execute(
+                "SELECT key, value FROM meta WHERE key IN ('generation', 'documents_generation')").fetchall())
+        return int(found.get("generation") or 0), int(found.get("documents_generation") or 0)
 
     @contextmanager
     def transaction(self, bump: bool = True) -> Iterator[sqlite3.Connection]:
@@ -133,12 +171,14 @@ class PassageTable:
         with self._lock:
             yield from self._conn.execute("SELECT row, id, title FROM passages ORDER BY row").fetchall()
 
-    def row_facets(self) -> list[tuple[int, str, Any, Any]]:
-        """(row, document key, metadata `source`, metadata `type`) of every passage: what filters read."""
+    def row_facets(self) -> list[tuple[int, str, Any, Any, str | None, str | None]]:
+        """(row, document key, metadata `source`, metadata `type`, the document's modification time and tags
+        (a JSON array), None without a document row) of every passage: what filters read."""
+        document = "d.modified, d.tags" if self._document_meta else "NULL, NULL"
         with self._lock:
             return self._conn.execute(
-                "SELECT row, doc_id, json_extract(metadata, '$.source'), json_extract(metadata, '$.type') "
-                "FROM passages").fetchall()
+                f"SELECT p.row, p.doc_id, json_extract(p.metadata, '$.source'), json_extract(p.metadata, '$.type'), "
+                f"{document} FROM passages p LEFT JOIN documents d ON d.doc_id = p.doc_id").fetchall()
 
     def iter_rows(self, rows: Sequence[int] | None = None) -> Iterator[PassageRow]:
         """Passage rows in row order; all of them, or the given rows (missing ones skipped)."""
@@ -213,18 +253,20 @@ class PassageTable:
 
 
     # ---- documents
-    def documents(self, prefix: str | None = None) -> list[tuple[str, int, str, str]]:
-        """(doc_id, passages, content hash or "", source) of every document (doc_id or source starting
-        with `prefix` when given), by doc_id."""
+    def documents(self, prefix: str | None = None) -> list[tuple[Any, ...]]:
+        """(doc_id, passages, content hash or "", source, title, modified, size, tags as a JSON array) of every
+        document (doc_id or source starting with `prefix` when given), by doc_id."""
         where: str = ""
         args: tuple[object, ...] = ()
         if prefix:
             where = "WHERE substr(p.doc_id, 1, ?) = ? OR substr(d.source, 1, ?) = ?"
             args = (len(prefix), prefix, len(prefix), prefix)
-        q = (f"SELECT p.doc_id, COUNT(*), COALESCE(d.content_hash, ''), COALESCE(d.source, '') FROM passages p "
-             f"LEFT JOIN documents d ON d.doc_id = p.doc_id {where} GROUP BY p.doc_id ORDER BY p.doc_id")
+        meta = "d.title, d.modified, d.size, d.tags" if self._document_meta else "NULL, NULL, NULL, NULL"
+        q = (f"SELECT p.doc_id, COUNT(*), COALESCE(d.content_hash, ''), COALESCE(d.source, ''), {meta} "
+             f"FROM passages p LEFT JOIN documents d ON d.doc_id = p.doc_id {where} GROUP BY p.doc_id "
+             f"ORDER BY p.doc_id")
         with self._lock:
-            return [(r[0], int(r[1]), r[2], r[3]) for r in self._conn.execute(q, args).fetchall()]
+            return [(r[0], int(r[1]), *r[2:]) for r in self._conn.execute(q, args).fetchall()]
 
     @staticmethod
     def document_rows(conn: sqlite3.Connection, doc_ids: Sequence[str]) -> list[tuple[int, str, str, str]]:
@@ -245,8 +287,29 @@ class PassageTable:
 
     @staticmethod
     def forget_documents(conn: sqlite3.Connection, doc_ids: Iterable[str]) -> None:
-        """Drop the recorded fingerprint of documents changed passage by passage (or gone)."""
-        conn.executemany("DELETE FROM documents WHERE doc_id = ?", [(d,) for d in doc_ids])
+        """Drop the recorded fingerprint of documents changed passage by passage (their title, time and tags
+        stay); a document without passages left (call this after deleting them) loses its row."""
+        ids = [(d,) for d in doc_ids]
+        conn.executemany("DELETE FROM documents WHERE doc_id = ?1 AND NOT EXISTS "
+                         "(SELECT 1 FROM passages WHERE doc_id = ?1)", ids)
+        conn.executemany("UPDATE documents SET content_hash = '' WHERE doc_id = ?", ids)
+
+    @staticmethod
+    def put_document_meta(conn: sqlite3.Connection, metas: Mapping[str, DocumentMeta], when: str) -> int:
+        """Write the metadata of the stored documents among `metas` (a row made for one that has none) and
+        count the documents' metadata generation up; how many documents were written."""
+        written = 0
+        for doc_id, m in metas.items():
+            cur = conn.execute(
+                "INSERT INTO documents (doc_id, content_hash, source, updated, title, modified, size, tags) "
+                "SELECT ?1, '', '', ?2, ?3, ?4, ?5, ?6 WHERE EXISTS (SELECT 1 FROM passages WHERE doc_id = ?1) "
+                "ON CONFLICT(doc_id) DO UPDATE SET title = excluded.title, modified = excluded.modified, "
+                "size = excluded.size, tags = excluded.tags",
+                (doc_id, when, m.title, m.modified, m.size, json.dumps(list(m.tags), ensure_ascii=False)))
+            written += cur.rowcount
+        conn.execute("INSERT INTO meta (key, value) VALUES ('documents_generation', '1') ON CONFLICT(key) "
+                     "DO UPDATE SET value = CAST(value AS INTEGER) + 1")
+        return written
 
     @staticmethod
     def doc_ids_of_rows(conn: sqlite3.Connection, rows: Sequence[int]) -> set[str]:

@@ -238,10 +238,22 @@ ALTER TABLE bm25_blobs ALTER COLUMN data SET STORAGE EXTERNAL;  -- numpy arrays 
 INSERT INTO meta (key, value) VALUES ('bm25_generation', '0');
 """
 
+# Document metadata, which `tag` and `modified` filters join on: the title where known, the source file's
+# last modification and size, and user tags (`index add|build|sync --tag`, a folder's amsrag.toml, Markdown
+# front matter). A change of these alone rewrites the document's row, not its passages; it counts
+# `documents_generation` up so filters resolved before are resolved again.
+_V6 = """
+ALTER TABLE documents ADD COLUMN title text, ADD COLUMN modified timestamptz, ADD COLUMN size bigint,
+    ADD COLUMN tags text[] NOT NULL DEFAULT '{{}}';
+CREATE INDEX documents_tags ON documents USING gin (tags);
+CREATE INDEX documents_modified ON documents (modified);
+INSERT INTO meta (key, value) VALUES ('documents_generation', '0');
+"""
+
 # version -> SQL; formatted with the index's dense and BM25 settings (`dim`, `k1`, `b` only after
 # version 1, so that `open` can apply them). Append, never edit, released versions (the functions a
 # version creates are replaced with CREATE OR REPLACE by the version that changes them).
-MIGRATIONS: dict[int, str] = {1: _V1, 2: _V2, 3: _V3, 4: _V4, 5: _V5}
+MIGRATIONS: dict[int, str] = {1: _V1, 2: _V2, 3: _V3, 4: _V4, 5: _V5, 6: _V6}
 CURRENT_VERSION = max(MIGRATIONS)
 
 

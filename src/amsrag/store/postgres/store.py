@@ -43,7 +43,7 @@ from amsrag.retrieve.entities import SPACELESS_CLASS
 from amsrag.retrieve.entities_zh import is_mostly_han
 from amsrag.retrieve.filtered import AllowedRows
 from amsrag.retrieve.graph import EntityGraph, GraphRetriever, NerCache, text_checksum
-from amsrag.store.documents import Document, DocumentInfo, PutReport, check_documents, plan_put
+from amsrag.store.documents import Document, DocumentInfo, DocumentMeta, PutReport, check_documents, plan_put
 from amsrag.store.health import CheckReport, RepairReport
 from amsrag.store.postgres import bm25_blobs, graph_state, schema
 from amsrag.store.postgres.bm25_blobs import BM25State
@@ -133,10 +133,36 @@ def _record_documents(conn: psycopg.Connection, doc_hashes: Mapping[str, tuple[s
 
 
 def _forget_documents(conn: psycopg.Connection, doc_ids: Iterable[str]) -> None:
-    """Drop the recorded fingerprint of documents changed passage by passage (or gone)."""
+    """Drop the recorded fingerprint of documents changed passage by passage (their title, time and tags
+    stay); a document without passages left (call this after deleting them) loses its row."""
     ids = list(doc_ids)
     if ids:
-        conn.execute("DELETE FROM documents WHERE doc_id = ANY(%s)", (ids,))
+        conn.execute("DELETE FROM documents d WHERE d.doc_id = ANY(%s) AND NOT EXISTS "
+                     "(SELECT 1 FROM passages p WHERE p.doc_id = d.doc_id)", (ids,))
+        conn.execute("UPDATE documents SET content_hash = '' WHERE doc_id = ANY(%s)", (ids,))
+
+
+def _put_document_meta(conn: psycopg.Connection, metas: Mapping[str, DocumentMeta]) -> int:
+    """Write the metadata of the stored documents among `metas` (a row made for one that has none) and count
+    the documents' metadata generation up; how many documents were written."""
+    ids = list(metas)
+    cur = conn.execute(
+        "INSERT INTO documents (doc_id, content_hash, source, title, modified, size, tags) "
+        "SELECT m.doc_id, '', '', m.title, m.modified::timestamptz, m.size, "
+        "ARRAY(SELECT jsonb_array_elements_text(m.tags)) "
+        "FROM unnest(%s::text[], %s::text[], %s::text[], %s::bigint[], %s::jsonb[]) "
+        "AS m(doc_id, title, modified, size, tags) "
+        "WHERE EXISTS (SELECT 1 FROM passages p WHERE p.doc_id = m.doc_id) "
+        "ON CONFLICT (doc_id) DO UPDATE SET title = EXCLUDED.title, modified = EXCLUDED.modified, "
+        "size = EXCLUDED.size, tags = EXCLUDED.tags",
+        (ids, [metas[d].title for d in ids], [metas[d].modified for d in ids], [metas[d].size for d in ids],
+         [Jsonb(list(metas[d].tags)) for d in ids]))
+    conn.execute("UPDATE meta SET value = to_jsonb((value #>> '{}')::bigint + 1) WHERE key = 'documents_generation'")
+    return cur.rowcount
+
+
+# A document's modification time as the UTC text filters compare (`amsrag.filters.utc_stamp`).
+_UTC_STAMP = "to_char(d.modified AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
 
 
 class PostgresIndex:
@@ -162,7 +188,7 @@ class PostgresIndex:
         self.row_names = RowNames()  # (id, title) of passage rows met, for `describe_rows`
         self._bm25: BM25State | None = None  # the in-process BM25 index, as of its bm25_generation
         self._bm25_lock = threading.Lock()
-        self._allowed: dict[tuple[int, Where], AllowedRows] = {}  # (generation, filter): its rows
+        self._allowed: dict[tuple[int, int, Where], AllowedRows] = {}  # (generations, filter): its rows
         self.graph_cache = GraphCache()  # the in-process entity graph, as of its graph_generation
         self._tables: Any = None  # the PgTableStore, opened on first use
         self._tables_checked = 0.0  # when the table schema was last found missing (monotonic seconds)
@@ -368,11 +394,12 @@ class PostgresIndex:
         def run(c: psycopg.Connection) -> AllowedRows:
             with c.transaction():  # the generation and the passages from one snapshot
                 c.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                key = (int(self.meta(c, "generation") or 0), where)
+                key = (int(self.meta(c, "generation") or 0), int(self.meta(c, "documents_generation") or 0), where)
                 found = self._allowed.get(key)
                 if found is None:
                     found = AllowedRows.resolve(where, c.execute(
-                        "SELECT prow, doc_id, metadata->>'source', metadata->>'type' FROM passages").fetchall())
+                        f"SELECT p.prow, p.doc_id, p.metadata->>'source', p.metadata->>'type', {_UTC_STAMP}, d.tags "
+                        "FROM passages p LEFT JOIN documents d ON d.doc_id = p.doc_id").fetchall())
             if len(self._allowed) >= ALLOWED_KEPT:
                 self._allowed.clear()
             self._allowed[key] = found
@@ -641,7 +668,6 @@ class PostgresIndex:
         report = PutReport(documents=len(docs))
         with self._write() as conn:
             plan = plan_put(_Stored(), conn, docs, delete)
-            _forget_documents(conn, delete)
             _record_documents(conn, {d.doc_id: (d.content_hash, d.source) for d in docs})
             report.deleted_documents = len(delete)
             report.kept, report.created = plan.kept, plan.created
@@ -650,6 +676,7 @@ class PostgresIndex:
             if not plan.removed_rows and not plan.insert:
                 return report  # commits the fingerprints; the generation stays
             change = self._apply(conn, plan.removed_rows, plan.insert, None, progress, report.seconds)
+            _forget_documents(conn, delete)
         self._written(change, report.seconds)
         report.added, report.removed = len(change.added), change.removed
         report.embedded = change.embedded
@@ -667,9 +694,9 @@ class PostgresIndex:
                 shown = ", ".join(missing[:10]) + (" ..." if len(missing) > 10 else "")
                 raise InputError(f"{len(missing)} document(s) not in the index {self.path}: {shown}; "
                                  f"nothing was deleted")
-            _forget_documents(conn, doc_ids)
             change = self._apply(conn, sorted(r for r, _, _, _ in found), [], None, progress or NullProgress(),
                                  report.seconds)
+            _forget_documents(conn, doc_ids)
         self._written(change, report.seconds)
         report.deleted, report.documents = change.removed, len(doc_ids)
         return report
@@ -686,9 +713,9 @@ class PostgresIndex:
             if missing:
                 shown = ", ".join(missing[:10]) + (" ..." if len(missing) > 10 else "")
                 raise InputError(f"{len(missing)} id(s) not in the index {self.path}: {shown}; nothing was deleted")
-            _forget_documents(conn, {d for _, d in found.values()})
             change = self._apply(conn, sorted(r for r, _ in found.values()), [], None, progress or NullProgress(),
                                  report.seconds)
+            _forget_documents(conn, {d for _, d in found.values()})
         self._written(change, report.seconds)
         report.deleted = change.removed
         return report
@@ -698,14 +725,25 @@ class PostgresIndex:
         `prefix`, when given), by doc_id; content_hash is "" when no fingerprint is recorded."""
         def q(c: psycopg.Connection) -> list[tuple[Any, ...]]:
             return c.execute(
-                "SELECT p.doc_id, count(*), coalesce(d.content_hash, ''), coalesce(d.source, '') "
+                f"SELECT p.doc_id, count(*), coalesce(d.content_hash, ''), coalesce(d.source, ''), d.title, "
+                f"{_UTC_STAMP}, d.size, d.tags "
                 "FROM passages p LEFT JOIN documents d ON d.doc_id = p.doc_id "
                 "WHERE %(prefix)s::text IS NULL OR starts_with(p.doc_id, %(prefix)s) "
                 "OR starts_with(d.source, %(prefix)s) "
-                "GROUP BY p.doc_id, d.content_hash, d.source ORDER BY p.doc_id COLLATE \"C\"",
+                "GROUP BY p.doc_id, d.doc_id ORDER BY p.doc_id COLLATE \"C\"",
                 {"prefix": prefix or None}).fetchall()
 
-        return {d: DocumentInfo(d, int(n), h, src) for d, n, h, src in self._primary(q)}
+        return {d: DocumentInfo(d, int(n), h, src, title, modified, None if size is None else int(size),
+                                tuple(tags or ()))
+                for d, n, h, src, title, modified, size, tags in self._primary(q)}
+
+    def put_document_meta(self, metas: Mapping[str, DocumentMeta]) -> int:
+        """Rewrite the rows of stored documents with their title, modification time, size and tags (their
+        passages untouched: the passages' generation stays); how many were written."""
+        if not metas:
+            return 0
+        with self._write() as conn:
+            return _put_document_meta(conn, metas)
 
     def unembedded(self, hashes: Sequence[str]) -> list[str]:
         """The content hashes among `hashes` with neither a stored passage nor a staged vector (each
