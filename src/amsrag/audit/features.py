@@ -6,8 +6,9 @@ No NLI model runs offline here, so the signal is built from what amsrag has:
   whether the answer could be read as a span at all (yes / no answers: the reader's answer-type head);
 - text (`TEXT_FEATURES`): answer-string presence (whole and per token) in the cited text, the question's
   key entities (capitalised spans, quoted strings, dates, titles: no NER model, so an audit loads no spaCy)
-  and content terms covered by the cited text and by the sentences holding the answer, the answer's shape against the expected answer type, and for a multi-hop question a bridge between the
-  cited passages (`correct.sufficiency.find_bridge`).
+  and content terms covered by the cited text and by the sentences holding the answer, the answer's shape
+  against the expected answer type, and for a multi-hop question a bridge between the cited passages
+  (`correct.sufficiency.find_bridge`).
 An answer the reader cannot read (Chinese) is audited on the text features alone (`text_only`).
 """
 
