@@ -5,9 +5,10 @@ No NLI model runs offline here, so the signal is built from what amsrag has:
   the cited passages (`SpanReader.answer_support`), relative to the best span the reader sees there, and
   whether the answer could be read as a span at all (yes / no answers: the reader's answer-type head);
 - text (`TEXT_FEATURES`): answer-string presence (whole and per token) in the cited text, the question's
-  key entities and content terms covered by the cited text and by the sentences holding the answer, the
-  answer's shape against the expected answer type, and for a multi-hop question a bridge between the
-  cited passages (`correct.sufficiency.find_bridge`).
+  key entities (capitalised spans, quoted strings, dates, titles: no NER model, so an audit loads no spaCy)
+  and content terms covered by the cited text and by the sentences holding the answer, the answer's shape
+  against the expected answer type, and for a multi-hop question a bridge between the cited passages
+  (`correct.sufficiency.find_bridge`).
 An answer the reader cannot read (Chinese) is audited on the text features alone (`text_only`).
 """
 
@@ -30,7 +31,8 @@ from amsrag.retrieve.entities import entity_key
 from amsrag.text.questions import is_yesno_question, question_options
 from amsrag.text.sentences import split_sentences
 
-FEATURE_VERSION = 1
+# 2: question entities and bridge entities without spaCy (`ner=False`), so auditing loads no NER model
+FEATURE_VERSION = 2
 READER_FEATURES: tuple[str, ...] = ("r_prob", "r_logit", "r_rel", "r_found")
 TEXT_FEATURES: tuple[str, ...] = (
     "ans_exact", "ans_tok_cov", "ans_in_question", "yesno", "type_ok", "ent_cov", "ent_min", "has_ent",
@@ -113,7 +115,7 @@ def text_features(question: str, answer: str, passages: Sequence[Any], multi_hop
     q_tokens = set(normalize_answer(question).split())
     in_question = sum(t in q_tokens for t in a_tokens) / len(a_tokens) if a_tokens else 0.0
 
-    keys = [entity_key(s) for s in query_entities(question, titles)]
+    keys = [entity_key(s) for s in query_entities(question, titles, ner=False)]
     terms = set(content_terms(full))
     covs = [entity_coverage(k, low, terms) for k in keys]
     q_terms = set(content_terms(question))
@@ -136,7 +138,7 @@ def text_features(question: str, answer: str, passages: Sequence[Any], multi_hop
                                                             for k in keys])))
     bridge = 0.0
     if multi_hop and len(passages) >= 2:
-        bridge = 1.0 if find_bridge(passages, set(keys)) is not None else 0.0
+        bridge = 1.0 if find_bridge(passages, set(keys), ner=False) is not None else 0.0
     return [exact, tok_cov, in_question, 1.0 if yesno else 0.0, _type_ok(question, answer),
             float(np.mean(covs)) if covs else 0.0, float(min(covs)) if covs else 0.0, 1.0 if keys else 0.0,
             term_cov, sent_cov, sent_ent, 1.0 if multi_hop else 0.0, bridge, math.log1p(len(passages)),

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from amsrag.correct.evaluator import passage_field
-from amsrag.correct.text import content_terms, mentions, query_entities
+from amsrag.correct.text import content_terms, mentions, query_entities, surface_entities
 from amsrag.retrieve.entities import entity_key, extract_ner, title_surfaces
 
 _BRIDGE_LABELS = ("PERSON", "ORG", "GPE", "LOC", "NORP", "FAC", "EVENT", "WORK_OF_ART", "PRODUCT", "LAW")
@@ -59,8 +59,9 @@ def _covers(surface: str, low: str, terms: set[str]) -> bool:
     return len(words) >= 2 and words <= terms
 
 
-def find_bridge(passages: Sequence[Any], query_keys: set[str]) -> Bridge | None:
-    """A title link (A mentions B's title) first; else a named entity shared by two passages."""
+def find_bridge(passages: Sequence[Any], query_keys: set[str], ner: bool = True) -> Bridge | None:
+    """A title link (A mentions B's title) first; else a named entity shared by two passages (`ner=False`:
+    an entity-like span, `text.surface_entities`, and spaCy is not loaded)."""
     ids = [passage_field(p, "id") for p in passages]
     lows = [f"{passage_field(p, 'title')}\n{passage_field(p, 'text')}".lower() for p in passages]
     texts_only = [passage_field(p, "text").lower() for p in passages]
@@ -72,7 +73,8 @@ def find_bridge(passages: Sequence[Any], query_keys: set[str]) -> Bridge | None:
             for a in range(len(passages)):
                 if a != b and mentions(texts_only[a], key):
                     return Bridge(ids[a], ids[b], surface, "title")
-    ents = extract_ner([passage_field(p, "text") for p in passages], _BRIDGE_LABELS)
+    texts = [passage_field(p, "text") for p in passages]
+    ents = extract_ner(texts, _BRIDGE_LABELS) if ner else [surface_entities(t) for t in texts]
     for a in range(len(passages)):
         for surface in ents[a]:
             key = entity_key(surface)

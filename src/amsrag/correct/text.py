@@ -45,6 +45,12 @@ _CONNECTORS = frozenset({"of", "the", "and", "de", "von", "van", "da", "del", "l
 _WH = frozenset({"who", "whom", "whose", "what", "which", "when", "where", "why", "how", "is", "are", "was", "were",
                  "did", "do", "does", "in", "on", "at", "the", "a", "an", "name", "for", "from", "by", "of", "to",
                  "both", "between", "as", "and", "or", "this", "that", "these", "those", "it", "its"})
+# dates and ordinal periods spelled out in a question: what NER's DATE adds to the capitalised spans
+_DATE_SPAN = re.compile(
+    r"(?<!\w)(?:(?:\d{1,2}(?:st|nd|rd|th)?\s+)?(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|"
+    r"july?|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?\s+(?:\d{1,2},?\s+)?\d{4}"
+    r"|\d{1,2}(?:st|nd|rd|th)\s+century|(?:1[0-9]|20)\d{2}s?)(?!\w)", re.I)
+_RUN_BREAK = re.compile(r"\s+(?:in|and|for|&)\s+|(?<=[.!?;:,])\s+")  # where two names in running text meet
 ENTITY_LABELS = frozenset({"PERSON", "ORG", "GPE", "LOC", "NORP", "FAC", "EVENT", "WORK_OF_ART", "PRODUCT", "LAW",
                            "LANGUAGE", "DATE"})
 
@@ -122,12 +128,32 @@ def _capitalised_spans(text: str) -> list[str]:
     return spans
 
 
-def query_entities(question: str, titles: Iterable[str] = ()) -> list[str]:
+def surface_entities(text: str) -> list[str]:
+    """Entity-like spans found without a model: capitalised runs and dates spelled out.
+
+    >>> surface_entities("Ada Lovelace met Charles Babbage in June 1833.")
+    ['Ada Lovelace', 'Charles Babbage', 'June 1833']
+    """
+    runs = (part.strip(" .,;:") for span in _capitalised_spans(text) for part in _RUN_BREAK.split(span))
+    found = [*(r for r in runs if r and not r[0].isdigit() and r.lower() not in _WH),
+             *(m.group() for m in _DATE_SPAN.finditer(text))]
+    return list(dict.fromkeys(found))
+
+
+def query_entities(question: str, titles: Iterable[str] = (), ner: bool = True) -> list[str]:
     """Surface forms of the question's key entities: NER spans, capitalised spans, quoted strings, and
-    passage titles (or their aliases) that the question names. Deduplicated by key; longer forms first wins."""
+    passage titles (or their aliases) that the question names. Deduplicated by key; longer forms first wins.
+    `ner=False`: dates spelled out take NER's place, and spaCy is not loaded (the audit's cold start).
+
+    >>> query_entities("Which came first, the Treaty of Paris or 18 October 1992?", ner=False)
+    ['Treaty of Paris', '18 October 1992']
+    """
     found: list[str] = []
-    doc = ner_pipeline()(question)
-    found += [e.text for e in doc.ents if e.label_ in ENTITY_LABELS]
+    if ner:
+        doc = ner_pipeline()(question)
+        found += [e.text for e in doc.ents if e.label_ in ENTITY_LABELS]
+    else:
+        found += [m.group() for m in _DATE_SPAN.finditer(question)]
     found += _QUOTED.findall(question)
     found += _capitalised_spans(question)
     low = question.lower()
