@@ -75,6 +75,31 @@ def test_both_question_answers_yes_from_two_checks(engine):
     assert chain.answer == "yes"
 
 
+def test_intersection_reads_each_entity_and_keeps_the_answer_both_hold(engine, decomposer):
+    q = _questions()["intersection"]
+    plan = decomposer.decompose(q["question"])
+    assert plan.kind == "intersection" and plan.entities == ("Havanese", "Black Mouth Cur")
+    assert [s.question for s in plan.steps] == ["The Havanese are which kind of animal?",
+                                                "The Black Mouth Cur are which kind of animal?"]
+    chain = engine.ask(q["question"]).trace.chain
+    assert chain is not None and chain.plan.kind == "intersection"
+    assert [s.entity for s in chain.steps] == ["Havanese", "Black Mouth Cur"] and chain.retriever_calls >= 2
+    assert chain.answered and chain.answer.lower().rstrip("s") == "dog", chain.reason
+    assert chain.reason.startswith("both readings hold") and chain.citations
+    # a runner-up pair has no calibrated probability: half the weaker step's confidence
+    ranks = chain.reason.rsplit("(answers ranked ", 1)[1]
+    weakest = min(s.confidence for s in chain.steps)
+    assert chain.confidence == pytest.approx(weakest if ranks.startswith("1 and 1") else weakest / 2)
+
+
+@pytest.mark.parametrize(("a", "b", "shared"), [
+    ("country music", "Country", "Country"), ("dogs", "dog", "dog"), ("rock", "pop", None), ("", "rock", None)])
+def test_two_answers_agree_when_one_names_the_other(a, b, shared):
+    from amsrag.pipeline.chain import agreed
+
+    assert agreed(a, b) == shared
+
+
 def test_a_second_hop_that_finds_nothing_fails_naming_the_step(engine):
     q = _questions()["bridge-missing"]
     result = engine.ask(q["question"])

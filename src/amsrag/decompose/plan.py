@@ -31,7 +31,8 @@ class Step:
 class Plan:
     """How a question is answered. `single`: read as it is. `bridge`: `steps` in order, each filling the next
     one's `#1`. `comparison`: per entity, its steps (`chains`, the last step reads the compared attribute),
-    then `operator` over the typed values. `intersection`: two steps whose answers must agree. `implicit`: a
+    then `operator` over the typed values. `intersection`: one step per entity (`steps`, each with its `entity`),
+    whose answers must agree. `implicit`: a
     yes/no question reached through facts (`steps` when a decomposer can write them)."""
 
     kind: PlanKind

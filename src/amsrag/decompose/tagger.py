@@ -134,6 +134,41 @@ def both_check(question: str, entities: tuple[str, ...], entity: str) -> str:
     return q
 
 
+_NAME_WORD = re.compile(r"\s+[A-Z0-9][\w'’.\-]*")
+
+
+def whole_name(question: str, entity: str) -> str:
+    """`entity` as the question writes the name: run on over the capitalised words that follow it ("Joe" ->
+    "Joe Diffie"), without trailing lower-case words ("Ann Beattie have in common" -> "Ann Beattie").
+
+    >>> whole_name("Do Dusty Drake and Joe Diffie sing country?", "Joe")
+    'Joe Diffie'
+    """
+    at = question.find(entity)
+    if at < 0:
+        return entity
+    end = at + len(entity)
+    while (more := _NAME_WORD.match(question, end)) is not None:
+        end = more.end()
+    words = question[at:end].split()
+    while len(words) > 1 and not words[-1][:1].isupper() and not words[-1][:1].isdigit():
+        words.pop()
+    return " ".join(words)
+
+
+def shared_question(question: str, entities: tuple[str, ...], entity: str) -> str:
+    """ "Both A and B sing which genre?" about `entity`: "A sing which genre?"; "What profession do A and B have in
+    common?" -> "What profession do A have?" (an intersection step: the reader reads it for one entity)."""
+    q = question
+    spans = sorted((q.find(e), q.find(e) + len(e)) for e in entities if q.find(e) >= 0)
+    if len(spans) >= 2:
+        q = q[:spans[0][0]] + entity + q[spans[-1][1]:]
+    q = re.sub(r"\b(both|each)\s+", "", q, count=1, flags=re.I)
+    q = re.sub(r"\b(have|has|had)\s+in\s+common\b", r"\1", q, flags=re.I)
+    q = re.sub(r"\s+in\s+common\b", "", q, flags=re.I)
+    return q[:1].upper() + q[1:]
+
+
 def both_predicate(question: str, entities: tuple[str, ...]) -> str:
     """What a "both" question asks of each entity: "Are Medici and Senet both board games?" -> "board games"."""
     q = question
@@ -235,6 +270,8 @@ class TaggerDecomposer:
             return self._comparison(question, states, tags, by_kind)
         if kind == "bridge":
             return self._bridge(question, states, tags, by_kind)
+        if kind == "intersection":
+            return self._intersection(question, states, tags, by_kind)
         return Plan(kind, by_kind)
 
     def entities(self, question: str, states: TokenStates, tags: np.ndarray) -> tuple[str, ...]:
@@ -297,6 +334,14 @@ class TaggerDecomposer:
             tuple(Step(t.replace("{E}", e if i == 0 else SLOT), e) for i, t in enumerate(templates)) for e in entities)
         return Plan("comparison", probs, chains=chains, entities=entities, operator=operator, value=value,
                     notes=(f"sub-questions of the nearest training comparison (cosine {similarity:.2f})",))
+
+    def _intersection(self, question: str, states: TokenStates, tags: np.ndarray, probs: dict[str, float]) -> Plan:
+        entities = self.entities(question, states, tags)
+        if len(entities) < 2:
+            return Plan("intersection", probs, entities=entities, notes=("fewer than two entities found",))
+        entities = tuple(whole_name(question, e) for e in entities[:2])
+        steps = tuple(Step(shared_question(question, entities, e), e) for e in entities)
+        return Plan("intersection", probs, steps=steps, entities=entities)
 
     def nearest_templates(self, question: str, entities: tuple[str, ...]) -> tuple[tuple[str, ...], float]:
         masked = question

@@ -4,6 +4,9 @@
 - comparison: per entity, its steps are run the same way, the last one reads the compared attribute; the
   values are parsed (dates with their precision, numbers with scale words, places/nationalities as strings)
   and the operator applied deterministically: "which came first, A or B" answers A or B, "are both …" yes/no;
+- intersection: one step per entity ("Both A and B sing which genre?" -> "A sing which genre?"), each read with
+  the reader's runners-up; the answer is the one both readings hold (the best-ranked pair that names the same
+  thing), else the chain fails;
 - a step that finds nothing (an empty or too unsure reading) fails the chain, naming the step.
 The plain reader's answer stands when the chain fails or is less confident (`Engine.answer` decides).
 """
@@ -20,6 +23,7 @@ from amsrag.config import DecomposeConfig
 from amsrag.decompose.plan import Plan, Step
 from amsrag.decompose.values import compare
 from amsrag.generate.base import ABSTAIN, EvidencePassage
+from amsrag.generate.metrics import normalize_answer
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +34,7 @@ class StepReading:
     passage_id: str | None
     confidence: float
     kind: str = "span"  # span | yes | no | option
+    alternatives: tuple[tuple[str, str | None], ...] = ()  # the reader's runners-up: (answer, passage id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,18 +113,31 @@ _PRED_STOP = frozenset({"a", "an", "the", "of", "in", "on", "for", "to", "by", "
                         "was", "were", "be", "located", "situated", "considered", "known", "type", "types", "kind"})
 
 
+def agreed(a: str, b: str) -> str | None:
+    """The answer two readings share: equal once normalised, or one's words all in the other's (the shorter
+    one: "country" of "country music"); None when they name different things.
+
+    >>> agreed("country music", "Country"), agreed("rock", "pop")
+    ('Country', None)
+    """
+    wa, wb = [singular(w) for w in normalize_answer(a).split()], [singular(w) for w in normalize_answer(b).split()]
+    if not wa or not wb or not (set(wa) <= set(wb) or set(wb) <= set(wa)):
+        return None
+    return a if len(wa) < len(wb) or (len(wa) == len(wb) and len(a) <= len(b)) else b
+
+
+def singular(word: str) -> str:
+    """"games" -> "game", "bodies" -> "body" (a word of four letters or more)."""
+    if len(word) > 3 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+        return word[:-1]
+    return word
+
+
 def predicate_words(text: str) -> set[str]:
     """Content words, singular ("games" -> "game"), lower case."""
-    out = set()
-    for w in re.findall(r"[a-z0-9]+", text.lower()):
-        if w in _PRED_STOP:
-            continue
-        if len(w) > 3 and w.endswith("ies"):
-            w = w[:-3] + "y"
-        elif len(w) > 3 and w.endswith("s") and not w.endswith("ss"):
-            w = w[:-1]
-        out.add(w)
-    return out
+    return {singular(w) for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in _PRED_STOP}
 
 
 def same_name(answer: str, subject: str) -> bool:
@@ -155,6 +173,8 @@ class ChainRunner:
             trace = self._bridge(plan, run)
         elif plan.kind == "comparison" and plan.chains and plan.operator is not None:
             trace = self._comparison(plan, run)
+        elif plan.kind == "intersection" and len(plan.steps) >= 2:
+            trace = self._intersection(plan, run)
         else:
             why = plan.notes[0] if plan.notes else f"a {plan.kind} plan has no steps the executor runs"
             trace = ChainTrace(plan, reason=why)
@@ -190,6 +210,40 @@ class ChainRunner:
                 return None
             previous = last.answer
         return last
+
+    def _intersection(self, plan: Plan, run: _Run) -> ChainTrace:
+        """Each entity's step read with its runners-up; the best-ranked pair of answers that agree (`agreed`).
+        Its confidence is the weaker step's when both readings' first answers agree, half that otherwise (a
+        runner-up has no calibrated probability of its own)."""
+        options: list[list[tuple[str, str | None]]] = []
+        for step in plan.steps:
+            t = self.clock()
+            evidence = self.retrieve(step.question)
+            run.calls += evidence.calls
+            reading = self.read(step.question, evidence.passages)
+            answers = [(a, p) for a, p in [(reading.answer, reading.passage_id), *reading.alternatives]
+                       if a and a != ABSTAIN]
+            failed = "" if answers else "no answer in the retrieved passages"
+            run.steps.append(ChainStep(step.question, reading.answer if answers else "", reading.passage_id,
+                                       reading.confidence, evidence.retrievers, (self.clock() - t) * 1000,
+                                       step.entity, failed))
+            if failed:
+                n = len(run.steps)
+                return ChainTrace(plan, reason=f"step {n} ({step.entity}) failed: {failed}", failed_step=n)
+            options.append(answers)
+        first, second = options[0], options[1]
+        pairs = sorted((i + j, i, j) for i in range(len(first)) for j in range(len(second)))
+        for _, i, j in pairs:
+            answer = agreed(first[i][0], second[j][0])
+            if answer is None:
+                continue
+            confidence = min(s.confidence for s in run.steps) * (1.0 if i == j == 0 else 0.5)
+            cites = tuple(dict.fromkeys(c for c in (first[i][1], second[j][1]) if c))
+            return ChainTrace(plan, answer=answer, citations=cites, confidence=confidence,
+                              reason=f"both readings hold {answer!r} (answers ranked {i + 1} and {j + 1})")
+        shown = "; ".join(f"{s.entity}: {', '.join(a for a, _ in o)}" for s, o in zip(run.steps, options,
+                                                                                     strict=False))
+        return ChainTrace(plan, reason=f"the readings share no answer ({shown})", failed_step=len(run.steps))
 
     def _bridge(self, plan: Plan, run: _Run) -> ChainTrace:
         last = self._chain(run, plan.steps)

@@ -224,7 +224,8 @@ class Composer:
             if r.kind == "span" and is_yesno_question(question):  # a check: the yes/no head decides
                 p_yes, p_no = r.features.get("p_yes", 0.0), r.features.get("p_no", 0.0)
                 return StepReading("yes" if p_yes >= p_no else "no", r.passage_id, max(p_yes, p_no), "yes/no")
-            return StepReading(r.answer, r.passage_id, r.confidence, r.kind)
+            return StepReading(r.answer, r.passage_id, r.confidence, r.kind,
+                               tuple((a.answer, a.passage_id) for a in r.alternatives))
         g = generate_answer(generator, question, passages)
         confidence = g.confidence if g.confidence is not None else (0.0 if g.abstained else 0.5)
         return StepReading("" if g.abstained else g.answer, g.citations[0] if g.citations else None, confidence)
