@@ -388,8 +388,8 @@ def test_fingerprints_are_recorded_and_forgotten(pg, slice_passages, slice_vecto
     generation = pg.stats()["generation"]
     assert pg.add(b, doc_hashes={"b": ("fb", "kb/b.md")}).added == 0  # nothing new: fingerprint only
     assert pg.documents()["b"].content_hash == "fb" and pg.stats()["generation"] == generation
-    pg.delete(["a#1"])  # changed passage by passage: the fingerprint no longer describes it
-    assert pg.documents()["a"] == pg.documents()["a"].__class__("a", 2, "", "")
+    pg.delete(["a#1"])  # changed passage by passage: the fingerprint no longer describes it (the row, its
+    assert pg.documents()["a"] == pg.documents()["a"].__class__("a", 2, "", "kb/a.md")  # source and tags, stays)
     pg.add([Passage("b#9", slice_passages[9].text, "B", "b")], vectors=slice_vectors[9:10])
     assert pg.documents()["b"].content_hash == ""
     r = pg.put_documents([Document.of("a", a, "fa2", "kb/a.md")])
