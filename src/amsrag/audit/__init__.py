@@ -23,7 +23,7 @@ from amsrag.correct.evaluator import passage_field
 
 if TYPE_CHECKING:
     from amsrag.config import AuditConfig
-    from amsrag.generate.span_reader import SpanReader
+    from amsrag.generate.reader_model import SpanReader
 
 __all__ = ["FEATURE_NAMES", "AuditFeatures", "SupportAuditor", "SupportModel", "SupportVerdict", "audit_features"]
 
@@ -71,7 +71,7 @@ class SupportAuditor:
     def reader(self) -> SpanReader:
         with self._lock:
             if self._reader is None:
-                from amsrag.generate.span_reader import SpanReader
+                from amsrag.generate.reader_model import SpanReader
 
                 self._reader = SpanReader.load()
             return self._reader

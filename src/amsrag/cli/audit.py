@@ -50,8 +50,8 @@ def train_cmd(
     classifier, choose the flag threshold on the calibration split, report held-out metrics."""
     from amsrag.config import cache_root
     from amsrag.correct.evaluator import EVAL_CALIBRATIONS
-    from amsrag.generate.span_reader import SpanReader
-    from amsrag.ingest.datasets import default_data_dir
+    from amsrag.generate.reader_model import SpanReader
+    from amsrag.ingest.dataset_facts import default_data_dir
     from amsrag.learn.audit.data import build_rows
     from amsrag.learn.audit.train import AuditTrainConfig, train
     from amsrag.progress import progress_for

@@ -33,7 +33,7 @@ def _prepared(data_dir: Path | None, cap: int | None, seed: int, cache: Path | N
               silver: list[Path] | None = None, quiet: bool = False, implicit: bool = False):
     """Labelled data and its (cached) embeddings, with progress on stderr."""
     from amsrag.embed.encoder import MiniLMEncoder
-    from amsrag.ingest.datasets import default_data_dir
+    from amsrag.ingest.dataset_facts import default_data_dir
     from amsrag.learn.classifier.data import build_labelled_data
     from amsrag.learn.classifier.train import prepare
 

@@ -23,7 +23,7 @@ def train_cmd(
 ) -> None:
     """Fit the type head, the tag head and the comparison template bank on the public decompositions
     (evaluated-benchmark and demo questions left out), with held-out and leave-one-data-set-out metrics."""
-    from amsrag.ingest.datasets import default_data_dir
+    from amsrag.ingest.dataset_facts import default_data_dir
     from amsrag.learn.decomposer.train import train
 
     d = data or default_data_dir()

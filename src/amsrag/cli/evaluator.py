@@ -24,7 +24,7 @@ VectorsOpt = Annotated[Path | None, typer.Option(
 
 def _prepared(data_dir: Path | None, config, cache: Path | None, corpus_vectors: Path | None, quiet: bool = False):
     from amsrag.embed.encoder import MiniLMEncoder
-    from amsrag.ingest.datasets import default_data_dir
+    from amsrag.ingest.dataset_facts import default_data_dir
     from amsrag.learn.common import default_cache_dir
     from amsrag.learn.evaluator.train import prepare
     from amsrag.progress import progress_for

@@ -31,7 +31,7 @@ def fusion_train(
     quiet: QuietOpt = False,
 ) -> None:
     """Train on questions of ../shared/data disjoint from every evaluated question, over the eval corpus."""
-    from amsrag.ingest.datasets import default_data_dir
+    from amsrag.ingest.dataset_facts import default_data_dir
     from amsrag.learn.fusion.run import train_fusion
     from amsrag.learn.fusion.train import TrainSettings
     from amsrag.progress import progress_for

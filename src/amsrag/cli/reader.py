@@ -26,7 +26,7 @@ def _log(msg: str) -> None:
 
 
 def _data(data: Path | None) -> Path:
-    from amsrag.ingest.datasets import default_data_dir
+    from amsrag.ingest.dataset_facts import default_data_dir
 
     d = data or default_data_dir()
     if not d.is_dir():
@@ -106,7 +106,7 @@ def calibrate_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Refit the confidence and the abstention threshold on the calibration split; written into the card."""
-    from amsrag.generate.span_reader import SpanReader
+    from amsrag.generate.reader_model import SpanReader
     from amsrag.learn.reader.run import calibrate
 
     d = _data(data)
@@ -130,12 +130,12 @@ def evaluate_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Score a reader on the held-out test split: gold passages, gold + 3 distractors, abstention, latency."""
-    from amsrag.generate.span_reader import default_directory
+    from amsrag.generate.reader_model import default_directory
     from amsrag.learn.reader.run import evaluate
 
     if per_dataset < 1:
         raise InputError(f"--per-dataset must be positive, got {per_dataset}")
-    from amsrag.generate.span_reader import SpanReader
+    from amsrag.generate.reader_model import SpanReader
 
     d = _data(data)
     SpanReader.load(model or default_directory())  # a missing or broken artifact fails before the data are read
@@ -161,7 +161,7 @@ def calibrate_quote_cmd(
 ) -> None:
     """Fit P(the quoted sentence holds the answer) and the sentence-answer threshold; written into the card as
     `quote_calibration` (the shipped reader's card by default)."""
-    from amsrag.generate.span_reader import CARD_FILE, SpanReader, default_directory
+    from amsrag.generate.reader_model import CARD_FILE, SpanReader, default_directory
     from amsrag.learn.reader.quote import calibrate_quotes
     from amsrag.learn.reader.run import load_items
 

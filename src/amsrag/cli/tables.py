@@ -22,7 +22,7 @@ train_tables_app = typer.Typer(no_args_is_help=True, help="The semantic parser o
 
 
 def _data_dir(data: Path | None) -> Path:
-    from amsrag.ingest.datasets import default_data_dir
+    from amsrag.ingest.dataset_facts import default_data_dir
 
     data_dir = data or default_data_dir()
     if not data_dir.is_dir():

@@ -31,15 +31,15 @@ from typing import Any
 
 from amsrag.config import cache_root
 from amsrag.errors import InputError
-from amsrag.ingest.datasets import (
+from amsrag.ingest.dataset_facts import (
     ANSWER_FILES,
     EVAL_FILES,
     SILVER3_FILE,
     WIKI_FILE,
     default_data_dir,
     hop_of_dataset,
-    load_silver3,
 )
+from amsrag.ingest.silver_labels import load_silver3
 from amsrag.text.normalise import normalise_question
 from amsrag.types import Passage, QAExample
 

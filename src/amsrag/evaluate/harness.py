@@ -140,7 +140,7 @@ def run_eval(opts: EvalOptions, progress: Progress | None = None, log=print,
     from amsrag.evaluate.report import build_report, markdown
     from amsrag.evaluate.runner import run
     from amsrag.evaluate.systems import parse_systems
-    from amsrag.ingest.datasets import default_data_dir
+    from amsrag.ingest.dataset_facts import default_data_dir
     from amsrag.pipeline import Engine
     from amsrag.retrieve.filtered import scope
     from amsrag.store import EmbeddedIndex

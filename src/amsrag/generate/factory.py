@@ -23,7 +23,7 @@ def make_generator(config: GeneratorConfig | AmsragConfig | None = None, encoder
     if name != config.name:
         config = config.model_copy(update={"name": name})
     if name == "extractive":
-        from amsrag.generate.span_reader import SpanReaderGenerator
+        from amsrag.generate.reader_generator import SpanReaderGenerator
 
         return SpanReaderGenerator.from_config(config)
     if name == "heuristic":

@@ -11,7 +11,7 @@ from amsrag.lazy import lazy_exports
 if TYPE_CHECKING:
     from amsrag.ingest.api import iter_passages, load_qa
     from amsrag.ingest.chunking import chunk_text
-    from amsrag.ingest.datasets import DATASET_COMPLEXITY, answers_of, dataset_from_name
+    from amsrag.ingest.dataset_facts import DATASET_COMPLEXITY, dataset_from_name
     from amsrag.ingest.formats import (
         DATASET_FORMATS,
         FORMAT_DESCRIPTIONS,
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
         check_format,
         detect_format,
     )
+    from amsrag.ingest.qa_records import answers_of
 
 __all__ = [
     "DATASET_COMPLEXITY",
@@ -38,8 +39,8 @@ __all__ = [
 ]
 __getattr__, __dir__ = lazy_exports(__name__, {
     "iter_passages": "amsrag.ingest.api", "load_qa": "amsrag.ingest.api", "chunk_text": "amsrag.ingest.chunking",
-    "DATASET_COMPLEXITY": "amsrag.ingest.datasets", "answers_of": "amsrag.ingest.datasets",
-    "dataset_from_name": "amsrag.ingest.datasets", "DATASET_FORMATS": "amsrag.ingest.formats",
+    "DATASET_COMPLEXITY": "amsrag.ingest.dataset_facts", "answers_of": "amsrag.ingest.qa_records",
+    "dataset_from_name": "amsrag.ingest.dataset_facts", "DATASET_FORMATS": "amsrag.ingest.formats",
     "FORMAT_DESCRIPTIONS": "amsrag.ingest.formats", "FORMATS": "amsrag.ingest.formats",
     "PASSAGE_FORMATS": "amsrag.ingest.formats", "check_format": "amsrag.ingest.formats",
     "detect_format": "amsrag.ingest.formats",

@@ -17,7 +17,7 @@ from typing import Any
 
 from amsrag.generate.base import Generation, Generator
 from amsrag.generate.metrics import exact_match, token_f1
-from amsrag.ingest.datasets import MULTI_HOP_DATASETS, hop_of_dataset
+from amsrag.ingest.dataset_facts import MULTI_HOP_DATASETS, hop_of_dataset
 from amsrag.types import Complexity, QAExample
 
 LETTERS: dict[Complexity, str] = {"zero_hop": "A", "one_hop": "B", "multi_hop": "C"}

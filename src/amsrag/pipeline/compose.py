@@ -16,7 +16,7 @@ from amsrag.decompose.calibration import ChainCalibration, chain_features
 from amsrag.decompose.plan import Plan
 from amsrag.generate import Generation, Generator, generate_answer
 from amsrag.generate.base import ABSTAIN, Completes, EvidencePassage, GeneratorError
-from amsrag.generate.span_reader import SpanReaderGenerator
+from amsrag.generate.reader_generator import SpanReaderGenerator
 from amsrag.pipeline.chain import ChainRunner, ChainStep, ChainTrace, StepEvidence, StepReading
 from amsrag.pipeline.passes import ScoredPassage
 from amsrag.pipeline.systems import system_spec

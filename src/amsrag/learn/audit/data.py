@@ -30,7 +30,7 @@ import numpy as np
 
 from amsrag.audit.features import FEATURE_NAMES, FEATURE_VERSION, audit_features
 from amsrag.generate.metrics import exact_match, f1_score, normalize_answer
-from amsrag.generate.span_reader import SpanReader
+from amsrag.generate.reader_model import SpanReader
 from amsrag.learn.evaluator.data import DataConfig, PoolQuestion, load_pools, pools_sha256, split_of
 from amsrag.types import Passage
 

@@ -14,7 +14,7 @@ from amsrag.artifacts import file_sha256
 from amsrag.audit.features import FEATURE_NAMES, TEXT_FEATURES
 from amsrag.audit.model import HEADS, SupportHead, SupportModel, columns
 from amsrag.correct.evaluator import EvalCalibration, ScoreCalibrator
-from amsrag.ingest.datasets import HOTPOT_FILES, MUSIQUE_FILES, NQ_FILE, READER_FILES, WIKI_FILE
+from amsrag.ingest.dataset_facts import HOTPOT_FILES, MUSIQUE_FILES, NQ_FILE, READER_FILES, WIKI_FILE
 from amsrag.learn.audit.data import AuditDataConfig, Rows
 from amsrag.learn.evaluator.train import binary_metrics
 

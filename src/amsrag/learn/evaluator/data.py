@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from amsrag.errors import InputError
-from amsrag.ingest.datasets import HOTPOT_FILES, MUSIQUE_FILES, NQ_FILE, WIKI_FILE, Split
+from amsrag.ingest.dataset_facts import HOTPOT_FILES, MUSIQUE_FILES, NQ_FILE, WIKI_FILE
 from amsrag.ingest.readers import iter_records, split_flashrag_contents
+from amsrag.ingest.silver_labels import Split
 from amsrag.learn.common import seeded_rank
 from amsrag.text.normalise import normalise_question
 from amsrag.types import content_hash

@@ -18,7 +18,7 @@ from amsrag.evaluate.builder import (
     spare_questions,
 )
 from amsrag.evaluate.corpus_index import open_or_build_index
-from amsrag.ingest.datasets import EVAL_FILES
+from amsrag.ingest.dataset_facts import EVAL_FILES
 from amsrag.learn.fusion.data import SUBSETS, collect
 from amsrag.learn.fusion.train import TrainSettings, base_fusion, check_out_dir, train, write_artifact
 from amsrag.pipeline import Engine

@@ -26,7 +26,7 @@ import numpy as np
 from amsrag.artifacts import file_sha256
 from amsrag.config import AmsragConfig
 from amsrag.errors import InputError
-from amsrag.ingest.datasets import default_data_dir
+from amsrag.ingest.dataset_facts import default_data_dir
 from amsrag.monitor.drift import REFERENCE_FILE, DriftReference
 from amsrag.progress import LogProgress
 

@@ -18,8 +18,8 @@ from typing import Any
 
 from amsrag.artifacts import file_sha256
 from amsrag.generate.metrics import normalize_answer
-from amsrag.generate.span_reader import JOINT_SEP, WindowMaker, context_of
-from amsrag.ingest.datasets import READER_FILES
+from amsrag.generate.reader_windows import JOINT_SEP, WindowMaker, context_of
+from amsrag.ingest.dataset_facts import READER_FILES
 from amsrag.ingest.readers import iter_jsonl, read_json
 
 SQUAD_FILES = READER_FILES["squad"]

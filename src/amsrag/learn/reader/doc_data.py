@@ -28,7 +28,7 @@ from typing import Any
 
 from amsrag.generate.doc_cues import STATED, stated_value
 from amsrag.generate.metrics import normalize_answer
-from amsrag.generate.span_reader import context_of
+from amsrag.generate.reader_windows import context_of
 from amsrag.learn.reader.data import Item, Para, find_answer
 from amsrag.types import Passage
 

@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 
 from amsrag.generate.metrics import exact_match, token_f1
-from amsrag.generate.span_reader import SpanReader, context_of
+from amsrag.generate.reader_model import SpanReader
+from amsrag.generate.reader_windows import context_of
 from amsrag.learn.reader.data import Item, Para, find_answer, overlap_pick
 from amsrag.types import Passage
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from amsrag.generate.metrics import token_f1
-from amsrag.generate.span_reader import SpanReader
+from amsrag.generate.reader_model import SpanReader
 from amsrag.learn.reader.data import Item, Para
 from amsrag.learn.reader.evaluate import settings_for
 from amsrag.types import Passage

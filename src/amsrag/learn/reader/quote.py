@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from amsrag.generate.span_reader import SpanReader
+from amsrag.generate.reader_model import SpanReader
 from amsrag.learn.reader.data import Item, find_answer
 
 FEATURES = ("score", "margin", "prob", "sentence_mass", "sentence_share", "sentence_spans", "sentence_words",

@@ -25,7 +25,7 @@ def calibrate(model: Path, data: Path, seed: int, n: int, exclude: Collection[st
     """Fit the confidence on the calibration split with the int8 model; write it into the card."""
     import random
 
-    from amsrag.generate.span_reader import CARD_FILE, SpanReader
+    from amsrag.generate.reader_model import CARD_FILE, SpanReader
     from amsrag.learn.reader.evaluate import fit_calibration, read_all
 
     items = [it for it in load_items(model, data, seed, exclude) if it.split == "cal"]
@@ -52,7 +52,7 @@ def evaluate(model: Path, data: Path, seed: int, n: int, out: Path | None, fp32:
     import shutil
     import tempfile
 
-    from amsrag.generate.span_reader import CARD_FILE, MODEL_FILE, SpanReader
+    from amsrag.generate.reader_model import CARD_FILE, MODEL_FILE, SpanReader
     from amsrag.learn.reader.evaluate import latency, load_time, read_all, summarise
 
     items = [it for it in (all_items or load_items(model, data, seed, exclude)) if it.split == "test"]

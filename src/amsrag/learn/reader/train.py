@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from amsrag.generate.span_reader import CARD_FILE, MODEL_FILE, SpanReader, WindowMaker
+from amsrag.generate.reader_model import CARD_FILE, MODEL_FILE, SpanReader
+from amsrag.generate.reader_windows import WindowMaker
 from amsrag.learn.reader.data import Item, TrainWindow, load_all, train_windows
 
 
@@ -223,7 +224,7 @@ def export(model: Any, out: Path, tok: Any, maker: WindowMaker, items: list[Item
     import torch
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    from amsrag.generate.span_reader import context_of, pad_batch
+    from amsrag.generate.reader_windows import context_of, pad_batch
 
     sample = [it for it in items if it.split == "cal"][:8]
     ws = []

@@ -50,7 +50,7 @@ RUNNERS = {"taxonomy": _taxonomy, "tables": _tables, "themes": _themes, "cmrc": 
 def append_sections(out: Path, names: Sequence[str], data_dir: Path | None, cache_dir: Path | None, seed: int,
                     log: Callable[[str], None] = print) -> dict[str, Any]:
     from amsrag.config import cache_root
-    from amsrag.ingest.datasets import default_data_dir
+    from amsrag.ingest.dataset_facts import default_data_dir
 
     unknown = [n for n in names if n not in RUNNERS]
     if unknown:
