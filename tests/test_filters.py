@@ -317,6 +317,60 @@ def test_filtered_hnsw_walk_and_gather_keep_k(embedded_engine, specs: list[str])
             assert [h.id for h in hits] == dense_brute(engine, allowed, qvec, k), (query, specs, k)
 
 
+def test_kept_gathers_are_bounded_dropped_least_recent_first_and_tied_to_their_objects() -> None:
+    """`GatheredVectors`: one gather per (allowed rows, vector index), compared by identity; the least recently
+    used dropped past the budget; one larger than `largest` not kept; those of collected objects dropped."""
+    import gc
+
+    from amsrag.config import DenseConfig
+    from amsrag.retrieve.dense import VectorIndex
+    from amsrag.retrieve.filtered import GatheredVectors
+
+    rng = np.random.default_rng(3)
+    index = VectorIndex.empty(DenseConfig(), 8).updated(np.arange(100), rng.normal(size=(100, 8)), [])
+    other = index.updated([100], rng.normal(size=(1, 8)), [])
+    each = [AllowedRows(Where(), np.arange(i, i + 10, dtype=np.int64), 100) for i in range(0, 40, 10)]
+    mats = [index.vectors_for_rows(a.among(index.rows)) for a in each]  # 10 x 8 float32: 320 bytes each
+    kept = GatheredVectors(budget=3 * 320, largest=320)
+    assert kept.put(each[0], index, mats[0]) and kept.get(each[0], index) is mats[0]
+    assert kept.get(each[0], other) is None and kept.get(each[1], index) is None  # another index, another filter
+    assert not kept.put(each[1], index, np.vstack([mats[1], mats[1]]))  # 640 bytes: larger than `largest`
+    kept.put(each[1], index, mats[1])
+    kept.put(each[2], index, mats[2])
+    assert kept.get(each[0], index) is mats[0]  # each[0] is now the most recently used
+    kept.put(each[3], index, mats[3])  # past the budget: each[1], the least recently used, goes
+    assert kept.get(each[1], index) is None and kept.used == 3 * 320 and len(kept) == 3
+    assert [kept.get(a, index) is m for a, m in zip(each, mats, strict=True)] == [True, False, True, True]
+    del each[2], mats[2]
+    gc.collect()
+    kept.put(each[1], index, mats[1])  # a collected filter's gather is dropped before anything is evicted
+    assert len(kept) == 3 and kept.used == 3 * 320
+    assert all(kept.get(a, index) is m for a, m in zip(each, mats, strict=True))
+
+
+def test_a_kept_gather_scores_as_a_fresh_one(embedded_engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The gather path with its vectors kept and gathered anew (budget 0): the same hits, order and scores
+    (bit for bit), and the second query under a filter reads the kept vectors."""
+    from amsrag.retrieve import filtered as filtered_mod
+
+    idx = embedded_engine.index
+    dense = idx.retriever("dense")
+    where = Where.parse(["source=*diversions.html"])
+    allowed = idx.allowed_rows(where)
+    assert 0 < len(allowed) <= filtered_mod.GATHER_SHARE * len(idx)
+    fresh = filtered_mod.GatheredVectors(budget=0, largest=0)
+    kept = filtered_mod.GatheredVectors(budget=1 << 30, largest=1 << 30)
+    runs = []
+    for cache in (fresh, kept, kept):
+        monkeypatch.setattr(filtered_mod, "GATHERED", cache)
+        search = filtered_mod.FilteredDense(dense, allowed)
+        runs.append([[(h.id, h.score, h.rank, h.row) for h in search.search(q, k=4, query_vector=
+                                                                            idx.encoder.encode_query(q))]
+                     for q in QUERIES])
+    assert runs[0] == runs[1] == runs[2] and all(runs[0])
+    assert len(fresh) == 0 and kept.get(allowed, idx.vector_index) is not None
+
+
 @pytest.mark.parametrize("specs", [["type=pdf"], ["source=docs/*"], ["type=docx,pptx"], ["tag=manual,rust"],
                                    ["modified<2025-06-01"]])
 def test_filtered_graph_and_full_system_return_only_allowed_passages(engine, specs: list[str]) -> None:
@@ -619,6 +673,62 @@ def test_an_index_made_before_document_tags_opens_and_gets_them_on_sync(empty_ta
     assert passage_state(empty_target) == before
     assert allowed_docs(empty_target, "tag=team")[0] == {f"kb/team/note{n}.md" for n in range(3)}
     assert len(allowed_docs(empty_target, "modified>=2000-01-01")[0]) == 3
+
+
+def test_filtered_dense_follows_passages_added_deleted_and_retagged(empty_target: str, tmp_path: Path) -> None:
+    """One long-lived index, each store: a filter allowing under a tenth of the passages (the embedded store
+    keeps the gathered vectors for the next query) ranks within the passages it allows after each sync that
+    re-tags, adds or deletes them — never from a gather kept from before."""
+    from types import SimpleNamespace
+
+    from amsrag.retrieve.filtered import GATHER_SHARE, GATHERED, FilteredDense
+    from amsrag.store.open import open_index
+    from test_indexing import invoke
+
+    folder = small_folder(tmp_path / "kb")
+    (folder / "bulk").mkdir()
+    for n in range(40):
+        (folder / "bulk" / f"b{n:02d}.md").write_text(f"# Bulk {n}\n\nNote {n} about {QUERIES[n % len(QUERIES)]} "
+                                                      f"and item {n * 7919 % 1000}.\n")
+    (folder / "amsrag.toml").write_text('tags = ["team"]\n[files."team/note[02].md"]\ntags = ["release"]\n')
+    code, out = invoke("index", "build", str(folder), "--index", empty_target, "--json", "-q")
+    assert code == 0, out
+    where = Where.parse(["tag=release"])
+
+    def sync(expect_docs: set[str]) -> None:
+        code, out = invoke("index", "sync", str(folder), "--index", empty_target, "--json", "-q")
+        assert code == 0, out
+        idx.refresh()
+        check(expect_docs)
+
+    def check(expect_docs: set[str]) -> None:
+        engine = SimpleNamespace(index=idx)
+        allowed = allowed_passages(engine, where)
+        assert {p.doc_id for p in allowed.values()} == expect_docs
+        resolved = idx.allowed_rows(where)
+        assert 0 < len(resolved) <= GATHER_SHARE * len(idx)
+        search = resolved.within(idx.retriever("dense"))
+        for _ in range(2):  # the second time from the kept gather (embedded)
+            for query in QUERIES:
+                qvec = idx.encoder.encode_query(query)
+                hits = search.search(query, k=3, query_vector=qvec)
+                assert [h.id for h in hits] == dense_brute(engine, allowed, qvec, 3), (query, expect_docs)
+                scores = idx.vectors_for_rows([h.row for h in hits]) @ qvec  # each hit's own vector's score
+                assert [h.score for h in hits] == pytest.approx(scores.tolist(), abs=1e-5), (query, expect_docs)
+        if isinstance(search, FilteredDense):
+            assert GATHERED.get(resolved, idx.vector_index) is not None
+        seen.append(resolved)
+
+    seen: list[AllowedRows] = []
+    with open_index(empty_target) as idx:
+        check({"kb/team/note0.md", "kb/team/note2.md"})
+        (folder / "amsrag.toml").write_text('tags = ["team"]\n[files."team/note[123].md"]\ntags = ["release"]\n')
+        sync({"kb/team/note1.md", "kb/team/note2.md"})  # re-tagged: the documents' generation alone moves
+        (folder / "team" / "note3.md").write_text("# Note 3\n\nThe configuration file of the release.\n")
+        sync({"kb/team/note1.md", "kb/team/note2.md", "kb/team/note3.md"})  # a passage added
+        (folder / "team" / "note1.md").unlink()
+        sync({"kb/team/note2.md", "kb/team/note3.md"})  # a passage deleted
+        assert len({id(a) for a in seen}) == len(seen)  # each change resolved the filter again
 
 
 @pytest.mark.parametrize(("write", "message"), [

@@ -2,8 +2,9 @@
 within them, so a filtered top-k holds k passages whenever k allowed passages match.
 
 BM25 scores every passage anyway: disallowed rows are masked before the top-k. Dense search is exact
-over the gathered allowed vectors when they are few, else the unfiltered search masked: exact, or HNSW
-asked for more candidates (about 2k / the allowed share, deeper until k are allowed) beside the masked
+over the gathered allowed vectors when they are few (the gather kept for the next query under the same
+filter and index, `GatheredVectors`, within a memory budget), else the unfiltered search masked: exact, or
+HNSW asked for more candidates (about 2k / the allowed share, deeper until k are allowed) beside the masked
 delta (hnswlib's own `knn_query(filter=…)` calls Python per visited node: 3-15× slower at 25k passages,
 `benchmarks/filters.py`). The entity graph walks from allowed seeds and ranks deeper until k
 allowed passages are found; any other retriever is searched deeper the same way (k·4, k·16, … up to
@@ -14,6 +15,8 @@ from __future__ import annotations
 
 import json
 import threading
+import weakref
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -25,12 +28,14 @@ import numpy as np
 from amsrag.filters import Where
 from amsrag.retrieve.base import Retriever, RowLookup, check_k, check_query, to_hits
 from amsrag.retrieve.bm25 import BM25Retriever
-from amsrag.retrieve.dense import DenseRetriever, check_query_vector
+from amsrag.retrieve.dense import DenseRetriever, VectorIndex, check_query_vector
 from amsrag.retrieve.graph import GraphRetriever
 from amsrag.retrieve.topk import topk_indices
 from amsrag.types import Hit
 
 GATHER_SHARE = 0.1  # dense: exact search over the gathered allowed vectors up to this share of the index
+GATHER_KEPT_BYTES = 256 << 20  # gathered allowed vectors kept across queries, in all (least recently used out)
+GATHER_KEPT_MAX = 64 << 20  # the largest gather kept (a larger one is gathered again for each query)
 DEEPEN = 4  # a deepened search asks for this many times more hits each round
 
 
@@ -41,7 +46,7 @@ class AllowedRows:
     where: Where
     rows: np.ndarray
     total: int
-    _masks: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
+    _masks: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
     _wrapped: dict[int, tuple[Retriever, Retriever]] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -73,20 +78,37 @@ class AllowedRows:
         i = int(np.searchsorted(self.rows, row))
         return i < len(self.rows) and int(self.rows[i]) == int(row)
 
-    def mask(self, rows: np.ndarray) -> np.ndarray:
-        """Which of `rows` are allowed (a bool array aligned with them); kept for arrays asked again
-        (a retriever's row array is the same object for a whole index generation)."""
+    def contains(self, rows: np.ndarray) -> np.ndarray:
+        """Which of `rows` are allowed, a bool array aligned with them (a binary search each: for the few
+        rows of one query; `mask` keeps the answer for a whole index's rows)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if not len(self.rows):
+            return np.zeros(rows.shape, dtype=bool)
+        pos = np.minimum(np.searchsorted(self.rows, rows), len(self.rows) - 1)
+        return np.asarray(self.rows[pos] == rows)
+
+    def _masked(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         key = id(rows)
         with self._lock:
             kept = self._masks.get(key)
             if kept is not None and kept[0] is rows:
-                return kept[1]
+                return kept
         m = np.isin(rows, self.rows)
+        found = (rows, m, rows[m])
         with self._lock:
             if len(self._masks) > 8:
                 self._masks.clear()
-            self._masks[key] = (rows, m)
-        return m
+            self._masks[key] = found
+        return found
+
+    def mask(self, rows: np.ndarray) -> np.ndarray:
+        """Which of `rows` are allowed (a bool array aligned with them); kept for arrays asked again
+        (a retriever's row array is the same object for a whole index generation)."""
+        return self._masked(rows)[1]
+
+    def among(self, rows: np.ndarray) -> np.ndarray:
+        """The allowed ones of `rows`, in their order (kept as `mask` is)."""
+        return self._masked(rows)[2]
 
     def within(self, retriever: Retriever) -> Retriever:
         """`retriever` ranking within these rows (made once per retriever object)."""
@@ -106,6 +128,65 @@ class AllowedRows:
     def trace(self) -> dict[str, Any]:
         """What the trace says about the filter: the filter and how many rows it allowed."""
         return {"where": self.where.to_dict(), "allowed": len(self.rows), "passages": self.total}
+
+
+class GatheredVectors:
+    """Allowed vectors gathered from a dense index, kept across queries: one matrix per (allowed rows, vector
+    index) pair, both held weakly and compared by identity. A store resolves a filter again when its passages
+    or documents' metadata change (a new `AllowedRows`), and a write makes a new `VectorIndex`, so a kept
+    gather never outlives what it was gathered from. At most `budget` bytes in all, the least recently used
+    dropped first; a gather larger than `largest` is not kept."""
+
+    def __init__(self, budget: int, largest: int) -> None:
+        self.budget, self.largest = budget, largest
+        self.used = 0
+        self._kept: OrderedDict[tuple[int, int], tuple[weakref.ref[AllowedRows], weakref.ref[VectorIndex],
+                                                        np.ndarray]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    def get(self, allowed: AllowedRows, index: VectorIndex) -> np.ndarray | None:
+        """The kept vectors of `allowed.among(index.rows)`, in that order (None: not kept)."""
+        key = (id(allowed), id(index))
+        with self._lock:
+            kept = self._kept.get(key)
+            if kept is None:
+                return None
+            if kept[0]() is not allowed or kept[1]() is not index:  # ids reused by new objects
+                self._drop(key)
+                return None
+            self._kept.move_to_end(key)
+            return kept[2]
+
+    def put(self, allowed: AllowedRows, index: VectorIndex, vectors: np.ndarray) -> bool:
+        """Keep `vectors` (those of `allowed.among(index.rows)`) when they fit; True when kept."""
+        if vectors.nbytes > min(self.largest, self.budget):
+            return False
+        key = (id(allowed), id(index))
+        with self._lock:
+            for stale in [k for k, (a, i, _) in self._kept.items() if a() is None or i() is None]:
+                self._drop(stale)
+            if key in self._kept:
+                self._drop(key)
+            while self._kept and self.used + vectors.nbytes > self.budget:
+                self._drop(next(iter(self._kept)))
+            vectors.flags.writeable = False  # shared by every query under the filter from now on
+            self._kept[key] = (weakref.ref(allowed), weakref.ref(index), vectors)
+            self.used += vectors.nbytes
+        return True
+
+    def _drop(self, key: tuple[int, int]) -> None:
+        self.used -= self._kept.pop(key)[2].nbytes
+
+    def clear(self) -> None:
+        with self._lock:
+            self._kept.clear()
+            self.used = 0
+
+
+GATHERED = GatheredVectors(GATHER_KEPT_BYTES, GATHER_KEPT_MAX)
 
 
 def _ranked_hits(rows: np.ndarray, scores: np.ndarray, k: int, lookup: RowLookup, name: str,
@@ -154,24 +235,28 @@ class FilteredDense:
             qvec = self.inner.encoder.encode_query(query)
         if not len(index.rows):
             return []
-        live = index.rows[self.allowed.mask(index.rows)]
+        live = self.allowed.among(index.rows)
         if not len(live):
             return []
         if len(live) <= GATHER_SHARE * len(index.rows):  # a gather of few vectors beats any wider search
-            rows, scores = live, np.asarray(index.vectors_for_rows(live) @ qvec, dtype=np.float32)
-            return _ranked_hits(rows, scores, k, self.inner.lookup, self.name)
+            vectors = GATHERED.get(self.allowed, index)
+            if vectors is None:
+                vectors = index.vectors_for_rows(live)
+                GATHERED.put(self.allowed, index, vectors)
+            scores = np.asarray(vectors @ qvec, dtype=np.float32)
+            return _ranked_hits(live, scores, k, self.inner.lookup, self.name)
         if index.hnsw is not None and not exact:
             found = self._graph_candidates(qvec, k, len(live) / len(index.rows))
             if found is not None:
                 return _ranked_hits(*found, k, self.inner.lookup, self.name)
         rows, scores = index.scored_candidates(qvec, k, exact=True)  # every passage, no copy of the vectors
-        keep = np.isin(rows, self.allowed.rows)
+        keep = self.allowed.contains(rows)
         return _ranked_hits(rows[keep], scores[keep], k, self.inner.lookup, self.name)
 
     def _graph_candidates(self, qvec: np.ndarray, k: int, share: float) -> tuple[np.ndarray, np.ndarray] | None:
-        """HNSW's candidates from the base, asked for about 2k/`share` and deeper (×4) until k are allowed,
-        beside the allowed delta; None when the search would grow past a quarter of the base (then the exact
-        search runs)."""
+        """HNSW's candidates from the base, asked for about 2k/`share` (a depth of k/`share`, of which
+        `_hnsw_labels` asks twice as many) and deeper (×4) until k are allowed, beside the allowed delta; None
+        when the search would grow past a quarter of the base (then the exact search runs)."""
         index = self.inner.index
         base_live = len(index.base_rows) - len(index.dead)
         depth = max(k, int(np.ceil(k / max(share, 1e-6))))
@@ -179,11 +264,11 @@ class FilteredDense:
             if 2 * depth > base_live // 4:
                 return None
             labels = index._hnsw_labels(qvec, depth)
-            labels = labels[np.isin(labels, self.allowed.rows)]
+            labels = labels[self.allowed.contains(labels)]
             if len(labels) >= k:
                 break
             depth *= DEEPEN
-        delta = index.delta_rows[np.isin(index.delta_rows, self.allowed.rows)]
+        delta = index.delta_rows[self.allowed.contains(index.delta_rows)]
         rows = np.concatenate([labels, delta])
         return rows, np.asarray(index.vectors_for_rows(rows) @ qvec, dtype=np.float32)
 
