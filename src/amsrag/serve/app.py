@@ -278,7 +278,13 @@ def create_app(service: Service, warm: bool = True) -> FastAPI:
     @app.get("/v1/sources/{name}/{path:path}", dependencies=auth, tags=["documents"], response_class=FileResponse,
              responses={200: {"description": "the file's bytes, read-only, with its content type (scripts of HTML "
                                              "and other active types sandboxed)", "content": {"*/*": {}}}},
-             summary="A cited source file of a served folder (`amsrag serve --sources`); citations' `url`")
+             summary="A cited source file of a served folder (`amsrag serve --sources`); citations' `url`",
+             description="The file PATH of the folder served under NAME (`amsrag serve --sources [NAME=]DIR`, and "
+             "every `--watch` folder), read-only: the target of a citation's `url` (`#page=N` for a PDF). Only "
+             "files inside that folder that the index holds as document `NAME/PATH`; `..`, absolute paths, "
+             "symlinks leading out, directories, missing files and unknown names are 404. Sent with its content "
+             "type, `X-Content-Type-Options: nosniff`, and `Content-Security-Policy: sandbox` for anything but a "
+             "PDF or a raster image (a served HTML page runs no script on the service's origin).")
     async def source_file(name: Annotated[str, PathParam(description="the served folder's name")],
                           path: Annotated[str, PathParam(description="the file's path inside the folder")]
                           ) -> Response:
