@@ -119,6 +119,12 @@ def test_ask_in_the_browser_shows_answer_and_route(built_index, tmp_path, slice_
                 source_text = page.locator("#source-1 .text")
                 assert source_text.is_visible()
                 assert source_text.inner_text() == expected["sources"][0]["text"]
+                # the side panel shows the cited passage (a data-set passage: no file, so no link)
+                assert page.locator("#source-panel").is_visible()
+                assert expected["sources"][0]["text"] in page.inner_text("#source-panel .passage")
+                assert page.locator("#source-panel a.source-link").count() == 0
+                page.click("#source-panel-close")
+                assert not page.locator("#source-panel").is_visible()
                 quote = expected["quote"]  # the supporting sentence, the answer span marked
                 assert page.locator("#quote").is_visible() == (quote is not None)
                 if quote is not None:
@@ -465,6 +471,76 @@ def test_review_page_in_the_browser(built_index, tmp_path, slice_questions) -> N
                 page.click("#nav-ask")  # the ask page is still the ask page
                 page.wait_for_selector("#ask-form", state="visible")
                 assert page.locator("#review-view").is_hidden()
+                assert not console_errors, console_errors
+            finally:
+                browser.close()
+    finally:
+        server.stop()
+        service.close()
+
+
+def test_citation_links_and_side_panel_in_the_browser(tmp_path) -> None:
+    """A citation of a synced folder's file: its link opens the served file in a new tab (fetched with the API
+    key, a Markdown file shown as plain text), and the side panel shows the passage, the quote highlighted."""
+    _require_browser()
+    from playwright.sync_api import sync_playwright
+
+    from amsrag.config import ServeConfig
+    from amsrag.indexing import sync_folders
+    from amsrag.pipeline import Engine
+    from amsrag.serve import Service, create_app
+    from amsrag.serve.background import BackgroundServer
+    from amsrag.serve.sources import SourceRoots
+    from amsrag.store import EmbeddedIndex
+
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    guide = ("# Harbour guide\n\n## Opening hours\n\nThe harbour of Lisbon opens at dawn every day of the year. "
+             "Ships leave before noon.\n")
+    (kb / "harbour.md").write_text(guide, encoding="utf-8")
+    with EmbeddedIndex.create(tmp_path / "index") as index:
+        sync_folders(index, [kb])
+    service = Service(Engine.open(tmp_path / "index"), ServeConfig(api_keys=[KEY]), sources=SourceRoots.parse([kb]))
+    server = BackgroundServer(create_app(service))
+    server.start()
+    try:
+        question = "When does the harbour of Lisbon open?"
+        expected = _ask(server, question)
+        assert expected["citations"] and expected["quote"], expected
+        citation = expected["sources"][0]["citation"]
+        assert citation["url"] == "/v1/sources/kb/harbour.md"
+        quote = expected["quote"]
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS, headless=True, timeout=60_000)
+            try:
+                page = browser.new_page()
+                console_errors: list[str] = []
+                page.on("pageerror", lambda exc: console_errors.append(str(exc)))
+                page.goto(server.url + "/", timeout=30_000)
+                page.wait_for_selector("#key-label:not(.hidden)", timeout=15_000)
+                page.fill("#api-key", KEY)
+                page.fill("#question", question)
+                page.click("#ask-button")
+                page.wait_for_selector("#answer-text", timeout=60_000)
+                link = page.locator("#source-1 a.source-link")
+                assert link.get_attribute("href") == citation["url"] and link.get_attribute("target") == "_blank"
+                assert link.inner_text() == citation["label"]
+                assert not page.locator("#source-panel").is_visible()
+                page.locator("#answer a.cite").first.click()
+                panel = page.locator("#source-panel")
+                assert panel.is_visible()
+                assert page.inner_text("#source-panel .passage") == expected["sources"][0]["text"]
+                assert page.inner_text("#source-panel mark.sentence") == quote["text"]
+                assert page.inner_text("#source-panel mark.span") == quote["text"][quote["start"]:quote["end"]]
+                assert page.locator("#source-panel a.source-link").get_attribute("href") == citation["url"]
+                with page.context.expect_page(timeout=30_000) as opened:
+                    page.locator("#source-panel a.source-link").click()
+                tab = opened.value
+                tab.wait_for_function("document.body && document.body.innerText.includes('Harbour guide')",
+                                      timeout=30_000)
+                assert tab.url.startswith("blob:")  # fetched with the key; shown as plain text, not as a page
+                assert tab.evaluate("document.contentType") == "text/plain"
+                assert tab.inner_text("body").strip() == guide.strip()
                 assert not console_errors, console_errors
             finally:
                 browser.close()

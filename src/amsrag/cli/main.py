@@ -428,7 +428,10 @@ def serve(
         "--shadow/--no-shadow", help="shadow-path probes of gray-zone answers (default: [shadow] enabled)")] = None,
     watch: Annotated[list[str] | None, typer.Option(
         "--watch", help="a folder (PATH or NAME=PATH; repeatable) kept in step with the index while serving, as "
-        '`index sync --watch` (needs pip install "amsrag[watch]")')] = None,
+        '`index sync --watch` (needs pip install "amsrag[watch]"); its files are served as --sources')] = None,
+    sources: Annotated[list[str] | None, typer.Option(
+        "--sources", help="a synced folder (PATH or NAME=PATH as indexed; repeatable) whose files are served "
+        "read-only at /v1/sources/NAME/PATH; citations link to them (the web UI opens them at the page)")] = None,
     mcp: Annotated[bool, typer.Option(
         "--mcp", help="serve the Model Context Protocol instead: tools search, ask and get_passage (docs/mcp.md; "
         "needs pip install 'amsrag[mcp]')")] = False,
@@ -444,7 +447,7 @@ def serve(
         web_only = [name for name, value in (("--config", config_file), ("--access-log", access_log or None),
                                              ("--query-log/--no-query-log", query_log),
                                              ("--review/--no-review", review), ("--shadow/--no-shadow", shadow),
-                                             ("--watch", watch)) if value is not None]
+                                             ("--watch", watch), ("--sources", sources)) if value is not None]
         if web_only:
             raise InputError(f"{', '.join(web_only)}: options of the web service, not of --mcp")
         mcp_command(index, transport or "stdio", host, port, path or "/mcp")
@@ -455,7 +458,7 @@ def serve(
     from amsrag.serve import run
 
     run(index, host=host, port=port, config_file=config_file, access_log=access_log, query_log=query_log,
-        review=review, shadow=shadow, watch=watch or ())
+        review=review, shadow=shadow, watch=watch or (), sources=sources or ())
 
 
 def main() -> None:

@@ -26,6 +26,7 @@ from amsrag.pipeline.results import QuestionError, check_question
 from amsrag.serve.errors import COMMON_ERRORS, REVIEW_ERRORS, ApiError, error_body
 from amsrag.serve.limits import Admission, BodyLimit, HostCheck, KeyCheck, allowed_host_names, is_loopback
 from amsrag.serve.service import Service
+from amsrag.serve.sources import media_type, safe_headers
 from amsrag.version import __version__
 
 log = logging.getLogger("amsrag.serve")
@@ -273,6 +274,26 @@ def create_app(service: Service, warm: bool = True) -> FastAPI:
         if doc is None:
             raise ApiError(404, "not_found", f"no passage with id {pid!r}")
         return doc
+
+    @app.get("/v1/sources/{name}/{path:path}", dependencies=auth, tags=["documents"], response_class=FileResponse,
+             responses={200: {"description": "the file's bytes, read-only, with its content type (scripts of HTML "
+                                             "and other active types sandboxed)", "content": {"*/*": {}}}},
+             summary="A cited source file of a served folder (`amsrag serve --sources`); citations' `url`",
+             description="The file PATH of the folder served under NAME (`amsrag serve --sources [NAME=]DIR`, and "
+             "every `--watch` folder), read-only: the target of a citation's `url` (`#page=N` for a PDF). Only "
+             "files inside that folder that the index holds as document `NAME/PATH`; `..`, absolute paths, "
+             "symlinks leading out, directories, missing files and unknown names are 404. Sent with its content "
+             "type, `X-Content-Type-Options: nosniff`, and `Content-Security-Policy: sandbox` for anything but a "
+             "PDF or a raster image (a served HTML page runs no script on the service's origin).")
+    async def source_file(name: Annotated[str, PathParam(description="the served folder's name")],
+                          path: Annotated[str, PathParam(description="the file's path inside the folder")]
+                          ) -> Response:
+        found = await asyncio.to_thread(service.source_file, name, path)
+        if found is None:  # one answer for every refusal: nothing tells what exists outside the served files
+            raise ApiError(404, "not_found", f"no source file {name}/{path} is served here (the folders served: "
+                           f"`amsrag serve --sources`; only files the index holds)")
+        kind = media_type(found)
+        return FileResponse(found, media_type=kind, headers=safe_headers(kind))
 
     @app.delete("/v1/documents/{pid:path}", dependencies=auth, tags=["documents"],
                 summary="Delete one passage, or with ?document=true every passage of the document PID")

@@ -11,6 +11,7 @@ from amsrag.config import AmsragConfig, ServeConfig
 from amsrag.errors import InputError
 from amsrag.serve.discovery import remove_discovery, write_discovery
 from amsrag.serve.limits import is_loopback
+from amsrag.serve.sources import SourceRoots
 
 KEYS_ENV = "AMSRAG_API_KEYS"
 
@@ -36,6 +37,20 @@ def serve_config(base: ServeConfig, host: str | None = None, port: int | None = 
     return cfg
 
 
+def served_roots(sources: Sequence[str], watch: Sequence[str] = ()) -> SourceRoots:
+    """The folders whose files the service serves: every `--sources` folder (a missing one, or a file, is an
+    InputError) and every `--watch` folder that can be served (one named with a '/' is not, and is logged)."""
+    roots = dict(SourceRoots.parse(sources).roots)
+    for spec in watch:
+        try:
+            extra = SourceRoots.parse([*sources, spec]).roots
+        except InputError as exc:
+            logging.getLogger("amsrag.serve").warning("the watched folder %s is not served: %s", spec, exc)
+            continue
+        roots.update(extra)
+    return SourceRoots(roots)
+
+
 def log_to_stderr() -> None:
     """amsrag's own log lines (warm-up, index reloads, background jobs' progress) on stderr beside uvicorn's,
     unless the application configured logging itself."""
@@ -50,17 +65,20 @@ def log_to_stderr() -> None:
 
 def run(index_dir: str | Path, host: str | None = None, port: int | None = None, config_file: Path | None = None,
         access_log: bool = False, query_log: bool | None = None, review: bool | None = None,
-        shadow: bool | None = None, watch: Sequence[str] = ()) -> None:
+        shadow: bool | None = None, watch: Sequence[str] = (), sources: Sequence[str] = ()) -> None:
     """`config_file`: a TOML whose [serve], [query_log], [review] and [shadow] sections replace the index's;
     `query_log`, `review`, `shadow`: turn the query log, the review queue, the shadow probes on or off whatever
     the configuration says; `watch`: folders (PATH or NAME=PATH) kept in step with the index while it serves
-    (`index sync --watch` on a thread; the service reloads each generation it publishes)."""
+    (`index sync --watch` on a thread; the service reloads each generation it publishes); `sources`: folders
+    (PATH or NAME=PATH) whose files `GET /v1/sources/NAME/PATH` serves read-only (the watched ones too)."""
     import uvicorn
 
     from amsrag.indexing.watch import FolderWatcher, require_watchfiles
 
     if watch:
         require_watchfiles()  # before the engine loads: the missing extra is the first thing said
+
+    served = served_roots(sources, watch)  # a missing folder is refused before the engine loads
 
     from amsrag.pipeline import Engine
     from amsrag.serve.app import create_app
@@ -80,7 +98,8 @@ def run(index_dir: str | Path, host: str | None = None, port: int | None = None,
         if shadow is not None:
             shadow_config = shadow_config.model_copy(update={"enabled": shadow})
         log_to_stderr()
-        service = Service(engine, cfg, log_config=log_config, review_config=review_config, shadow=shadow_config)
+        service = Service(engine, cfg, log_config=log_config, review_config=review_config, shadow=shadow_config,
+                          sources=served)
     except BaseException:
         engine.close()
         raise

@@ -29,6 +29,7 @@ from amsrag.review import ReviewCandidate, ReviewQueue, candidate_of
 from amsrag.serve.jobs import JOBS_FILE, FileJobStore, Job, JobStore, Writer
 from amsrag.serve.limits import ReadWriteLock
 from amsrag.serve.metrics import Metrics
+from amsrag.serve.sources import SourceRoots
 from amsrag.store.documents import Document
 from amsrag.text.citations import citation_of
 from amsrag.text.normalise import normalise_question
@@ -83,11 +84,14 @@ class Service:
     def __init__(self, engine: Engine, config: ServeConfig, metrics: Metrics | None = None,
                  ask: Callable[[str, str], Any] | None = None, query_log: QueryLog | None = None,
                  log_config: QueryLogConfig | None = None, review_config: ReviewConfig | None = None,
-                 shadow: ShadowConfig | None = None, misroutes: MisrouteSink | None = None) -> None:
+                 shadow: ShadowConfig | None = None, misroutes: MisrouteSink | None = None,
+                 sources: SourceRoots | None = None) -> None:
         """`log_config`: the [query_log] section (default: the index's); `query_log`: a log to write to
         whatever the section says (default: the index's own when the section enables it); `review_config`:
         the [review] section (default: the index's); `shadow`: the [shadow] section (default: the index's),
-        `misroutes` where its disagreements go (default: the review queue when it is on, else the log)."""
+        `misroutes` where its disagreements go (default: the review queue when it is on, else the log);
+        `sources`: the synced folders whose files `GET /v1/sources/NAME/PATH` serves (citations link to them)."""
+        self.sources = sources or SourceRoots()
         self.engine = engine
         self.engine.max_question_chars = config.max_question_chars  # one limit: the engine refuses what we do
         self.config = config
@@ -310,17 +314,34 @@ class Service:
         return None if p is None else self._passage_dict(p, full=True)
 
     def _cite(self, passages: list[dict[str, Any]]) -> None:
-        """Each retrieved passage's `citation` (file, page, section, offsets; None for one without a file)."""
+        """Each retrieved passage's `citation` (file, page, section, offsets, `url`; None for one without a file)."""
         for d in passages:
             p = self.engine.index.get(d["id"])  # None for an external source's passage
-            d["citation"] = citation_of(p.metadata) if p is not None else None
+            d["citation"] = self._citation(p) if p is not None else None
 
-    @staticmethod
-    def _passage_dict(p: Passage, full: bool = False) -> dict[str, Any]:
-        d: dict[str, Any] = {"id": p.id, "title": p.title, "text": p.text, "citation": citation_of(p.metadata)}
+    def _citation(self, p: Passage) -> dict[str, Any] | None:
+        """The passage's citation and its `url`: where this service serves its file (at its page), else None."""
+        citation = citation_of(p.metadata)
+        if citation is not None:
+            citation["url"] = self.sources.url(p.doc_id, p.metadata)
+        return citation
+
+    def _passage_dict(self, p: Passage, full: bool = False) -> dict[str, Any]:
+        d: dict[str, Any] = {"id": p.id, "title": p.title, "text": p.text, "citation": self._citation(p)}
         if full:
             d.update(doc_id=p.doc_id, metadata=p.metadata)
         return d
+
+    def source_file(self, name: str, rel: str) -> Path | None:
+        """The file `GET /v1/sources/NAME/PATH` serves: inside the served root NAME and a document of the index
+        (`NAME/PATH`), else None."""
+        path = self.sources.resolve(name, rel)
+        if path is None:
+            return None
+        key = f"{name}/{rel}"
+        with self.lock.read():
+            held = key in self.engine.index.documents(prefix=key)
+        return path if held else None
 
     def describe(self) -> dict[str, Any]:
         cfg = self.engine.config

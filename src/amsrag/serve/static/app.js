@@ -124,6 +124,7 @@ function renderFilter(scope) {
 // ---------------------------------------------------------------- answer
 
 function renderAnswer(result) {
+  $("source-panel").classList.add("hidden");  // a new answer: the previous one's passage no longer applies
   const sources = new Map((result.sources || []).map((s) => [s.id, s]));
   const p = $("answer");
   p.replaceChildren(el("span", { id: "answer-text" }, result.answer));
@@ -135,8 +136,8 @@ function renderAnswer(result) {
   result.citations.forEach((id, i) => {
     const src = sources.get(id) || { id, title: "", text: "" };
     const item = el("li", { id: "source-" + (i + 1), "data-id": id },
-      el("strong", {}, src.title || id), " ", el("span", { class: "muted" }, "(" + id + ")"),
-      el("div", { class: "text hidden" }, src.text));
+      el("strong", {}, src.title || id), " ", el("span", { class: "muted" }, "(" + id + ")"), " ",
+      sourceLink(src.citation), el("div", { class: "text hidden" }, src.text));
     list.appendChild(item);
     p.appendChild(el("a", {
       class: "cite", href: "#source-" + (i + 1), "data-id": id,
@@ -147,6 +148,7 @@ function renderAnswer(result) {
         item.classList.add("flash");
         setTimeout(() => item.classList.remove("flash"), 1200);
         item.scrollIntoView({ block: "nearest" });
+        showSource(i + 1, src, quotesOf(result, id));
       },
     }, "[" + (i + 1) + "]"));
   });
@@ -156,6 +158,68 @@ function renderAnswer(result) {
   renderChain(result.trace || {});
   renderFilter((result.trace || {}).filter);
   $("answer-panel").classList.remove("hidden");
+}
+
+// ---------------------------------------------------------------- cited source files
+
+// A link to the cited file as the server serves it (citation.url: /v1/sources/NAME/PATH[#page=N]), or null.
+// Opened in a new tab; PDFs at the cited page. With an API key the file is fetched with it (a link cannot
+// send one) and shown from a blob: a PDF or an image as itself, anything else as plain text, never as a page.
+function sourceLink(citation) {
+  if (!citation || !citation.url) return citation ? el("span", { class: "muted" }, citation.label) : null;
+  return el("a", {
+    class: "source-link", href: citation.url, target: "_blank", rel: "noopener noreferrer",
+    onclick: (ev) => {
+      const key = $("api-key").value || sessionStorage.getItem("amsrag-key") || "";
+      if (!key) return;  // the browser follows the link
+      ev.preventDefault();
+      openWithKey(citation.url);
+    },
+  }, citation.label);
+}
+
+async function openWithKey(url) {
+  const tab = window.open("about:blank", "_blank");
+  const [path, hash] = url.split("#");
+  try {
+    const res = await fetch(path, { headers: headers() });
+    if (!res.ok) throw new Error("HTTP " + res.status);
+    const kind = (res.headers.get("content-type") || "").split(";")[0];
+    const safe = kind === "application/pdf" || /^image\/(png|jpeg|gif|webp)$/.test(kind) ? kind : "text/plain";
+    const blob = new Blob([await res.arrayBuffer()], { type: safe + (safe === "text/plain" ? ";charset=utf-8" : "") });
+    const target = URL.createObjectURL(blob) + (hash ? "#" + hash : "");
+    if (tab) tab.location.href = target; else window.location.assign(target);
+  } catch (e) {
+    if (tab) tab.close();
+    setStatus("Could not open the source file: " + e.message, true);
+  }
+}
+
+// The quotes of the answer (and of its parts) taken from passage `id`.
+function quotesOf(result, id) {
+  return [result.quote, ...(result.parts || []).map((part) => part.quote)]
+    .filter((q) => q && typeof q.text === "string" && q.passage_id === id);
+}
+
+// The side panel: the cited passage, its file link, and the quoted sentence highlighted with the answer span.
+function showSource(number, src, quotes) {
+  const text = src.text || "";
+  const quote = quotes.find((q) => text.includes(q.text));
+  let body = [text];
+  if (quote) {
+    const at = text.indexOf(quote.text);
+    const sentence = el("mark", { class: "sentence" }, quote.text.slice(0, quote.start),
+      el("mark", { class: "span" }, quote.text.slice(quote.start, quote.end)), quote.text.slice(quote.end));
+    body = [text.slice(0, at), sentence, text.slice(at + quote.text.length)];
+  }
+  put($("source-panel-body"),
+    el("h3", {}, "[" + number + "] " + (src.title || src.id)),
+    el("p", { class: "muted" }, src.id),
+    sourceLink(src.citation),
+    el("p", { class: "passage" }, ...body));
+  $("source-panel").classList.remove("hidden");
+  const mark = $("source-panel").querySelector("mark.sentence");
+  if (mark) mark.scrollIntoView({ block: "nearest" });
 }
 
 // The supporting sentence with the answer span marked (result.quote: text, start, end, passage_id).
@@ -667,3 +731,4 @@ $("review-view").classList.toggle("hidden", !onReviewPage);
 $("review-refresh").addEventListener("click", loadReviews);
 $("ask-form").addEventListener("submit", ask);
 if (onReviewPage) loadReviews(); else loadConfig();
+$("source-panel-close").addEventListener("click", () => $("source-panel").classList.add("hidden"));
