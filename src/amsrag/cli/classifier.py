@@ -73,7 +73,8 @@ def train_cmd(
     implicit: Annotated[bool, typer.Option(
         "--implicit/--no-implicit", help="StrategyQA's implicit questions as multi_hop rows")] = True,
     implicit_weight: Annotated[float, typer.Option(
-        "--implicit-weight", help="StrategyQA's share of the hop loss relative to another data set's")] = 1.0,
+        "--implicit-weight", min=0.0,
+        help="StrategyQA's share of the hop loss relative to another data set's")] = 1.0,
     as_json: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
