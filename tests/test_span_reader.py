@@ -21,7 +21,7 @@ from amsrag.generate.span_reader import (
     SpanReaderGenerator,
     default_directory,
 )
-from amsrag.text.questions import question_options
+from amsrag.text.questions import is_yesno_question, question_options
 from amsrag.types import Passage
 
 FIXTURES = Path(__file__).parent / "fixtures" / "reader" / "cases.json"
@@ -108,6 +108,18 @@ def test_either_or_options() -> None:
                                                                                          "Charles Babbage")
     assert question_options("Is the Eiffel Tower older than Big Ben?") is None
     assert question_options("What is the capital of France?") is None
+
+
+def test_either_or_options_in_a_question_that_opens_like_yes_no() -> None:
+    """2WikiMultihopQA writes "Was A or B born first?": two options, not a yes/no question."""
+    assert question_options("Was Diego Lugano or John R. Gunn born first?") == ("Diego Lugano", "John R. Gunn")
+    assert question_options("Was Ian Brennan (Footballer) or Jagnandan Singh born first?") == (
+        "Ian Brennan (Footballer)", "Jagnandan Singh")
+    assert question_options("Was Lincoln or Washington the first president?") == ("Lincoln", "Washington")
+    assert not is_yesno_question("Was Diego Lugano or John R. Gunn born first?")
+    assert question_options("Was the film made in France or Italy?") is None  # no comparative: a real yes/no
+    assert question_options("Is coffee or tea better for you?") is None
+    assert is_yesno_question("Are Medici and Senet both board games?")
 
 
 def test_option_question_answers_with_an_option(reader: SpanReader) -> None:
