@@ -77,8 +77,10 @@ class DecomposeConfig(Section):
                                         "it routes a one-hop question multi-hop (below route_down_alpha)")
     step_k: int = Field(5, ge=1, le=50, description="passages retrieved for each step")
     step_system: str = Field("full", description="system each step is retrieved with (routed as its own question)")
-    min_step_confidence: float = Field(0.15, ge=0, le=1, description="a step whose reading is less confident "
-                                       "than this fails the chain (the failing step is named in the trace)")
+    min_step_confidence: float = Field(0.09, ge=0, le=1, description="a step whose reading is less confident "
+                                       "than this fails the chain (the failing step is named in the trace); "
+                                       "the chain's answer is as sure as its least sure step, so this is "
+                                       "generator.multi_hop_threshold, the bar a multi-hop answer must reach")
     prefer_chain_margin: float = Field(0.0, ge=-1, le=1, description="the chain's answer replaces the plain "
                                        "reader's when its confidence exceeds the reader's by this much (or the "
                                        "reader abstained)")

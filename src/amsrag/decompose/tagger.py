@@ -27,6 +27,7 @@ import numpy as np
 
 from amsrag.decompose.features import TAGS, token_features, type_features
 from amsrag.decompose.inner import INNER_FEATURES, best_inner, candidates
+from amsrag.decompose.names import tidy_name
 from amsrag.decompose.plan import PLAN_KINDS, SLOT, Operator, Plan, PlanKind, Step, ValueKind
 from amsrag.embed.encoder import MiniLMEncoder, TokenStates
 from amsrag.errors import AmsragError
@@ -235,6 +236,25 @@ def _as_written(question: str, option: str) -> str:
     return option
 
 
+def tidied(question: str, spans: list[tuple[int, int]]) -> tuple[str, ...]:
+    """The tag head's entity spans redrawn on the names the question writes (`names.tidy_name`); as they were
+    when two redrawn names would overlap."""
+    names = sorted(tidy_name(question, a, b) for a, b in spans)
+    if any(names[k][1] > names[k + 1][0] for k in range(len(names) - 1)):
+        names = sorted(spans)
+    return tuple(question[a:b] for a, b in names)
+
+
+def partner(question: str, start: int, end: int) -> list[tuple[int, int]]:
+    """The name joined to a lone entity span by "and"/"or" ("Are Ranger Rick and [Tennis] both …?"): the word on
+    the joiner's other side, as a span for `tidy_name` to widen; none when no joiner is there."""
+    before = re.search(r"(\S+)\s+(?:and|or)\s+$", question[:start])
+    if before is not None:
+        return [before.span(1)]
+    after = re.match(r"\s+(?:and|or)\s+(\S+)", question[end:])
+    return [(end + after.start(1), end + after.end(1))] if after is not None else []
+
+
 def best_span(words: list[Word], allowed: Callable[[int, int], bool]) -> tuple[int, int, float] | None:
     """The word span (i, j inclusive) with the largest sum of log-odds among the `allowed` ones (positive sum)."""
     best: tuple[int, int, float] | None = None
@@ -298,12 +318,14 @@ class TaggerDecomposer:
             k = a + texts.index("and")
             if k > a and k < b:
                 first_name = self._name_start(words, a)  # "Eve | Beglarian and Zach Bogosian": the whole name
-                return (question[words[first_name].start:words[k - 1].end], question[words[k + 1].start:words[b].end])
+                return tidied(question, [(words[first_name].start, words[k - 1].end),
+                                         (words[k + 1].start, words[b].end)])
         second = best_span(words, lambda i, j: name_like(i, j) and (j < a - 1 or i > b + 1))
         if second is None:
-            return (question[words[a].start:words[b].end],)
+            return tidied(question, [(words[a].start, words[b].end), *partner(question, words[a].start,
+                                                                              words[b].end)])
         spans = sorted([(a, b), (second[0], second[1])])
-        return tuple(question[words[self._name_start(words, i)].start:words[j].end] for i, j in spans)
+        return tidied(question, [(words[self._name_start(words, i)].start, words[j].end) for i, j in spans])
 
     @staticmethod
     def _name_start(words: list[Word], i: int) -> int:
