@@ -89,7 +89,8 @@ def docx_grid(table: Any) -> Grid | None:
 
 
 def layout_blocks(table: Any, budget: TextBudget) -> list[Block]:
-    """A layout table's content in reading order: heading-styled paragraphs as headings, the rest as text."""
+    """A layout table's content in reading order: heading-styled paragraphs as headings, list items as lists, the
+    rest as text."""
     blocks: list[Block] = []
     for cell in _unique_cells(table):
         for item in cell.iter_inner_content():
@@ -99,10 +100,13 @@ def layout_blocks(table: Any, budget: TextBudget) -> list[Block]:
             text = _squash(item.text)
             if not text:
                 continue
-            heading = _HEADING_STYLE.match(style_name(item))
+            style = style_name(item)
+            heading = _HEADING_STYLE.match(style)
             if heading is not None:
                 level = int(heading.group(1)) + 1 if heading.group(1) else 1
                 blocks.append(Block("heading", budget.take(text), level))
+            elif "list" in style.lower():
+                blocks.append(Block("list", budget.take(f"- {text}")))
             else:
                 blocks.append(Block("text", budget.take(text)))
     return blocks
