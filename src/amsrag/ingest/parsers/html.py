@@ -10,7 +10,8 @@ Headings `h1`-`h6` become headings; `pre` a code block kept whole; `ul` / `ol` /
 A heading's anchor is its `id`, else the `id` of an element in it (or an `a name`), else the target of its
 permalink (`<a href="#x">¶</a>`), else an empty `a` with a `name` or `id` just before it, else the `id` of
 the nearest enclosing `section` / `div` / `article` with an id when this heading is that element's first
-one. A heading with none of these has no anchor: a citation never points at another heading's.
+one and no text stands before it there. A heading with none of these has no anchor: a citation never points
+at another heading's.
 """
 
 from __future__ import annotations
@@ -96,6 +97,10 @@ def _previous_marker(heading: Any) -> str | None:
     return _id(prev) or _id(prev, "name")
 
 
+def _text(node: Any) -> str:
+    return _squash(node.text(deep=True, separator=" "))
+
+
 def _enclosing(heading: Any, root: Any) -> str | None:
     node = heading.parent
     while node is not None and node.mem_id != root.mem_id:
@@ -103,6 +108,8 @@ def _enclosing(heading: Any, root: Any) -> str | None:
         if anchor is not None:
             first = node.css_first(_HEADING_SELECTOR)
             ok = node.tag in _SECTIONS and first is not None and first.mem_id == heading.mem_id
+            # and nothing with text stands before the heading: the anchor opens the page at it
+            ok = ok and _text(node).startswith(_text(heading))
             return anchor if ok else None
         node = node.parent
     return None
