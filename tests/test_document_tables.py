@@ -168,13 +168,22 @@ def test_build_answers_over_document_tables_and_sync_replaces_them_with_their_do
 
 
 @pytest.mark.slow
-def test_delete_doc_deletes_its_tables(tmp_path: Path) -> None:
+def test_add_replace_and_delete_doc_take_the_documents_tables_along(tmp_path: Path) -> None:
     docs = tmp_path / "kb"
     docs.mkdir()
-    shutil.copy(DOCS / "observatories.html", docs / "observatories.html")
+    page = docs / "observatories.html"
+    text = (DOCS / "observatories.html").read_text(encoding="utf-8")
+    page.write_text(text.replace("</table>", "</table>" + text[text.index("<table>\n<caption>"):
+                                                              text.index("</table>") + 8], 1), encoding="utf-8")
     (docs / "notes.md").write_text("# Notes\n\nThe observatories open in May.\n", encoding="utf-8")
     idx = tmp_path / "idx"
     assert runner.invoke(app, ["index", "build", str(docs), "--index", str(idx), "-q"]).exit_code == 0
+    assert _table_ids(idx) == ["kb/observatories.html#table-1", "kb/observatories.html#table-2"]
+    page.write_text(text, encoding="utf-8")  # one table fewer
+    r = runner.invoke(app, ["index", "add", "--replace", f"kb={docs}", "--index", str(idx), "--json", "-q"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout.strip().splitlines()[-1])["tables"]["deleted"] == 1
+    assert _table_ids(idx) == ["kb/observatories.html#table-1"]
     r = runner.invoke(app, ["index", "delete", "--doc", "kb/observatories.html", "--index", str(idx), "--json"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout.strip().splitlines()[-1])["tables_deleted"] == 1 and _table_ids(idx) == []
