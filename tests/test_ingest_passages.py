@@ -151,8 +151,10 @@ def test_folder_recursive_sorted_with_relative_doc_ids(tmp_path: Path) -> None:
     assert [p.id for p in got] == ["j1", "docs/a/z.md#0", "docs/a/z.md#1", "docs/b.txt#0"]
     zed, part, bee = got[1], got[2], got[3]
     assert (zed.title, zed.text, zed.doc_id) == ("Zed", "Zed body.", "docs/a/z.md")
-    assert zed.metadata == {"source": "a/z.md", "type": "markdown", "chunk": 0, "section": ""}  # inside its folder
+    assert zed.metadata == {"source": "a/z.md", "type": "markdown", "chunk": 0, "section": "",  # inside its folder
+                            "anchor": "zed"}  # the heading's GitHub slug
     assert (part.title, part.metadata["section"], part.metadata["chunk"]) == ("Zed › Part", "Part", 1)
+    assert part.metadata["anchor"] == "part"
     assert (bee.title, bee.text, bee.doc_id) == ("b", "Bee text. Second sentence.", "docs/b.txt")
 
 

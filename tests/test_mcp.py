@@ -90,6 +90,48 @@ def test_tools_in_process_equal_the_engine_and_the_cli(api_index, api_index_dir:
     assert ask.structured_content["parts"] == []
 
 
+def test_where_filters_every_tool_as_the_http_api_does(api_index) -> None:
+    server = build_server(api_index, ServeConfig(max_question_chars=300, max_k=20))
+    tides = {"source": ["tides.md"]}
+    moon = api_index.retrieve(QUESTIONS[0], k=3).passages[0].id  # a passage of apollo.md
+    calls = [("search", {"query": QUESTIONS[0], "k": 2, "where": tides}),
+             ("ask", {"question": QUESTIONS[0], "where": {"doc": "docs/apollo.md"}}),
+             ("get_passage", {"id": moon, "where": tides}),
+             ("get_passage", {"id": moon, "where": {"type": "markdown"}}),
+             ("search", {"query": QUESTIONS[0], "where": {"type": ["pdf"]}}),
+             ("search", {"query": QUESTIONS[0], "where": {"type": ["bogus"]}}),
+             ("search", {"query": QUESTIONS[0], "where": {"kind": ["x"]}}),
+             ("ask", {"question": QUESTIONS[0], "where": {"modified": {"gte": "2025-02-30"}}}),
+             ("search", {"query": QUESTIONS[0], "where": {}})]
+
+    async def session() -> tuple[dict, list]:
+        async with Client(server) as client:
+            return await tools_and_calls(client, calls)
+
+    tools, (search, ask, outside, inside, no_pdf, bad_type, bad_field, bad_date, empty) = run(session)
+    for name in ("search", "ask", "get_passage"):
+        where = tools[name].input_schema["properties"]["where"]
+        assert where.get("default") is None and "where" not in tools[name].input_schema.get("required", [])
+    schema = tools["search"].input_schema["$defs"]["WhereIn"]
+    assert set(schema["properties"]) == {"source", "type", "doc", "tag", "modified"}
+    assert schema["additionalProperties"] is False
+
+    expected = api_index.retrieve(QUESTIONS[0], k=2, where=tides)
+    got = search.structured_content["passages"]
+    assert [p["id"] for p in got] == [p.id for p in expected.passages] and len(got) == 2
+    assert {p["source"] for p in got} == {"tides.md"}  # a filtered top-k still holds k passages (tides.md has 2)
+    assert ask.structured_content["citations"] and {c["source"] for c in ask.structured_content["citations"]} == {
+        "apollo.md"}
+    assert outside.is_error and f"passage {moon!r} is outside the filter" in outside.content[0].text
+    assert not inside.is_error and inside.structured_content["id"] == moon
+    assert no_pdf.structured_content["passages"] == []
+    assert bad_type.is_error and "unknown type 'bogus'" in bad_type.content[0].text
+    assert bad_field.is_error and "where.kind" in bad_field.content[0].text
+    assert bad_date.is_error and "'2025-02-30' is not a date" in bad_date.content[0].text
+    unfiltered = api_index.retrieve(QUESTIONS[0])
+    assert [p["id"] for p in empty.structured_content["passages"]] == [p.id for p in unfiltered.passages]
+
+
 def test_stdio_subprocess(api_index_dir: Path) -> None:
     env = {**os.environ, "PYTHONPATH": SRC, "OMP_NUM_THREADS": "1"}
     params = StdioServerParameters(command=sys.executable, env=env,

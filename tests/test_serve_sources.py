@@ -87,8 +87,9 @@ def test_retrieve_citations_carry_the_url_of_markdown(served) -> None:
     r = served.post("/v1/retrieve", json={"query": "When does the harbour of Lisbon open?", "k": 3})
     assert r.status_code == 200, r.text
     md = [p["citation"] for p in r.json()["passages"] if p["citation"] and p["citation"]["source"] == "harbour.md"]
-    assert md and md[0]["url"] == "/v1/sources/kb/harbour.md" and md[0]["section"]
-    got = served.get(md[0]["url"])
+    assert md and md[0]["url"] == "/v1/sources/kb/harbour.md#opening-hours" and md[0]["section"]
+    assert md[0]["anchor"] == "opening-hours"  # the heading's GitHub slug
+    got = served.get(md[0]["url"].partition("#")[0])
     assert got.status_code == 200 and got.text == GUIDE
     assert got.headers["content-type"] == "text/markdown; charset=utf-8"
     assert got.headers["content-security-policy"] == "sandbox"

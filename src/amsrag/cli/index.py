@@ -229,13 +229,24 @@ def index_delete(
                 out.print(f"[green]deleted {deleted}[/] table(s)")
             return
         report = idx.delete_documents(doc) if doc else idx.delete(ids or [])
+        tables_deleted = _delete_document_tables(idx, doc or [])
         refresh_themes(idx, notice=_notice(as_json))
         if as_json:
             emit({"index": idx.location, "deleted": report.deleted, "documents": report.documents,
-                  "passages": len(idx)})
+                  "passages": len(idx), **({"tables_deleted": tables_deleted} if doc else {})})
         else:
             what = f" ({report.documents} documents)" if doc else ""
-            out.print(f"[green]deleted {report.deleted}[/] passages{what}; the index now holds {len(idx)}")
+            also = f" and {tables_deleted} of their tables" if tables_deleted else ""
+            out.print(f"[green]deleted {report.deleted}[/] passages{what}{also}; the index now holds {len(idx)}")
+
+
+def _delete_document_tables(idx: PassageIndex, docs: list[str]) -> int:
+    """The real tables read from the deleted documents (`DOC#table-N`) deleted with them."""
+    from amsrag.indexing.tables import document_table_ids
+
+    stored = idx.tables() if docs else None
+    found = sorted(document_table_ids(stored.table_ids(), docs)) if stored is not None else []
+    return idx.delete_tables(found).deleted if found else 0
 
 
 @index_app.command("check")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,7 @@ import numpy as np
 from amsrag.embed.encoder import passage_text_for_embedding
 from amsrag.errors import InputError
 from amsrag.indexing.document_meta import document_title, file_meta, given_tags
-from amsrag.indexing.tables import read_table_inputs
+from amsrag.indexing.tables import document_table_ids, read_table_inputs
 from amsrag.indexing.themes import refresh_themes
 from amsrag.ingest.api import FileReader, IdRegistry, InputRoot, SourceFile, input_roots, source_files
 from amsrag.ingest.formats import PassedOver, printable_path
@@ -37,6 +37,7 @@ from amsrag.store.base import PassageIndex
 from amsrag.store.documents import Document, DocumentMeta
 from amsrag.store.writes import with_language
 from amsrag.structured.catalog import TableWriteReport
+from amsrag.structured.table import Table
 from amsrag.types import Passage
 
 log = logging.getLogger("amsrag.indexing")
@@ -175,6 +176,7 @@ class Job:
         self.report = JobReport()
         self.doc_ids: set[str] = set()  # documents met by `scan`
         self.skipped: set[str] = set()  # keys of the files `scan` left out (SkippedDocument)
+        self.file_tables: dict[str, list[Table]] = {}  # the real tables of each document file `scan` read, by key
 
     def job_file(self, root: InputRoot, source: SourceFile, fingerprint: str) -> JobFile:
         """A file of `root` with its tags: the command's and those its folder's sidecar gives its path."""
@@ -197,9 +199,11 @@ class Job:
         t = time.perf_counter()
         with self.progress.task("read: chunk files", len(files)) as adv:
             for f in files:
+                found: list[Table] = []
                 try:
-                    read = list(self.reader.passages(f.source))
+                    read = list(self.reader.passages(f.source, found))
                     self.file_meta[f.source.key] = file_meta(f.source, f.tags)
+                    self.file_tables[f.source.key] = found
                 except SkippedDocument as exc:
                     self.skip(f, exc.reason)
                     read = []
@@ -229,6 +233,10 @@ class Job:
                      f"interrupted run); embedding the other {len(need)}")
         self.report.seconds["read"] = time.perf_counter() - t
         return need
+
+    def document_tables(self) -> list[Table]:
+        """The real tables of the document files `scan` read (HTML, DOCX), in file order."""
+        return [t for tables in self.file_tables.values() for t in tables]
 
     def passed_over(self, root: InputRoot, files: PassedOver) -> None:
         """The files of a folder that were not read (unsupported format, ...): counted in the report."""
@@ -339,14 +347,18 @@ def ingest_inputs(index: PassageIndex, inputs: Sequence[Path | str], fmt: str = 
                   for s in source_files(root, fmt, bool(tables.tables), passed_over)]
         job.passed_over(root, passed_over)
     need = job.scan(files)
-    if not job.report.received and not tables.tables:
+    if not job.report.received and not tables.tables and not job.document_tables():
         raise InputError(f"empty corpus: no passages or tables found in {', '.join(map(str, inputs))}; nothing was "
                          f"added")
-    if tables.tables:
-        job.report.table_rows_padded += sum(t.padded_rows for t in tables.tables)
-        job.report.count_tables(index.put_tables(tables.tables, replace=replace))
-        job.say(f"tables: {len(tables.tables)} read from {len(tables.files)} file(s); {job.report.tables_added} new, "
-                f"{job.report.tables_replaced} replaced, {job.report.tables_unchanged} unchanged")
+    found = [*tables.tables, *job.document_tables()]
+    if found:
+        job.report.table_rows_padded += sum(t.padded_rows for t in found)
+        job.report.count_tables(index.put_tables(found, replace=replace))
+        job.say(f"tables: {len(found)} read from {len(tables.files) + sum(map(bool, job.file_tables.values()))} "
+                f"file(s); {job.report.tables_added} new, {job.report.tables_replaced} replaced, "
+                f"{job.report.tables_unchanged} unchanged")
+    if replace:
+        drop_stale_document_tables(job, job.file_tables.keys(), {t.table_id for t in found})
     batch_size = index.config.ingest.batch_passages
     with job.progress.task("dense: embed", len(need)) as adv:
         if replace:
@@ -370,6 +382,17 @@ def ingest_inputs(index: PassageIndex, inputs: Sequence[Path | str], fmt: str = 
     refresh_derived(job)
     job.report.seconds["total"] = time.perf_counter() - t0
     return job.report
+
+
+def drop_stale_document_tables(job: Job, keys: Iterable[str], present: set[str]) -> None:
+    """Delete the stored tables of the document files `keys` (`<key>#table-N`) that are not in `present`: a
+    document's tables are replaced with it."""
+    stored = job.index.tables()
+    if stored is None:
+        return
+    stale = document_table_ids(stored.table_ids(), keys) - present
+    if stale:
+        job.report.tables_deleted += job.index.delete_tables(sorted(stale)).deleted
 
 
 def _completed(f: JobFile, batch: list[Passage], skipped: set[str]) -> dict[str, tuple[str, str]]:

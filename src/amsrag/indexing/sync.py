@@ -17,7 +17,7 @@ from pathlib import Path
 from amsrag.errors import InputError
 from amsrag.indexing.document_meta import file_meta
 from amsrag.indexing.job import Job, JobFile, JobReport, Notice, refresh_derived, replace_files
-from amsrag.indexing.tables import read_table_inputs
+from amsrag.indexing.tables import document_table_ids, read_table_inputs
 from amsrag.ingest.api import InputRoot, input_roots, source_files
 from amsrag.ingest.formats import PassedOver
 from amsrag.progress import Progress
@@ -44,6 +44,7 @@ def sync_folders(index: PassageIndex, folders: Sequence[Path | str], fmt: str = 
     gone: list[str] = []
     held: dict[str, list[str]] = {}  # documents stored from each changed file: kept when it is skipped now
     retagged: dict[str, DocumentMeta] = {}  # documents of unchanged files whose row alone changes
+    unchanged: set[str] = set()  # keys of the files not read again
     for root in roots:
         by_source = _stored_by_source(index.documents(prefix=f"{root.name}/"))
         passed_over: PassedOver = []
@@ -55,6 +56,7 @@ def sync_folders(index: PassageIndex, folders: Sequence[Path | str], fmt: str = 
             f = job.job_file(root, src, fp)
             if stored and all(d.content_hash == fp for d in stored):
                 job.report.documents_unchanged += len(stored)
+                unchanged.add(src.key)
                 retagged.update(_changed_rows(job, f, stored))
                 continue
             changed.append(f)
@@ -66,7 +68,7 @@ def sync_folders(index: PassageIndex, folders: Sequence[Path | str], fmt: str = 
     need = job.scan(changed) if changed else []
     kept = {doc_id for key in job.skipped for doc_id in held.get(key, ())}
     deletions = sorted(set(gone) - job.doc_ids - kept)
-    _sync_tables(job, roots, tables.tables, delete)
+    _sync_tables(job, roots, tables.tables, delete, unchanged)
     with job.progress.task("dense: embed", len(need)) as adv:
         if changed or deletions:
             replace_files(job, changed, index.config.ingest.batch_passages, adv, delete=deletions)
@@ -77,21 +79,28 @@ def sync_folders(index: PassageIndex, folders: Sequence[Path | str], fmt: str = 
     return job.report
 
 
-def _sync_tables(job: Job, roots: Sequence[InputRoot], tables: Sequence[Table], delete: bool) -> None:
-    """Tables of the folders written (unchanged ones skipped by content hash); with `delete`, stored tables of
-    these folders whose file is gone are deleted."""
+def _sync_tables(job: Job, roots: Sequence[InputRoot], tables: Sequence[Table], delete: bool,
+                 unchanged: set[str]) -> None:
+    """Tables of the folders' table files and of the document files read again written (unchanged ones skipped by
+    content hash); the tables a re-read document no longer holds deleted with it; with `delete`, stored tables of
+    these folders whose file is gone deleted too (those of `unchanged` and skipped document files are kept)."""
     index = job.index
-    if tables:
-        job.report.table_rows_padded += sum(t.padded_rows for t in tables)
-        job.report.count_tables(index.put_tables(tables, replace=True))
+    found = [*tables, *job.document_tables()]
+    if found:
+        job.report.table_rows_padded += sum(t.padded_rows for t in found)
+        job.report.count_tables(index.put_tables(found, replace=True))
     stored = index.tables()
-    if not delete or stored is None:
+    if stored is None:
         return
-    present = {t.table_id for t in tables}
-    prefixes = tuple(f"{root.name}/" for root in roots)
-    vanished = [tid for tid in stored.table_ids() if tid.startswith(prefixes) and tid not in present]
-    if vanished:
-        job.report.tables_deleted += index.delete_tables(vanished).deleted
+    present = {t.table_id for t in found}
+    ids = stored.table_ids()
+    doomed = document_table_ids(ids, job.file_tables.keys()) - present
+    if delete:
+        kept = document_table_ids(ids, unchanged | job.skipped)
+        prefixes = tuple(f"{root.name}/" for root in roots)
+        doomed |= {tid for tid in ids if tid.startswith(prefixes) and tid not in present and tid not in kept}
+    if doomed:
+        job.report.tables_deleted += index.delete_tables(sorted(doomed)).deleted
 
 
 def _changed_rows(job: Job, f: JobFile, stored: list[DocumentInfo]) -> dict[str, DocumentMeta]:

@@ -3,11 +3,12 @@ JSONL files, read (and so validated) before anything is written, then stored in 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from amsrag.ingest.api import InputRoot
+from amsrag.ingest.document_tables import TABLE_MARK
 from amsrag.ingest.tables import TABLE_SUFFIXES, read_jsonl_tables, read_table_file, table_files
 from amsrag.structured.table import Table
 
@@ -61,3 +62,14 @@ def read_table_inputs(roots: Sequence[InputRoot]) -> TableInputs:
         if root.path.is_dir() or not is_table_file(root.path):
             passage_roots.append(root)
     return TableInputs(tables, files, passage_roots)
+
+
+def document_table_ids(table_ids: Iterable[str], keys: Iterable[str]) -> set[str]:
+    """The ids among `table_ids` of tables read from the document files `keys` (`<key>#table-N`)."""
+    wanted = set(keys)
+    out = set()
+    for tid in table_ids:
+        key, mark, n = tid.rpartition(TABLE_MARK)
+        if mark and n.isdigit() and key in wanted:
+            out.add(tid)
+    return out

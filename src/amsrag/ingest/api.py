@@ -12,10 +12,12 @@ from amsrag.embed.tokens import TokenCounter
 from amsrag.errors import InputError
 from amsrag.ingest.blocks import document_passages
 from amsrag.ingest.datasets import load_dataset
+from amsrag.ingest.document_tables import document_tables
 from amsrag.ingest.documents import read_document
 from amsrag.ingest.formats import DATASET_FORMATS, PassedOver, check_format, detect_format, directory_files
 from amsrag.ingest.parsers import DOCUMENT_FORMATS, ParseBudget, parse_document
 from amsrag.ingest.readers import check_size, file_fingerprint, read_passage_jsonl
+from amsrag.structured.table import Table
 from amsrag.types import Passage, QASet, passage_id_for
 
 
@@ -152,8 +154,8 @@ class FileReader:
             self._counter = TokenCounter()
         return self._counter
 
-    def passages(self, source: SourceFile) -> Iterator[tuple[str, Passage]]:
-        """(place, passage) of one file."""
+    def passages(self, source: SourceFile, tables: list[Table] | None = None) -> Iterator[tuple[str, Passage]]:
+        """(place, passage) of one file; the real tables of a document file are added to `tables` when given."""
         path, fmt = source.path, source.fmt
         if self.max_file_mb is not None:
             check_size(path, self.max_file_mb)
@@ -166,6 +168,8 @@ class FileReader:
                 yield f"{path} (chunk {passage.metadata['chunk']})", passage
         elif fmt in DOCUMENT_FORMATS:
             parsed = parse_document(path, fmt, self.budget)
+            if tables is not None:
+                tables += document_tables(parsed, source.key, source.source, fmt)
             for passage in document_passages(parsed, source.key, source.source, fmt, self.chunking, self.counter):
                 yield f"{path} (chunk {passage.metadata['chunk']})", passage
         else:

@@ -2,7 +2,8 @@
 
 The document's extracted text is its blocks joined by blank lines; every passage is a slice of it
 (`char_start`, `char_end`). Passages never cross a heading: each carries its heading path (`section`,
-the headings below the title heading joined by " › ") and, for paged formats, the 1-based `page` it
+the headings below the title heading joined by " › "), its heading's `anchor` when the format has one (an
+HTML id: the citation's url opens the page there) and, for paged formats, the 1-based `page` it
 starts on (`page_end` when it runs onto a later one). Within a section, a run of paragraphs (in a PDF
 across page breaks, which join as line breaks) is one passage when it fits the token budget, else cut by
 the sentence chunker (`chunking.chunk_spans`, with its overlap); a list, code block or table is kept
@@ -57,6 +58,7 @@ class _Placed:
 class _Section:
     path: tuple[str, ...]
     blocks: list[_Placed]
+    anchor: str | None = None  # its own heading's (never an enclosing heading's)
 
 
 def _line_spans(text: str, start: int, kind: str) -> list[tuple[int, int]]:
@@ -172,13 +174,13 @@ def _sections(doc: ParsedDocument, counter: TokenCounter, starts: Sequence[int])
     sections = [_Section((), [])]
     for block, start, tokens in zip(doc.blocks, starts, counts, strict=True):
         if block.kind == "heading" and " ".join(block.text.split()) == doc.title and not stack:
-            sections.append(_Section((), []))  # the document's title heading: the path starts below it
+            sections.append(_Section((), [], block.anchor))  # the document's title heading: the path starts below it
             continue
         if block.kind == "heading":
             while stack and stack[-1][0] >= block.level:
                 stack.pop()
             stack.append((block.level, " ".join(block.text.split())))
-            sections.append(_Section(tuple(h for _, h in stack), []))
+            sections.append(_Section(tuple(h for _, h in stack), [], block.anchor))
             continue
         if block.text.strip():
             sections[-1].blocks.append(_Placed(block, start, tokens))
@@ -199,6 +201,8 @@ def document_passages(doc: ParsedDocument, doc_id: str, source: str, fmt: str, c
             meta: dict[str, Any] = {**(metadata or {}), "source": source, "type": fmt, "chunk": len(passages),
                                     "section": SECTION_JOIN.join(section.path), "char_start": start,
                                     "char_end": end}
+            if section.anchor:
+                meta["anchor"] = section.anchor
             pages = [p for u in run for p in (u.first_page, u.last_page) if p is not None]
             if pages:
                 meta["page"] = min(pages)

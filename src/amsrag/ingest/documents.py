@@ -15,23 +15,25 @@ from amsrag.ingest.readers import base_name, clean_text, iter_text_blocks, read_
 from amsrag.text.citations import SECTION_JOIN
 from amsrag.types import Passage
 
+_Piece = tuple[str, str, str, str | None]  # passage title, section heading path, section text, anchor
 
-def _file_sections(path: Path, fmt: str, fallback_title: str) -> Iterator[tuple[str, str, str]]:
-    """(passage title, section heading, section text) of a file, in order. Plain text is read as a
-    stream of pieces ending at blank lines (a chunk never spans two pieces); Markdown as a whole."""
+
+def _file_sections(path: Path, fmt: str, fallback_title: str) -> Iterator[_Piece]:
+    """(passage title, section heading path, section text, its heading's anchor) of a file, in order. Plain text
+    is read as a stream of pieces ending at blank lines (a chunk never spans two pieces); Markdown as a whole."""
     if fmt == "text":
         for _, piece in iter_text_blocks(path):
-            yield fallback_title, "", _normalise(piece)
+            yield fallback_title, "", _normalise(piece), None
         return
     yield from _sections(read_text(path), fmt, fallback_title)
 
 
-def _sections(source: str, fmt: str, fallback_title: str) -> Iterator[tuple[str, str, str]]:
+def _sections(source: str, fmt: str, fallback_title: str) -> Iterator[_Piece]:
     source = _normalise(source)
     if not source.strip():
         return
     if fmt == "text":
-        yield fallback_title, "", source
+        yield fallback_title, "", source, None
         return
     doc_title, sections = parse_markdown(source, fallback_title)
     title_section = next((s for s in sections if s.level == 1 and s.heading == doc_title), None)
@@ -42,24 +44,27 @@ def _sections(source: str, fmt: str, fallback_title: str) -> Iterator[tuple[str,
             path.pop()
         if section.heading and not is_title:
             path.append((section.level, section.heading))
-        yield section_title(doc_title, section, is_title), SECTION_JOIN.join(h for _, h in path), section.text
+        yield (section_title(doc_title, section, is_title), SECTION_JOIN.join(h for _, h in path), section.text,
+               section.anchor)
 
 
 def _normalise(text: str) -> str:
     return clean_text(text.replace("\r\n", "\n").replace("\r", "\n"))
 
 
-def _chunked(sections: Iterable[tuple[str, str, str]], doc_id: str, fmt: str, chunking: ChunkConfig | None,
+def _chunked(sections: Iterable[_Piece], doc_id: str, fmt: str, chunking: ChunkConfig | None,
              counter: TokenCounter | None, metadata: dict[str, Any], where: str) -> Iterator[Passage]:
     config = chunking or ChunkConfig()
     counter = counter or TokenCounter()
     n = 0
     blank = True
-    for title, heading, text in sections:
+    for title, heading, text, anchor in sections:
         blank = blank and fmt != "markdown" and not text.strip()  # a Markdown section: the document has text
         for chunk in iter_chunks(text, config, counter):
-            yield Passage(id=f"{doc_id}#{n}", text=chunk, title=title, doc_id=doc_id,
-                          metadata={**metadata, "chunk": n, "section": heading})
+            meta = {**metadata, "chunk": n, "section": heading}
+            if anchor:
+                meta["anchor"] = anchor
+            yield Passage(id=f"{doc_id}#{n}", text=chunk, title=title, doc_id=doc_id, metadata=meta)
             n += 1
     if n == 0 and blank:
         raise InputError(f"{where} no text (it is empty, or holds only whitespace and control characters); "

@@ -2,13 +2,15 @@
 
 Kept: the text of paragraphs, list items, quotes, table cells, link texts and code blocks.
 Dropped: images, HTML tags and comments, link reference definitions, front matter, thematic
-breaks, emphasis markers. The document title is the first level-1 heading, else the fallback.
+breaks, emphasis markers. The document title is the first level-1 heading, else the fallback. Each
+heading's anchor is the slug GitHub (and GitLab, and most renderers after them) gives it: `heading_slugs`.
 """
 
 from __future__ import annotations
 
 import html
 import re
+import unicodedata
 from dataclasses import dataclass, field
 
 from amsrag.text.citations import SECTION_JOIN
@@ -45,11 +47,33 @@ def strip_inline(text: str) -> str:
     return html.unescape(text)
 
 
+def _slug_char(c: str) -> bool:
+    return c in " -" or unicodedata.category(c)[0] in "LMN" or unicodedata.category(c) == "Pc"
+
+
+class HeadingSlugs:
+    """GitHub's heading anchors (github-slugger): the heading text lowercased, every character but letters,
+    marks, numbers, `_`, `-` and spaces removed, spaces made `-`; a slug met before gets `-1`, `-2`, ..."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, int] = {}
+
+    def slug(self, heading: str) -> str:
+        base = "".join(c for c in heading.lower() if _slug_char(c)).replace(" ", "-")
+        result = base
+        while result in self.seen:
+            self.seen[base] += 1
+            result = f"{base}-{self.seen[base]}"
+        self.seen[result] = 0
+        return result
+
+
 @dataclass(slots=True)
 class Section:
     heading: str  # "" before the first heading
     level: int  # 0 before the first heading
     lines: list[str] = field(default_factory=list)
+    anchor: str | None = None  # the heading's slug (None before the first heading and for an empty heading)
 
     @property
     def text(self) -> str:
@@ -94,11 +118,13 @@ def _setext_level(line: str, previous: str | None) -> int:
 class _Parser:
     def __init__(self) -> None:
         self.sections: list[Section] = [Section("", 0)]
+        self.slugs = HeadingSlugs()
         self.fence: str | None = None
         self.previous: str | None = None  # the last raw paragraph line, a setext candidate
 
     def heading(self, text: str, level: int) -> None:
-        self.sections.append(Section(strip_inline(text).strip(), level))
+        heading = strip_inline(text).strip()
+        self.sections.append(Section(heading, level, anchor=self.slugs.slug(heading) or None))
         self.previous = None
 
     def feed(self, line: str) -> None:

@@ -1,5 +1,6 @@
 """The MCP server over one index: tools `search`, `ask` and `get_passage` with typed, bounded inputs (the index's
-[serve] limits: question length, k, engine calls at once, seconds per call), over stdio or streamable HTTP. Over
+[serve] limits: question length, k, engine calls at once, seconds per call; `where`: the HTTP API's metadata filter),
+over stdio or streamable HTTP. Over
 HTTP the service's key rules hold: API keys ($AMSRAG_API_KEYS or [serve] api_keys, Bearer or X-API-Key) and none
 needed only on loopback.
 
@@ -18,11 +19,22 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from amsrag.api import Citation, Index, route_of
 from amsrag.config import ServeConfig
 from amsrag.errors import AmsragError
+from amsrag.filters import Where
 from amsrag.integrations.passages import retrieved
-from amsrag.mcp.tools import AskOut, AskPartOut, PassageOut, RouteOut, ScoredPassageOut, SearchOut, StoredPassageOut
+from amsrag.mcp.tools import (
+    AskOut,
+    AskPartOut,
+    PassageOut,
+    RouteOut,
+    ScoredPassageOut,
+    SearchOut,
+    StoredPassageOut,
+    WhereIn,
+)
 from amsrag.pipeline.systems import SYSTEMS
 from amsrag.serve.errors import ApiError, error_response
 from amsrag.serve.limits import KeyCheck
+from amsrag.types import Passage
 from amsrag.version import __version__
 
 INSTRUCTIONS = ("Search and question an amsrag index: `search` returns the passages adaptive retrieval finds, "
@@ -59,32 +71,55 @@ def build_server(index: Index, limits: ServeConfig) -> MCPServer:
         if system not in systems:
             raise ToolError(f"unknown system {system!r}; choose from {', '.join(systems)}")
 
+    def scope(where: WhereIn | None) -> Where | None:
+        """The filter of a call (None when it filters nothing); a malformed one is the tool's error."""
+        if where is None:
+            return None
+        try:
+            return where.parsed() or None
+        except AmsragError as exc:
+            raise ToolError(str(exc)) from None
+
+    Filter = Annotated[WhereIn | None, Field(description="only passages this metadata filter allows (as the HTTP "
+                                                         "API's `where`); fields AND, values OR")]
+
     @server.tool(description="Passages the index holds for a question, best first, found by adaptive retrieval "
                              "(routing, several retrievers, fusion), with the route taken.")
     async def search(query: Question, k: Annotated[int | None, Field(
             ge=1, le=limits.max_k, description="passages to return (default: the route's own number)")] = None,
-                     system: System = "full") -> SearchOut:
+                     system: System = "full", where: Filter = None) -> SearchOut:
         check_system(system)
-        result = await bounded(engine.retrieve, query, system, k)
+        w = scope(where)
+        result = await bounded(lambda: engine.retrieve(query, system, k, where=w))
         passages = [ScoredPassageOut.retrieved(r) for r in retrieved(engine, result)]
         return SearchOut(query=result.query, passages=passages, route=RouteOut.of(route_of(result.trace)))
 
     @server.tool(description="Answer a question from the index: the answer, the passages it cites (with their "
                              "source, page and section), whether it abstained, and the route taken.")
-    async def ask(question: Question, system: System = "full") -> AskOut:
+    async def ask(question: Question, system: System = "full", where: Filter = None) -> AskOut:
         check_system(system)
-        result = await bounded(engine.ask, question, system)
+        w = scope(where)
+        result = await bounded(lambda: engine.ask(question, system, where=w))
         return AskOut(question=result.query, answer=result.answer, abstained=result.abstained,
                       flagged=result.flagged, citations=[PassageOut.of(c) for c in index.citations(result)],
                       route=RouteOut.of(route_of(result.trace)),
                       parts=[AskPartOut(question=p.query, answer=p.answer, abstained=p.abstained, citations=p.citations)
                              for p in result.parts])
 
-    @server.tool(description="A stored passage by its id (as `search` and `ask` return them), with its metadata.")
-    async def get_passage(id: Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS)]) -> StoredPassageOut:
+    def allowed(passage: Passage, w: Where) -> bool:
+        doc = index.engine.index.documents(prefix=passage.doc_id).get(passage.doc_id) if w.reads_documents else None
+        return w.matches(passage, doc)
+
+    @server.tool(description="A stored passage by its id (as `search` and `ask` return them), with its metadata; "
+                             "with `where`, only when the filter allows it.")
+    async def get_passage(id: Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS)],
+                          where: Filter = None) -> StoredPassageOut:
+        w = scope(where)
         passage = await bounded(index.passage, id)
         if passage is None:
             raise ToolError(f"no passage with id {id!r} in {index.location}")
+        if w is not None and not await bounded(allowed, passage, w):
+            raise ToolError(f"passage {id!r} is outside the filter {w.to_dict()}")
         c = Citation.of(passage)
         return StoredPassageOut(id=c.id, title=c.title, text=c.text, source=c.source, page=c.page,
                                 section=c.section, doc_id=passage.doc_id, metadata=passage.metadata)

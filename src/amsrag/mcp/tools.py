@@ -1,13 +1,43 @@
-"""The MCP tools' typed results (their output schemas), built from the engine's own objects."""
+"""The MCP tools' typed `where` input and typed results (their output schemas), built from the engine's own objects."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from amsrag.api import Citation, Route
+from amsrag.filters import Where
 from amsrag.integrations.passages import Retrieved
+
+Values = list[str] | str | None
+
+
+class ModifiedIn(BaseModel):
+    """Bounds on the document file's last modification (UTC), all of which hold."""
+
+    model_config = ConfigDict(extra="forbid")
+    gte: str | None = Field(None, description="on or after: YYYY-MM-DD or YYYY-MM-DDTHH:MM[:SS][Z|±HH:MM]")
+    gt: str | None = Field(None, description="after (a date: from the next day on)")
+    lte: str | None = Field(None, description="on or before (a date: the whole day)")
+    lt: str | None = Field(None, description="before")
+
+
+class WhereIn(BaseModel):
+    """Only the passages this metadata filter allows, as the HTTP API's `where` (docs/metadata-filters.md):
+    fields AND together, the values of one field OR; a field takes a list or a single string."""
+
+    model_config = ConfigDict(extra="forbid")
+    source: Values = Field(None, description="globs of the file's path inside its folder or of its document key "
+                                             "(`guides/*.pdf`; `*` also matches `/`)")
+    type: Values = Field(None, description="input formats: pdf, html, docx, pptx, markdown, text")
+    doc: Values = Field(None, description="globs of the document key (`NAME/relative/path`)")
+    tag: Values = Field(None, description="document tags, any of them (exact, case-sensitive)")
+    modified: ModifiedIn | None = None
+
+    def parsed(self) -> Where:
+        """The filter; an `InputError` naming what is wrong (an unknown type, a date that is not one, ...)."""
+        return Where.from_json(self.model_dump(exclude_none=True))
 
 
 class RouteOut(BaseModel):

@@ -280,7 +280,8 @@ def create_app(service: Service, warm: bool = True) -> FastAPI:
                                              "and other active types sandboxed)", "content": {"*/*": {}}}},
              summary="A cited source file of a served folder (`amsrag serve --sources`); citations' `url`",
              description="The file PATH of the folder served under NAME (`amsrag serve --sources [NAME=]DIR`, and "
-             "every `--watch` folder), read-only: the target of a citation's `url` (`#page=N` for a PDF). Only "
+             "every `--watch` folder), read-only: the target of a citation's `url` (`#page=N` for a PDF, `#ANCHOR` "
+             "for the section of an HTML or Markdown file). Only "
              "files inside that folder that the index holds as document `NAME/PATH`; `..`, absolute paths, "
              "symlinks leading out, directories, missing files and unknown names are 404. Sent with its content "
              "type, `X-Content-Type-Options: nosniff`, and `Content-Security-Policy: sandbox` for anything but a "

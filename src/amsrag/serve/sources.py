@@ -13,6 +13,7 @@ from urllib.parse import quote
 
 from amsrag.errors import InputError
 from amsrag.ingest.api import InputRoot
+from amsrag.text.citations import fragment
 
 PREFIX = "/v1/sources/"
 # Shown inline without a sandbox: browsers run no script in these (a PDF viewer needs no sandbox, and refuses one).
@@ -48,7 +49,8 @@ class SourceRoots:
         return bool(self.roots)
 
     def url(self, doc_id: str | None, metadata: Mapping[str, Any]) -> str | None:
-        """`/v1/sources/NAME/PATH[#page=N]` for a passage of a served folder's file, else None."""
+        """`/v1/sources/NAME/PATH[#page=N|#ANCHOR]` for a passage of a served folder's file (at its page, else at
+        its section's anchor: `amsrag.text.citations.fragment`), else None."""
         source = metadata.get("source")
         if not doc_id or not isinstance(source, str) or not source:
             return None
@@ -56,8 +58,7 @@ class SourceRoots:
         if not sep or rel != source or name not in self.roots:
             return None
         url = PREFIX + quote(name, safe="") + "/" + quote(rel, safe="/")
-        page = metadata.get("page")
-        return f"{url}#page={page}" if isinstance(page, int) and not isinstance(page, bool) else url
+        return url + fragment(metadata)
 
     def resolve(self, name: str, rel: str) -> Path | None:
         """The file at `rel` inside the root `name`; None for anything else (no root of that name, a path that

@@ -1,15 +1,18 @@
 """Where a passage came from, as a reader opens it: `admin-guide.pdf p. 14 · Installation › Building from source`.
 
-Read from the passage metadata that document ingest writes (`source`, `page`, `page_end`, `section`,
-`char_start`, `char_end`); passages without a `source` (data sets, passage JSONL) have no citation.
+Read from the passage metadata that document ingest writes (`source`, `page`, `page_end`, `section`, `anchor`,
+`char_start`, `char_end`); passages without a `source` (data sets, passage JSONL) have no citation. `anchor` is the
+fragment that opens the source at the passage's section (an HTML heading's id, a Markdown heading's slug).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import quote
 
-CITATION_KEYS = ("source", "page", "page_end", "section", "char_start", "char_end")
+CITATION_KEYS = ("source", "page", "page_end", "section", "anchor", "char_start", "char_end")
+FRAGMENT_SAFE = "-._~!$&'()*+,;=:@/?"  # what a URL fragment may hold as it is (RFC 3986); the rest %-encoded
 SECTION_JOIN = " › "  # between the headings of a section path, in `section` and in a passage's title
 
 
@@ -38,3 +41,15 @@ def citation_of(metadata: Mapping[str, Any]) -> dict[str, Any] | None:
     if not label:
         return None
     return {**{k: metadata[k] for k in CITATION_KEYS if metadata.get(k) not in (None, "")}, "label": label}
+
+
+def fragment(metadata: Mapping[str, Any]) -> str:
+    """The place in the source file a citation opens: `#page=N` for a passage with a page, else `#ANCHOR` for one
+    with a section anchor, else ""."""
+    page = metadata.get("page")
+    if isinstance(page, int) and not isinstance(page, bool):
+        return f"#page={page}"
+    anchor = metadata.get("anchor")
+    if isinstance(anchor, str) and anchor:
+        return "#" + quote(anchor, safe=FRAGMENT_SAFE)
+    return ""

@@ -17,14 +17,27 @@ BlockKind = Literal["heading", "text", "list", "code", "table"]
 
 
 @dataclass(frozen=True, slots=True)
+class Grid:
+    """A real table's cells (`amsrag.ingest.parsers.grids.real_grid`): one header row, rectangular data rows."""
+
+    header: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    caption: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Block:
     """One unit of a document: a heading (with its level, 1 = top), a paragraph run, a whole list, a code
-    block or a table rendered as `cell | cell` rows. `page` is 1-based (PDF pages, slides), None without."""
+    block or a table rendered as `cell | cell` rows. `page` is 1-based (PDF pages, slides), None without.
+    A heading's `anchor` is the fragment that opens the document at it (an HTML id), None when it has none;
+    a table's `grid` its cells when it is a real table (it goes to the table store too)."""
 
     kind: BlockKind
     text: str
     level: int = 0
     page: int | None = None
+    anchor: str | None = None
+    grid: Grid | None = None
 
 
 @dataclass(slots=True)

@@ -1,7 +1,8 @@
 """Word (.docx) by python-docx and PowerPoint (.pptx) by python-pptx (both MIT; the `documents` extra).
 
 DOCX: paragraphs in body order; styles `Title` / `Heading N` are headings, list styles and numbered
-paragraphs (`List …` styles) one list block per run, code styles a code block, tables `cell | cell` rows. No pages (Word
+paragraphs (`List …` styles) one list block per run, code styles a code block, tables `cell | cell` rows (with
+their grid when real tables; a layout table's content read as blocks: `docx_tables`). No pages (Word
 lays them out at display time). PPTX: one page per slide; its title a level-1 heading, its other text
 frames text (indented paragraphs as lists), its tables and its notes after them.
 
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from amsrag.ingest.parsers.base import Block, ParseBudget, ParsedDocument, SkippedDocument, TextBudget, mib
+from amsrag.ingest.parsers.docx_tables import docx_grid, is_layout, layout_blocks, style_name
 
 _HEADING_STYLE = re.compile(r"^heading\s*(\d)$", re.IGNORECASE)
 _CODE_STYLES = ("code", "source", "preformatted", "verbatim", "macro text")
@@ -54,13 +56,6 @@ def _open_with(path: Path, kind: str, opener: Any) -> Any:
         raise SkippedDocument(path, f"corrupt {kind} ({type(exc).__name__}: {exc})") from None
 
 
-def _style_name(paragraph: Any) -> str:
-    try:
-        return str(paragraph.style.name or "") if paragraph.style is not None else ""
-    except (KeyError, AttributeError):
-        return ""
-
-
 def _docx_rows(table: Any) -> str:
     rows = []
     for row in table.rows:
@@ -96,12 +91,15 @@ def parse_docx(path: Path, budget: ParseBudget) -> ParsedDocument:
     for item in document.iter_inner_content():
         if not hasattr(item, "style") or hasattr(item, "rows"):
             flush()
+            if is_layout(item):
+                blocks += layout_blocks(item, text_budget)
+                continue
             rows = _docx_rows(item)
             if rows:
-                blocks.append(Block("table", text_budget.take(rows)))
+                blocks.append(Block("table", text_budget.take(rows), grid=docx_grid(item)))
             continue
         text = text_budget.take(item.text.strip())
-        style = _style_name(item)
+        style = style_name(item)
         heading = _HEADING_STYLE.match(style)
         kind = "code" if any(s in style.lower() for s in _CODE_STYLES) else "list" if "list" in style.lower() else ""
         if kind and pending and kind != pending_kind:

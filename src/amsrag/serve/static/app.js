@@ -162,8 +162,8 @@ function renderAnswer(result) {
 
 // ---------------------------------------------------------------- cited source files
 
-// A link to the cited file as the server serves it (citation.url: /v1/sources/NAME/PATH[#page=N]), or null.
-// Opened in a new tab; PDFs at the cited page. With an API key the file is fetched with it (a link cannot
+// A link to the cited file as the server serves it (citation.url: /v1/sources/NAME/PATH[#page=N or #ANCHOR]), or null.
+// Opened in a new tab; PDFs at the cited page, HTML at the cited section. With an API key the file is fetched with it (a link cannot
 // send one) and shown from a blob: a PDF or an image as itself, anything else as plain text, never as a page.
 function sourceLink(citation) {
   if (!citation || !citation.url) return citation ? el("span", { class: "muted" }, citation.label) : null;

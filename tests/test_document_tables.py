@@ -1,0 +1,189 @@
+"""Real tables found in HTML and DOCX go to the table store (the structured route answers over them) as well as
+to the passage index as text; layout tables and tables without a header are text only; a document's tables are
+replaced and deleted with it. Fixtures: tests/fixtures/documents (observatories.html, fleet.docx; SOURCES.md)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from amsrag.cli import app
+from amsrag.indexing.tables import document_table_ids
+from amsrag.ingest.document_tables import document_tables
+from amsrag.ingest.parsers import parse_document
+from amsrag.ingest.parsers.grids import real_grid
+from amsrag.ingest.parsers.html_tables import expand_spans
+from amsrag.store import EmbeddedIndex
+
+DOCS = Path(__file__).parent / "fixtures" / "documents"
+runner = CliRunner()
+
+
+# ---------------------------------------------------------------- the rule
+
+
+def test_real_grid_needs_a_header_two_columns_two_data_rows_and_rectangular_rows() -> None:
+    header, rows = ["Name", "Score"], [["a", "1"], ["b", "2"]]
+    grid = real_grid(header, rows, "Scores")
+    assert grid is not None and grid.header == ("Name", "Score") and grid.rows == (("a", "1"), ("b", "2"))
+    assert real_grid(["Name"], [["a"], ["b"]]) is None  # one column
+    assert real_grid(header, [["a", "1"]]) is None  # one data row
+    assert real_grid(header, [["a", "1"], ["", ""]]) is None  # a row without text does not count
+    assert real_grid(header, [["a", "1"], ["b"]]) is None  # ragged
+    assert real_grid(["", ""], rows) is None  # an empty header
+    assert real_grid(header, [["a", "x" * 20_000], ["b", "2"]]) is None  # past the store's cell limit
+
+
+def test_spans_repeat_a_cell_into_the_cells_it_covers() -> None:
+    rows = [[("H1", 1, 1), ("H2", 2, 1)], [("a", 1, 2), ("b", 1, 1), ("c", 1, 1)], [("d", 1, 1), ("e", 1, 1)]]
+    assert expand_spans(rows) == [["H1", "H2", "H2"], ["a", "b", "c"], ["a", "d", "e"]]
+    assert expand_spans([[("x", 1, 3)], [], [("y", 1, 1)]]) == [["x"], ["x"], ["x", "y"]]
+
+
+# ---------------------------------------------------------------- parsers
+
+
+def test_html_real_table_has_its_grid_layout_and_headerless_tables_do_not() -> None:
+    doc = parse_document(DOCS / "observatories.html", "html")
+    tables = [b for b in doc.blocks if b.kind == "table"]
+    assert len(tables) == 2  # the layout table's content is read as blocks, not as a table
+    real, contacts = tables
+    assert real.grid is not None and real.grid.caption == "Main telescopes"
+    assert real.grid.header == ("Observatory", "Aperture (cm)", "Founded", "Region")
+    assert real.grid.rows[1] == ("Brackenfell", "85", "1958", "North")  # rowspan repeated
+    assert "Hillcrest | 120 | 1931 | North" in real.text  # the text block stays as written
+    assert contacts.grid is None and contacts.text == "Post | Harbour Road 4\nRadio | Channel 14"
+    headings = [b.text for b in doc.blocks if b.kind == "heading"]
+    assert "Summer" in headings and "Winter" in headings  # the layout table's own headings
+    assert any(b.kind == "list" and "Closed for the whole of January" in b.text for b in doc.blocks)
+
+
+def test_html_layout_table_rules(tmp_path: Path) -> None:
+    def grids(body: str) -> list[object]:
+        page = tmp_path / "t.html"
+        page.write_text(f"<html><body><main><h1>T</h1>{body}</main></body></html>", encoding="utf-8")
+        return [b.grid for b in parse_document(page, "html").blocks if b.kind == "table"]
+
+    data = "<tr><th>A</th><th>B</th></tr><tr><td>1</td><td>2</td></tr><tr><td>3</td><td>4</td></tr>"
+    assert grids(f"<table>{data}</table>")[0] is not None  # a first row of th cells is the header
+    assert grids(f"<table role='presentation'>{data}</table>") == []  # a layout table: read as blocks
+    nested = "<tr><th>A</th><th>B</th></tr><tr><td><table><tr><td>x</td></tr></table></td><td>2</td></tr>"
+    assert all(g is None for g in grids(f"<table>{nested}</table>"))
+    assert grids("<table><tr><td>only</td></tr><tr><td>one column</td></tr></table>") == []
+    two_heads = "<thead><tr><th>A</th><th>B</th></tr><tr><th>a</th><th>b</th></tr></thead>"
+    assert grids(f"<table>{two_heads}<tr><td>1</td><td>2</td></tr><tr><td>3</td><td>4</td></tr></table>") == [None]
+    ragged = "<tr><th>A</th><th>B</th></tr><tr><td>1</td><td>2</td></tr><tr><td>3</td></tr>"
+    assert grids(f"<table>{ragged}</table>") == [None]
+
+
+def test_docx_real_table_has_its_grid_layout_and_headerless_tables_do_not() -> None:
+    doc = parse_document(DOCS / "fleet.docx", "docx")
+    tables = [b for b in doc.blocks if b.kind == "table"]
+    assert [t.grid is not None for t in tables] == [True, False]  # the register; the contacts (no header row)
+    grid = tables[0].grid
+    assert grid is not None and grid.header == ("Vessel", "Length (m)", "Built", "Crew", "Berth")
+    assert grid.rows[1] == ("Grey Heron", "31", "1975", "9", "North quay")  # a merged cell repeated
+    headings = [b.text for b in doc.blocks if b.kind == "heading"]
+    assert "Spring duties" in headings and "Autumn duties" in headings  # the layout table's content
+
+
+def test_document_tables_ids_titles_and_provenance() -> None:
+    doc = parse_document(DOCS / "observatories.html", "html")
+    (table,) = document_tables(doc, "kb/observatories.html", "observatories.html", "html")
+    assert table.table_id == "kb/observatories.html#table-1" and table.source == table.table_id
+    assert table.title == "Observatories of the north coast › Telescopes › Main telescopes"
+    assert table.metadata == {"document": "kb/observatories.html", "source": "observatories.html", "type": "html",
+                              "table": "1", "section": "Telescopes", "anchor": "telescopes"}
+    assert document_table_ids(["kb/a.html#table-1", "kb/a.html#table-x", "kb/b.xlsx#table-1", "kb/a.html"],
+                              ["kb/a.html"]) == {"kb/a.html#table-1"}
+
+
+# ---------------------------------------------------------------- end to end
+
+
+def _ask(idx: Path, question: str) -> dict:
+    r = runner.invoke(app, ["ask", question, "--index", str(idx), "--json", "--no-log"])
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def _sync(docs: Path, idx: Path) -> dict:
+    r = runner.invoke(app, ["index", "sync", str(docs), "--index", str(idx), "--json", "-q"])
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def _table_ids(idx: Path) -> list[str]:
+    with EmbeddedIndex.open(idx) as index:
+        tables = index.tables()
+        return sorted(tables.table_ids()) if tables is not None else []
+
+
+@pytest.mark.slow
+def test_build_answers_over_document_tables_and_sync_replaces_them_with_their_document(tmp_path: Path) -> None:
+    pytest.importorskip("docx")
+    docs = tmp_path / "kb"
+    docs.mkdir()
+    for name in ("observatories.html", "fleet.docx"):
+        shutil.copy(DOCS / name, docs / name)
+    idx = tmp_path / "idx"
+    r = runner.invoke(app, ["index", "build", str(docs), "--index", str(idx), "--json", "-q"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout.strip().splitlines()[-1])["tables"]["added"] == 2
+    # one table each: the layout tables and the tables without a header row give none
+    assert _table_ids(idx) == ["kb/fleet.docx#table-1", "kb/observatories.html#table-1"]
+
+    widest = _ask(idx, "Which observatory has the largest aperture?")
+    assert widest["trace"]["strategy"] == "table" and widest["answer"] == "Saltmarsh Point"
+    assert widest["citations"] == ["kb/observatories.html#table-1#row=2"]
+    crew = _ask(idx, "Which vessel has the highest crew?")
+    assert crew["trace"]["strategy"] == "table" and crew["answer"] == "Grey Heron"
+
+    r = runner.invoke(app, ["search", "Saltmarsh Point aperture", "--index", str(idx), "--json", "-k", "1"])
+    assert r.exit_code == 0, r.output
+    hit = json.loads(r.stdout.strip().splitlines()[-1])["hits"][0]["id"]
+    with EmbeddedIndex.open(idx) as index:
+        found = index.get(hit)
+        assert found is not None and "Saltmarsh Point | 210" in found.text  # the table's text is a passage too
+
+    page = docs / "observatories.html"
+    page.write_text(page.read_text(encoding="utf-8").replace(
+        "<td>Gull Rock</td><td>60</td>", "<td>Gull Rock</td><td>260</td>"), encoding="utf-8")
+    rep = _sync(docs, idx)  # the changed page's table replaced; the unchanged DOCX's kept
+    assert rep["tables"]["replaced"] == 1 and rep["tables"]["deleted"] == 0
+    assert _table_ids(idx) == ["kb/fleet.docx#table-1", "kb/observatories.html#table-1"]
+    assert _ask(idx, "Which observatory has the largest aperture?")["answer"] == "Gull Rock"
+
+    start = page.read_text(encoding="utf-8")
+    page.write_text(start[: start.index("<table>\n<caption>")] + start[start.index("</table>") + 8 :],
+                    encoding="utf-8")
+    assert _sync(docs, idx)["tables"]["deleted"] == 1  # the page no longer holds the table
+    (docs / "fleet.docx").unlink()
+    assert _sync(docs, idx)["tables"]["deleted"] == 1  # the file is gone: its table goes with it
+    assert _table_ids(idx) == []
+
+
+@pytest.mark.slow
+def test_add_replace_and_delete_doc_take_the_documents_tables_along(tmp_path: Path) -> None:
+    docs = tmp_path / "kb"
+    docs.mkdir()
+    page = docs / "observatories.html"
+    text = (DOCS / "observatories.html").read_text(encoding="utf-8")
+    page.write_text(text.replace("</table>", "</table>" + text[text.index("<table>\n<caption>"):
+                                                              text.index("</table>") + 8], 1), encoding="utf-8")
+    (docs / "notes.md").write_text("# Notes\n\nThe observatories open in May.\n", encoding="utf-8")
+    idx = tmp_path / "idx"
+    assert runner.invoke(app, ["index", "build", str(docs), "--index", str(idx), "-q"]).exit_code == 0
+    assert _table_ids(idx) == ["kb/observatories.html#table-1", "kb/observatories.html#table-2"]
+    page.write_text(text, encoding="utf-8")  # one table fewer
+    r = runner.invoke(app, ["index", "add", "--replace", f"kb={docs}", "--index", str(idx), "--json", "-q"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout.strip().splitlines()[-1])["tables"]["deleted"] == 1
+    assert _table_ids(idx) == ["kb/observatories.html#table-1"]
+    r = runner.invoke(app, ["index", "delete", "--doc", "kb/observatories.html", "--index", str(idx), "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout.strip().splitlines()[-1])["tables_deleted"] == 1 and _table_ids(idx) == []
