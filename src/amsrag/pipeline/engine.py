@@ -171,11 +171,9 @@ class Engine:
     def query_context(self, query: str, system: str, k: int | None = None, query_vector: np.ndarray | None = None,
                 generator_knows: bool | None = None, explain: int = 0) -> QueryContext:
         """`query` checked and embedded (unless `query_vector` is given) for `system`: what every stage reads.
-        `generator_knows`: default the engine's; `k` must be positive (None: the route's)."""
+        `generator_knows`: default the engine's; `k`: None for the route's (checked by the first pass)."""
         spec = system_spec(system)
         query = self.check_question(query)
-        if k is not None and k < 1:
-            raise InputError(f"k must be a positive integer, got {k}")
         knows = self.generator_knows if generator_knows is None else generator_knows
         timings: Timings = {}
         t0 = time.perf_counter()
@@ -217,6 +215,8 @@ class Engine:
         return first.result()
 
     def _first_pass(self, ctx: QueryContext, side: SideDecision | None = None, widest: bool = False) -> FirstPass:
+        if ctx.k is not None and ctx.k < 1:  # checked here, as before the context: the side routes take no k
+            raise InputError(f"k must be a positive integer, got {ctx.k}")
         if side is not None:  # classified already (the five-way decision sent it down the text path)
             ctx = side.context
         elif ctx.spec.classifies:
