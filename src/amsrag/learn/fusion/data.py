@@ -19,8 +19,7 @@ import numpy as np
 from amsrag.evaluate.builder import EvalQuery
 from amsrag.fuse.features import FEATURE_RETRIEVERS, HOP_LIST, QueryInputs
 from amsrag.fuse.learned import pool_features
-from amsrag.pipeline import Engine
-from amsrag.pipeline.context import QueryContext
+from amsrag.pipeline import Engine, QueryContext
 from amsrag.pipeline.signals import IndexSignals
 from amsrag.pipeline.systems import SystemSpec
 from amsrag.route import RoutePlan
