@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from amsrag.fuse import CARRF
-from amsrag.fuse.features import HOP_LIST, QueryContext
+from amsrag.fuse.features import HOP_LIST, QueryInputs
 from amsrag.fuse.learned import LearnedFuser, LearnedRanker
 from amsrag.pipeline import Engine
 from amsrag.pipeline.multihop import expand
@@ -93,7 +93,7 @@ def main() -> int:
             if label == "multi_hop":
                 hop = expand(engine.index, q["question"], base, engine.config.router.second_hop, 100)
                 base, given[HOP_LIST] = hop.fused, hop.hits
-            context = QueryContext(q["question"], vector, float(cx.probs.get("multi_hop", 0.0)),
+            context = QueryInputs(q["question"], vector, float(cx.probs.get("multi_hop", 0.0)),
                                    float(cx.probs.get("zero_hop", 0.0)), float(alpha))
             t = time.perf_counter()
             fused = LearnedFuser(ranker, base, context, signals).fuse(given)

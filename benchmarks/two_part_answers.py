@@ -32,6 +32,11 @@ from doc_answers import QA_DIR, contains  # noqa: E402
 OUT = ROOT / "docs" / "benchmarks" / "two-part.json"
 
 
+def confidence(a: Any) -> float | None:
+    """The generator's confidence in an answer of `Engine.ask`."""
+    return a.trace.generator.confidence if a.trace.generator else None
+
+
 def load() -> list[dict[str, Any]]:
     return [json.loads(line) for line in (QA_DIR / "two_part.jsonl").read_text(encoding="utf-8").splitlines()
             if line.strip()]
@@ -50,13 +55,13 @@ def ask_all(index: Path, questions: list[dict[str, Any]], split: bool) -> list[d
             golds = [p["answers"] for p in q["parts"]]
             if r.parts:
                 given = [{"question": p.query, "answer": p.answer, "abstained": p.abstained,
-                          "citations": p.citations, "confidence": (p.trace.generator or {}).get("confidence"),
+                          "citations": p.citations, "confidence": confidence(p),
                           "flagged": p.flagged} for p in r.parts]
                 right = [len(given) == len(golds) and not given[i]["abstained"] and contains(given[i]["answer"], g)
                          for i, g in enumerate(golds)]
             else:
                 given = [{"question": r.query, "answer": r.answer, "abstained": r.abstained, "citations": r.citations,
-                          "confidence": (r.trace.generator or {}).get("confidence"), "flagged": r.flagged}]
+                          "confidence": confidence(r), "flagged": r.flagged}]
                 right = [not r.abstained and contains(r.answer, g) for g in golds]
             rows.append({"id": q["id"], "set": q["set"], "question": q["question"], "split": len(r.parts),
                          "parts": given, "gold": golds, "right": right, "both": all(right), "ms": round(ms, 1)})

@@ -14,7 +14,7 @@ from amsrag.config import BM25Config
 from amsrag.errors import InputError
 from amsrag.fuse import RRF, FusedList
 from amsrag.fuse.experts import ExpertMemory, expert_weights, load_memory
-from amsrag.fuse.features import FEATURES, QueryContext, candidate_features
+from amsrag.fuse.features import FEATURES, QueryInputs, candidate_features
 from amsrag.fuse.learned import (
     CARD_FILE,
     MODEL_FILE,
@@ -68,7 +68,7 @@ def test_candidate_features_read_ranks_scores_and_signals() -> None:
     base = RRF().fuse({"bm25": lists["bm25"], "dense": lists["dense"]})
     items = {it.id: it for it in base.items} | {"c": base.items[-1]}
     candidates = [items["a"], items["b"], items["c"]]
-    ctx = QueryContext("Who directed Titanic Film", np.asarray([1.0, 0.0]), 0.7, 0.1, 0.8)
+    ctx = QueryInputs("Who directed Titanic Film", np.asarray([1.0, 0.0]), 0.7, 0.1, 0.8)
     x = candidate_features(candidates, lists, base, ctx, _Signals())
     f = {name: x[:, i] for i, name in enumerate(FEATURES)}
     assert x.shape == (3, len(FEATURES))
@@ -188,7 +188,7 @@ def test_learned_fuser_gives_an_empty_list_for_no_candidates() -> None:
     from amsrag.fuse.learned import LearnedFuser
 
     fused = LearnedFuser(LearnedRanker.load(), FusedList("ca_rrf", [], {}, {}),
-                         QueryContext("q", np.zeros(2), 0, 0, 1), _Signals()).fuse({})
+                         QueryInputs("q", np.zeros(2), 0, 0, 1), _Signals()).fuse({})
     assert fused.method == "learned" and len(fused) == 0
 
 

@@ -45,7 +45,7 @@ def test_answers_in_context_with_valid_citations(llm) -> None:
     assert not g.abstained and "tulsa" in g.answer.lower()
     assert g.citations == ("p3",)  # its [n] marker, or the passage holding the answer
     assert g.prompt_tokens > 30 and 1 <= g.output_tokens <= 24 and g.confidence is not None
-    assert g.trace()["name"] == "llamacpp" and g.details["model"].endswith(".gguf")
+    assert g.generator == "llamacpp" and g.details["model"].endswith(".gguf")
     assert llm.generate(QUESTION, PASSAGES).answer == g.answer  # deterministic
 
 

@@ -152,6 +152,7 @@ def _routes(out: Console, index, questions: list[QAExample]) -> None:
         fixed = engine.retrieve(q.question, system="fixed", query_vector=vec)
         answer = engine.ask(q.question, system="full")
         cx = full.trace["complexity"]
+        generated = answer.trace.generator
         gold = set(q.gold_passage_ids)
         right = exact_match(answer.answer, q.answers) or token_f1(answer.answer, q.answers) >= 0.5
         mark = "" if answer.abstained else (" [green]✓[/]" if right else " [red]✗[/]")
@@ -162,7 +163,7 @@ def _routes(out: Console, index, questions: list[QAExample]) -> None:
                   f"full {len(gold & {p.id for p in full.passages})}/{len(gold)}, "
                   f"fixed {len(gold & {p.id for p in fixed.passages})}/{len(gold)}", highlight=False)
         out.print(f"  answer: [bold]{escape(answer.answer)}[/]{mark} (expected {escape(' / '.join(q.answers))}) · "
-                  f"confidence {answer.trace['generator'].get('confidence')} · evidence check "
+                  f"confidence {generated.confidence if generated else None} · evidence check "
                   f"{escape(str(answer.trace['corrective']['action']))}", highlight=False)
         for p in cited:
             out.print(f"  cited: {escape(p.title or p.id)}" + (" [green](gold)[/]" if p.id in gold else ""),
@@ -177,6 +178,7 @@ def _beyond_passages(out: Console, engine) -> None:
     """The other two classes of the taxonomy: questions over the bundled tables (structured: SQL) and a
     corpus-wide question (aggregation: the themes)."""
     from amsrag.generate.metrics import exact_match
+    from amsrag.pipeline.trace_parts import RouteFallback, TableTrace
 
     out.print("\n[bold]Beyond passages: questions over the two bundled tables, and one about the whole corpus[/]")
     for q in load_table_questions():
@@ -185,21 +187,21 @@ def _beyond_passages(out: Console, engine) -> None:
         out.print(f"\n[bold]{escape(q['question'])}[/]", highlight=False)
         out.print(f"  route: {escape(str(tax.get('label')))} ({tax.get('alpha', 0):.2f}) → "
                   f"{escape(str(a.trace['strategy']))} · {escape(str(tax.get('reason', '')))}", highlight=False)
-        structured = a.trace.get("structured") or {}
-        if structured.get("sql"):
+        structured = a.trace.structured
+        if isinstance(structured, TableTrace) and structured.sql:
             right = any(exact_match(a.answer, [ans]) for ans in q["answers"])
             out.print(f"  answer: [bold]{escape(a.answer)}[/] " + ("[green]✓[/]" if right else "[red]✗[/]")
-                      + f" (expected {escape(' / '.join(q['answers']))}) · confidence {structured['confidence']:.2f}",
+                      + f" (expected {escape(' / '.join(q['answers']))}) · confidence {structured.confidence:.2f}",
                       highlight=False)
-            out.print(Text(f"  SQL on {structured['table']}: {structured['sql']}", style="dim"), highlight=False,
+            out.print(Text(f"  SQL on {structured.table}: {structured.sql}", style="dim"), highlight=False,
                       soft_wrap=True)
-            for row in structured.get("cited", [])[:3]:
-                out.print(Text(f"  cited [{row['id']}] {row['text'][:120]}", style="dim"), highlight=False)
+            for row in structured.cited[:3]:
+                out.print(Text(f"  cited [{row.id}] {row.text[:120]}", style="dim"), highlight=False)
         else:
             out.print(Text("  answer: " + a.answer.replace("\n", "\n          ")), highlight=False)
-            if not a.trace.get("global"):
-                out.print(Text("  (" + str((structured or {}).get("fallback", "answered from passages")) + ")",
-                               style="dim"), highlight=False)
+            if a.trace.global_search is None:
+                why = structured.fallback if isinstance(structured, RouteFallback) else "answered from passages"
+                out.print(Text(f"  ({why})", style="dim"), highlight=False)
 
 
 def _answers(out: Console, engine, questions: list[QAExample]) -> None:

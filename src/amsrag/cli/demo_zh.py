@@ -115,9 +115,9 @@ def run_demo_zh(out: Console, err: Console, index_dir: Path | None = None, fresh
             out.print(f"  route: {escape(str(cx.get('label')))} ({cx.get('alpha', 0):.2f}) · strategy "
                       f"{escape(str(a.trace['strategy']))} · {', '.join(r['name'] for r in a.trace['retrievers'])} · "
                       f"language {escape(str(a.trace['language']['code']))}", highlight=False)
-            g = a.trace["generator"]
-            out.print(f"  answer: [bold]{escape(a.answer)}[/]{mark} · reader {escape(str(g['name']))}"
-                      f" · confidence {g.get('confidence')}", highlight=False)
+            g = a.trace.generator
+            out.print(f"  answer: [bold]{escape(a.answer)}[/]{mark} · reader {escape(str(g.name if g else None))}"
+                      f" · confidence {g.confidence if g else None}", highlight=False)
             for c in a.citations:
                 p = index.get(c)
                 text = p.text[:60] if p is not None else ""

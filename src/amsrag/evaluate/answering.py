@@ -158,8 +158,7 @@ class AnswerContext:
                 answered = self.engines[name].answer(job.question, system, self.answerer.generator, job.vector,
                                                      k=self.k)
                 trace, g = answered.retrieval.trace, answered.generation
-                corrective = (float(trace["timings_ms"]["total"]), float(trace["retriever_calls"]),
-                              str((trace.get("corrective") or {}).get("action")))
+                corrective = (float(trace.timings["total"]), float(trace.retriever_calls), trace.corrective.action)
                 chain = trace.chain
                 row = RowAnswer(g.answer, bool(g.abstained), answered.generate_ms, corrective, candidate_of(g),
                                 citations=tuple(g.citations), plan=chain.plan.kind if chain is not None else "",

@@ -150,7 +150,7 @@ def answer_rows(engine: Any, questions: Sequence[CmrcQuestion], systems: Sequenc
             f1 += char_f1(a.answer, list(q.answers))
             answered += not a.abstained
             cites += q.paragraph_id in a.citations
-            ms.append(float(a.trace["timings_ms"]["total"]))
+            ms.append(float(a.trace.timings["total"]))
             if (i + 1) % 100 == 0:
                 log(f"  cmrc answers {system}: {i + 1}/{len(questions)}")
         n = len(questions)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +27,7 @@ from amsrag.evaluate.metrics import METRICS, query_metrics
 from amsrag.evaluate.systems import SystemRow, engine_for
 from amsrag.pipeline import Engine
 from amsrag.pipeline.systems import system_spec
+from amsrag.pipeline.trace import Trace
 from amsrag.progress import NullProgress, Progress
 from amsrag.retrieve.filtered import current_scope
 
@@ -67,8 +68,8 @@ class RunResult:
     seconds: float
 
 
-def _stage_times(trace: Mapping[str, Any], embed_ms: float, uses_vector: bool) -> dict[str, float]:
-    t = trace.get("timings_ms", {})
+def _stage_times(trace: Trace, embed_ms: float, uses_vector: bool) -> dict[str, float]:
+    t = trace.timings
     out = {"embed": embed_ms if uses_vector else 0.0, "classify": float(t.get("classify", 0.0))}
     for r, ms in (t.get("retrieve") or {}).items():
         out[f"retrieve:{r}"] = float(ms)
@@ -80,12 +81,11 @@ def _stage_times(trace: Mapping[str, Any], embed_ms: float, uses_vector: bool) -
     return out
 
 
-def _routed_multi_hop(trace: Mapping[str, Any]) -> bool | None:
+def _routed_multi_hop(trace: Trace) -> bool | None:
     """The retrieval routed the question as multi-hop (None: no route, as for a fixed pipeline)."""
-    complexity = trace.get("complexity")
-    if not complexity:
+    if trace.complexity is None:
         return None
-    return bool(complexity.get("route_label", complexity.get("label")) == "multi_hop")
+    return trace.complexity.routed[0] == "multi_hop"
 
 
 def _filter_of_run() -> dict[str, list[str]] | None:
@@ -167,11 +167,11 @@ def run(engine: Engine, queries: Sequence[EvalQuery], rows: Sequence[SystemRow],
                     passages = result.passages[:K]
                 stages = _stage_times(result.trace, float(embed_ms[i]), uses_vector)
                 acc["stages"].append(stages)
-                acc["lat"][i] = float(result.trace["timings_ms"]["total"]) - float(
-                    result.trace["timings_ms"].get("embed", 0.0)) + stages["embed"]
-                acc["calls"][i] = result.trace["retriever_calls"]
-                acc["searches"][i] = result.trace.get("searches", result.trace["retriever_calls"])
-                acc["strategies"].append(result.trace["strategy"])
+                timings = result.trace.timings
+                acc["lat"][i] = float(timings["total"]) - float(timings.get("embed", 0.0)) + stages["embed"]
+                acc["calls"][i] = result.trace.retriever_calls
+                acc["searches"][i] = result.trace.searches
+                acc["strategies"].append(result.trace.strategy)
                 ranked5 = [p.id for p in passages]
                 m = query_metrics(None, q.answers, ranked5, q.gold, q.multi_gold)
                 m["mrr@10"] = query_metrics(None, [], ranked10, q.gold, False)["mrr@10"]

@@ -60,7 +60,7 @@ class CandidateSignals(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class QueryContext:
+class QueryInputs:
     """The query-level inputs: its text and vector, and the classifier's view of it."""
 
     query: str
@@ -88,7 +88,7 @@ def _reciprocal_ranks(values: np.ndarray) -> np.ndarray:
 
 
 def candidate_features(candidates: Sequence[FusedItem], lists: Mapping[str, Sequence[Hit]], base: FusedList,
-                       context: QueryContext, signals: CandidateSignals) -> np.ndarray:
+                       context: QueryInputs, signals: CandidateSignals) -> np.ndarray:
     """The feature matrix (len(candidates) x len(FEATURES)), float64, columns in `FEATURES` order.
 
     `lists`: the retrievers' ranked lists (keys among FEATURE_RETRIEVERS) and the second hop's (`HOP_LIST`);

@@ -32,7 +32,7 @@ from amsrag.fuse.features import (
     FEATURES,
     FEATURES_VERSION,
     CandidateSignals,
-    QueryContext,
+    QueryInputs,
     candidate_features,
 )
 from amsrag.types import Hit
@@ -157,7 +157,7 @@ class LearnedFuser:
 
     method = "learned"
 
-    def __init__(self, ranker: LearnedRanker, base: FusedList, context: QueryContext, signals: CandidateSignals,
+    def __init__(self, ranker: LearnedRanker, base: FusedList, context: QueryInputs, signals: CandidateSignals,
                  explain: int = 0) -> None:
         self.ranker = ranker
         self.base = base
@@ -181,7 +181,7 @@ class LearnedFuser:
         return FusedList(self.method, items, dict(self.base.weights), dict(self.base.k), params)
 
 
-def pool_features(base: FusedList, lists: Mapping[str, Sequence[Hit]], context: QueryContext,
+def pool_features(base: FusedList, lists: Mapping[str, Sequence[Hit]], context: QueryInputs,
                   signals: CandidateSignals, pool: int) -> tuple[list[FusedItem], np.ndarray]:
     """The candidates the reranker scores (`base`'s top `pool`) and their feature matrix: what the trainer
     learns from and the fuser scores, computed the same way for both."""

@@ -71,13 +71,6 @@ class Generation:
     details: dict[str, Any] = field(default_factory=dict, compare=False)
     quote: Quote | None = None
 
-    def trace(self) -> dict[str, Any]:
-        """The TRACE `generator` entry (DESIGN §9)."""
-        out = {"name": self.generator, "prompt_tokens": self.prompt_tokens, "output_tokens": self.output_tokens,
-               "ms": round(self.ms, 3), "confidence": self.confidence}
-        out.update({k: v for k, v in self.details.items() if k not in out})
-        return out
-
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["citations"] = list(self.citations)

@@ -1,11 +1,12 @@
-"""The pipeline that composes the stages (DESIGN §2): `Engine` over a `PassageIndex`, one `RetrievalPass`
-per route plan, the `CorrectiveLoop`, and the typed `Trace` of every decision."""
+"""The pipeline that composes the stages (DESIGN §2): `Engine` over a `PassageIndex`, the `QueryContext` of each
+question, one `RetrievalPass` per route plan, the `CorrectiveLoop`, and the typed `Trace` of every decision."""
 
+from amsrag.pipeline.context import QueryContext
 from amsrag.pipeline.engine import Engine
 from amsrag.pipeline.passes import ScoredPassage
 from amsrag.pipeline.results import AnswerResult, RetrievalResult
 from amsrag.pipeline.systems import SYSTEMS, SystemSpec, system_spec
 from amsrag.pipeline.trace import Trace
 
-__all__ = ["SYSTEMS", "AnswerResult", "Engine", "RetrievalResult", "ScoredPassage", "SystemSpec", "Trace",
-           "system_spec"]
+__all__ = ["SYSTEMS", "AnswerResult", "Engine", "QueryContext", "RetrievalResult", "ScoredPassage", "SystemSpec",
+           "Trace", "system_spec"]

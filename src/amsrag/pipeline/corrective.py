@@ -7,14 +7,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from amsrag.config import CorrectiveConfig, ExternalConfig
 from amsrag.correct import CorrectiveStep, Strip, check, rewrite_query
 from amsrag.fuse import merge_lists
-from amsrag.pipeline.passes import Pass, RetrievalPass, ScoredPassage, ms_since
-from amsrag.pipeline.systems import SystemSpec
-from amsrag.pipeline.trace import ComplexityTrace, CorrectiveTrace, Escalation, ReaderCheck, Timings
+from amsrag.pipeline.context import QueryContext, ms_since
+from amsrag.pipeline.passes import Pass, RetrievalPass, ScoredPassage
+from amsrag.pipeline.trace import CorrectiveTrace, Escalation, ReaderCheck
 from amsrag.retrieve.external import ExternalSources
 from amsrag.retrieve.filtered import current_scope
 from amsrag.route import Router
@@ -63,8 +61,7 @@ class CorrectiveLoop:
         if self._external is not None:
             self._external.close()
 
-    def widen(self, spec: SystemSpec, complexity: ComplexityTrace | None, query: str, vector: np.ndarray,
-              k: int | None, first: Pass, timings: Timings, check: ReaderCheck) -> CorrectiveOutcome | None:
+    def widen(self, ctx: QueryContext, first: Pass, check: ReaderCheck) -> CorrectiveOutcome | None:
         """The first pass widened once because the reader could not answer from it (no evaluator runs: the
         reader's confidence is the assessment): the next wider route searched with a keyword rewrite,
         merged behind the first pass's passages. None when the route is already the widest."""
@@ -73,23 +70,28 @@ class CorrectiveLoop:
         if wider is None:
             return None
         t = time.perf_counter()
+        query = ctx.question
         q2 = rewrite_query(query, first.passages, self.config.rewrite_max_terms) if self.config.rewrite_escalation \
             else query
-        qv = vector if q2 == query else self.index.encoder.encode_query(q2)
-        second = self.passes.run(spec, wider, complexity, q2, qv, k, timings, prefix="escalated_")
-        final = merged([first.passages, second.passages], k or wider.k)
-        timings["corrective"] = ms_since(t)
+        second = self.passes.run(self._wider(ctx, q2), wider, prefix="escalated_")
+        final = merged([first.passages, second.passages], ctx.k or wider.k)
+        ctx.timings["corrective"] = ms_since(t)
         escalation = Escalation(plan.strategy, wider.strategy, wider.evidence_path, q2, f"reader: {check.reason}")
         return CorrectiveOutcome(final, CorrectiveTrace(reader=check), (escalation,), (second,))
 
-    def run(self, spec: SystemSpec, complexity: ComplexityTrace | None, query: str, vector: np.ndarray,
-            k: int | None, first: Pass, timings: Timings) -> CorrectiveOutcome:
+    def _wider(self, ctx: QueryContext, question: str) -> QueryContext:
+        vector = ctx.vector if question == ctx.question else self.index.encoder.encode_query(question)
+        return ctx.wider(question, vector)
+
+    def run(self, ctx: QueryContext, first: Pass) -> CorrectiveOutcome:
+        """The corrective step on the first pass of `ctx` (its times go into `ctx.timings`)."""
         cfg = self.config
+        query, k, timings, complexity = ctx.question, ctx.k, ctx.timings, ctx.complexity
         plan = first.plan
         t = time.perf_counter()
         passages = first.passages
         vectors = self.index.vectors_for_rows([p.row for p in passages]) if passages else None
-        correction = self.step.correct(query, vector, passages, vectors)
+        correction = self.step.correct(query, ctx.vector, passages, vectors)
         timings["corrective"] = ms_since(t)
         external_trace = None
         insufficient = False
@@ -105,8 +107,7 @@ class CorrectiveLoop:
             wider = self.router.wider(plan) if cfg.max_escalations > 0 else None
             if wider is not None:
                 q2 = rewritten if cfg.rewrite_escalation else query
-                qv = vector if q2 == query else self.index.encoder.encode_query(q2)
-                second = self.passes.run(spec, wider, complexity, q2, qv, k, timings, prefix="escalated_")
+                second = self.passes.run(self._wider(ctx, q2), wider, prefix="escalated_")
                 wider_passes.append(second)
                 lists.append(second.passages)
                 escalations.append(Escalation(plan.strategy, wider.strategy, wider.evidence_path, q2,
@@ -128,8 +129,7 @@ class CorrectiveLoop:
             if not sufficiency.ok and len(escalations) < cfg.max_escalations:
                 wider = self.router.wider(current)
                 if wider is not None:
-                    third = self.passes.run(spec, wider, complexity, query, vector, k, timings,
-                                            prefix="sufficiency_")
+                    third = self.passes.run(self._wider(ctx, query), wider, prefix="sufficiency_")
                     wider_passes.append(third)
                     missing = f" (missing {', '.join(sufficiency.missing)})" if sufficiency.missing else ""
                     escalations.append(Escalation(current.strategy, wider.strategy, wider.evidence_path, query,

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from amsrag.pipeline.passes import ms_since
+from amsrag.pipeline.context import ms_since
 from amsrag.pipeline.results import AnswerResult
 
 PART_SEPARATOR = "; "

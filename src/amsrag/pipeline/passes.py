@@ -14,13 +14,14 @@ from amsrag.config import AmsragConfig, FusionConfig
 from amsrag.embed.encoder import MINILM_MODEL
 from amsrag.fuse import CARRF, RRF, FusedItem, FusedList, MMRGate, MMRResult, adaptive_k, mmr, mmr_applies, redundancy
 from amsrag.fuse.experts import ExpertFuser, ExpertMemory, load_memory
-from amsrag.fuse.features import HOP_LIST, QueryContext
+from amsrag.fuse.features import HOP_LIST, QueryInputs
 from amsrag.fuse.learned import LearnedFuser, LearnedRanker
+from amsrag.pipeline.context import QueryContext, ms_since
 from amsrag.pipeline.execute import RetrieverExecutor, RetrieverRun
 from amsrag.pipeline.multihop import Expansion, expand
 from amsrag.pipeline.signals import IndexSignals, index_profile
 from amsrag.pipeline.systems import SystemSpec
-from amsrag.pipeline.trace import AdaptiveKTrace, ComplexityTrace, Timings
+from amsrag.pipeline.trace import AdaptiveKTrace, ComplexityTrace
 from amsrag.retrieve.base import Retriever
 from amsrag.retrieve.filtered import scoped_retriever
 from amsrag.route import RoutePlan
@@ -136,31 +137,29 @@ class RetrievalPass:
             self._memory = load_memory(ranker.directory, ranker.card)
         return self._memory
 
-    def run(self, spec: SystemSpec, plan: RoutePlan, complexity: ComplexityTrace | None, query: str,
-            vector: np.ndarray, k: int | None, timings: Timings, prefix: str = "", explain: int = 0) -> Pass:
-        """One pass of `plan`; the stages' times go into `timings` under `prefix`. `explain`: trace the learned
-        fuser's top feature contributions for this many leading passages."""
-        explicit_k = k
-        k = k if k is not None else plan.k
-        runs = self.retrieve(plan, query, vector)
+    def run(self, ctx: QueryContext, plan: RoutePlan, prefix: str = "") -> Pass:
+        """One pass of `plan` for `ctx`; the stages' times go into `ctx.timings` under `prefix`."""
+        spec, complexity, timings = ctx.spec, ctx.complexity, ctx.timings
+        k = ctx.k if ctx.k is not None else plan.k
+        runs = self.retrieve(plan, ctx.question, ctx.vector)
         timings[prefix + "retrieve"] = {name: round(run.ms, 3) for name, run in runs.items()}
         t = time.perf_counter()
         fused = fuse_runs(spec, complexity, runs, self.config, self.memory if spec.fusion == "experts" else None,
-                          vector, self.ranker.base_fusion if spec.fusion == "learned" else None)
+                          ctx.vector, self.ranker.base_fusion if spec.fusion == "learned" else None)
         timings[prefix + "fusion"] = ms_since(t)
         second_hop = None
         if plan.multi_hop and len(fused):
-            second_hop = expand(self.index, query, fused, self.config.router.second_hop, plan.depth)
+            second_hop = expand(self.index, ctx.question, fused, self.config.router.second_hop, plan.depth)
             fused = second_hop.fused
             timings[prefix + "second_hop"] = round(second_hop.ms, 3)
         # The shipped reranker reads MiniLM features: on an index with another encoder its CA-RRF base stands.
         if spec.fusion == "learned" and len(fused) and self.index.config.embedding.model == MINILM_MODEL:
             t = time.perf_counter()
-            fused = self.rerank(query, vector, complexity, runs, fused, second_hop, explain)
+            fused = self.rerank(ctx, runs, fused, second_hop)
             timings[prefix + "rerank"] = ms_since(t)
         adaptive = None
         f = self.config.fusion
-        if f.adaptive_k and explicit_k is None and len(fused):
+        if f.adaptive_k and ctx.k is None and len(fused):
             cut = adaptive_k(fused.scores[: f.adaptive_k_max * f.mmr_pool], f.adaptive_k_drop, f.adaptive_k_min,
                              f.adaptive_k_max)
             adaptive = AdaptiveKTrace(cut, f.adaptive_k_drop, f.adaptive_k_min, f.adaptive_k_max)
@@ -170,19 +169,20 @@ class RetrievalPass:
         timings[prefix + "mmr"] = ms_since(t)
         return Pass(plan, runs, fused, second_hop, adaptive, picks, self.passages(chosen), k, self.searches(runs))
 
-    def rerank(self, query: str, vector: np.ndarray, complexity: ComplexityTrace | None,
-               runs: dict[str, RetrieverRun], base: FusedList, second_hop: Expansion | None,
-               explain: int = 0) -> FusedList:
-        """The learned reranker over `base` (the CA-RRF fusion, after the second hop)."""
+    def rerank(self, ctx: QueryContext, runs: dict[str, RetrieverRun], base: FusedList,
+               second_hop: Expansion | None) -> FusedList:
+        """The learned reranker over `base` (the CA-RRF fusion, after the second hop); it traces the top feature
+        contributions of `ctx.explain` leading passages."""
         ranker, signals = self.learned
+        complexity = ctx.complexity
         probs = complexity.probs if complexity is not None else {}
         alpha = complexity.routed[1] if complexity is not None else 1.0
-        context = QueryContext(query, vector, float(probs.get("multi_hop", 0.0)), float(probs.get("zero_hop", 0.0)),
-                               float(alpha))
+        inputs = QueryInputs(ctx.question, ctx.vector, float(probs.get("multi_hop", 0.0)),
+                             float(probs.get("zero_hop", 0.0)), float(alpha))
         lists: dict[str, list[Hit]] = {name: run.hits for name, run in runs.items()}
         if second_hop is not None:
             lists[HOP_LIST] = second_hop.hits
-        return LearnedFuser(ranker, base, context, signals, explain).fuse(lists)
+        return LearnedFuser(ranker, base, inputs, signals, ctx.explain).fuse(lists)
 
     def retrieve(self, plan: RoutePlan, query: str, vector: np.ndarray) -> dict[str, RetrieverRun]:
         """The activated retrievers under the router's timeout. A seeded retriever (the graph), when others
@@ -237,7 +237,3 @@ class RetrievalPass:
     def passages(self, items: list[FusedItem]) -> list[ScoredPassage]:
         stored = self.index.passages_by_rows([it.row for it in items])
         return [ScoredPassage(p.id, p.title, p.text, it.score, it.row, p) for it, p in zip(items, stored, strict=True)]
-
-
-def ms_since(t: float) -> float:
-    return round((time.perf_counter() - t) * 1000, 3)

@@ -12,6 +12,7 @@ from amsrag.errors import InputError
 from amsrag.generate import Generation, Quote
 from amsrag.pipeline.passes import ScoredPassage
 from amsrag.pipeline.trace import AuditTrace, Trace
+from amsrag.pipeline.trace_parts import GeneratorTrace
 from amsrag.types import describe_bad_char, lone_surrogate_at
 
 LIMIT_SETTING = "serve.max_question_chars"
@@ -99,11 +100,10 @@ class Answered:
     requested: str
     error: str | None = None
 
-    def trace_entry(self) -> dict[str, Any]:
-        entry = self.generation.trace()
-        if self.error is not None:
-            entry.update({"requested": self.requested, "error": self.error, "fallback": "extractive"})
-        return entry
+    def trace_entry(self) -> GeneratorTrace:
+        if self.error is None:
+            return GeneratorTrace.of(self.generation)
+        return GeneratorTrace.of(self.generation, self.requested, self.error)
 
 
 def reading_evidence(result: RetrievalResult, strips: bool = False) -> list[ScoredPassage]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
 
@@ -21,8 +21,17 @@ from amsrag.config import AmsragConfig
 from amsrag.errors import InputError
 from amsrag.generate import Completes, Generation, Generator
 from amsrag.generate.doc_cues import asks_for_command
-from amsrag.pipeline.passes import ScoredPassage, ms_since
+from amsrag.pipeline.context import ms_since
+from amsrag.pipeline.passes import ScoredPassage
 from amsrag.pipeline.trace import ComplexityTrace
+from amsrag.pipeline.trace_parts import (
+    GlobalRouteTrace,
+    RouteFallback,
+    TableAttempt,
+    TableRouteTrace,
+    TableTrace,
+    ThemesTrace,
+)
 from amsrag.route.taxonomy import TaxonomyDecision, decide, thresholds_of
 from amsrag.store.base import PassageIndex
 from amsrag.structured.base import StructuredAnswer, TableHit, TableSource
@@ -31,13 +40,16 @@ if TYPE_CHECKING:
     from amsrag.structured.parser import SemanticParser
 
 
+RouteTraceT = TypeVar("RouteTraceT", TableRouteTrace, GlobalRouteTrace)
+
+
 @dataclass(frozen=True, slots=True)
-class RouteAnswer:
+class RouteAnswer(Generic[RouteTraceT]):
     """What a non-retrieval route hands the engine: the answer, the evidence shown for it, and its trace."""
 
     generation: Generation  # an empty answer: the route did not answer (the trace says why)
     passages: list[ScoredPassage]
-    trace: dict[str, Any]
+    trace: RouteTraceT
 
     @property
     def answered(self) -> bool:
@@ -120,7 +132,7 @@ class TableRoute:
         return self._parser
 
     def answer(self, query: str, hits: list[TableHit], tables: TableSource,
-               generator: Generator | None = None) -> RouteAnswer:
+               generator: Generator | None = None) -> RouteAnswer[TableRouteTrace]:
         """The best table answer over the best-matching tables: the semantic parser's, or with an LLM
         generator its text-to-SQL (the parser's when the model's statement is refused or finds nothing)."""
         from amsrag.structured.text_to_sql import llm_answer
@@ -129,7 +141,7 @@ class TableRoute:
         t0 = time.perf_counter()
         runner = tables.runner(timeout_s=cfg.timeout_s, row_limit=cfg.row_limit)
         best: tuple[StructuredAnswer, TableHit] | None = None
-        tried: list[dict[str, Any]] = []
+        tried: list[TableAttempt] = []
         for hit in hits[: cfg.search_k]:
             try:
                 sa = None
@@ -137,27 +149,26 @@ class TableRoute:
                     try:
                         sa = llm_answer(query, hit.profile, runner, generator.complete)
                     except InputError as exc:
-                        tried.append({"table": hit.table_id, "llm_error": str(exc)})
+                        tried.append(TableAttempt(hit.table_id, llm_error=str(exc)))
                 if sa is None or not sa.answer:
                     sa = self.parser.answer(query, hit.profile, runner, self.index.encoder)
             except InputError as exc:  # a refused or timed-out statement: the next table
-                tried.append({"table": hit.table_id, "error": str(exc)})
+                tried.append(TableAttempt(hit.table_id, error=str(exc)))
                 continue
-            tried.append({"table": hit.table_id, "confidence": round(sa.confidence, 4), "answer": list(sa.answer)})
+            tried.append(TableAttempt(hit.table_id, round(sa.confidence, 4), sa.answer))
             if sa.answer and (best is None or sa.confidence > best[0].confidence):
                 best = (sa, hit)
         ms = ms_since(t0)
         if best is None or best[0].confidence < cfg.min_confidence:
             why = "no program answered" if best is None else (
                 f"confidence {best[0].confidence:.3f} < tables.min_confidence {cfg.min_confidence}")
-            return _fallback(why, tried, ms)
+            return RouteAnswer(Generation(""), [], RouteFallback(why, tuple(tried), ms))
         sa, hit = best
         passages = self._cited_rows(sa, hit, runner)
         g = Generation(" | ".join(sa.answer), tuple(p.id for p in passages), sa.confidence, False, ms=ms,
                        generator="table", details={"program": sa.program, "sql": sa.sql})
-        trace = {"table": sa.table_id, "sql": sa.sql, "program": sa.program, "confidence": round(sa.confidence, 4),
-                 "rows": list(sa.row_ids), "candidates": sa.candidates, "tried": tried, "ms": round(ms, 3),
-                 "cited": [{"id": p.id, "text": p.text} for p in passages]}
+        trace = TableTrace(sa.table_id, sa.sql, sa.program, round(sa.confidence, 4), sa.row_ids, sa.candidates,
+                           tuple(tried), ms, tuple(passages))
         return RouteAnswer(g, passages, trace)
 
     def _cited_rows(self, sa: StructuredAnswer, hit: TableHit, runner: Any) -> list[ScoredPassage]:
@@ -171,11 +182,6 @@ class TableRoute:
         return [_row_passage(hit, rows.columns[1:], r[1:], int(r[0])) for r in rows.rows]
 
 
-def _fallback(why: str, tried: list[dict[str, Any]], ms: float) -> RouteAnswer:
-    """A table route that did not answer: no generation, the reason kept for the trace."""
-    return RouteAnswer(Generation(""), [], {"fallback": why, "tried": tried, "ms": round(ms, 3)})
-
-
 class GlobalRoute:
     """Corpus-wide questions: the themes the question asks about (or all of them), their key terms and
     sizes, their representative passages as citations; with an LLM generator, a map-reduce summary over
@@ -184,17 +190,18 @@ class GlobalRoute:
     def __init__(self, index: PassageIndex, config: AmsragConfig) -> None:
         self.index, self.config = index, config
 
-    def answer(self, query: str, vector: np.ndarray, generator: Generator | None) -> RouteAnswer:
+    def answer(self, query: str, vector: np.ndarray, generator: Generator | None) -> RouteAnswer[GlobalRouteTrace]:
         from amsrag.themes.search import compose_answer, global_search, map_reduce
 
         t0 = time.perf_counter()
         themes = self.index.themes()
         if themes is None or themes.k == 0:
-            return _fallback("the index has no themes (fewer passages than themes.min_passages, or themes off)",
-                             [], ms_since(t0))
+            why = "the index has no themes (fewer passages than themes.min_passages, or themes off)"
+            return RouteAnswer(Generation(""), [], RouteFallback(why, (), ms_since(t0)))
         result = global_search(query, vector, themes, k=self.config.themes.search_k)
         if not result.themes:
-            return _fallback(f"no theme matches the question ({result.selection})", [], ms_since(t0))
+            why = f"no theme matches the question ({result.selection})"
+            return RouteAnswer(Generation(""), [], RouteFallback(why, (), ms_since(t0)))
         score_of = {pid: t.score for t in result.themes for pid in t.representatives}
         rows = self.index.rows_for_ids(list(score_of))
         found = self.index.passages_by_rows(list(rows.values()))
@@ -210,10 +217,6 @@ class GlobalRoute:
         ms = ms_since(t0)
         g = Generation(text, tuple(citations), min(max(confidence, 0.0), 1.0), False, ms=ms, generator=name,
                        details={"mode": result.mode})
-        trace = {"mode": result.mode, "selection": result.selection, "focus_terms": list(result.focus_terms),
-                 "n_themes": result.n_themes, "n_passages": result.n_passages,
-                 "themes": [{"id": t.id, "terms": list(t.label_terms), "size": t.size, "share": round(t.share, 4),
-                             "score": round(t.score, 4), "representatives": list(t.representatives)}
-                            for t in result.themes],
-                 "ms": round(ms, 3)}
+        trace = ThemesTrace(result.mode, result.selection, result.focus_terms, result.n_themes, result.n_passages,
+                            result.themes, ms)
         return RouteAnswer(g, passages, trace)

@@ -13,6 +13,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal
 
 from amsrag.fuse import FusedList, MMRResult
+from amsrag.pipeline.trace_parts import GeneratorTrace, GlobalRouteTrace, TableRouteTrace
 
 if TYPE_CHECKING:
     from amsrag.audit import SupportVerdict
@@ -216,12 +217,12 @@ class Trace(Mapping[str, Any]):
     mmr: MMRResult | None = None
     corrective: CorrectiveTrace = field(default_factory=CorrectiveTrace)
     escalations: tuple[Escalation, ...] = ()
-    generator: dict[str, Any] | None = None  # `Generation.trace()` once an answer was generated
+    generator: GeneratorTrace | None = None  # once an answer was generated
     targ: TargTrace | None = None
     timings: Timings = field(default_factory=dict)
     taxonomy: TaxonomyDecision | None = None  # the five-way decision, when the taxonomy has more than 3 classes
-    structured: dict[str, Any] | None = None  # the table route: table, SQL, rows, confidence (or why it fell back)
-    global_search: dict[str, Any] | None = None  # the global route: the themes selected and how
+    structured: TableRouteTrace | None = None  # the table route: table, SQL, rows, confidence (or why it fell back)
+    global_search: GlobalRouteTrace | None = None  # the global route: the themes selected and how
     language: LanguageTrace | None = None  # the question's language (set by `ask` and `retrieve`)
     audit: AuditTrace | None = None  # the citation-support audit (set by `ask`)
     signals: ProxySignals | None = None  # the five proxy signals of the answer (set by `ask`)
@@ -234,7 +235,7 @@ class Trace(Mapping[str, Any]):
     def retriever_calls(self) -> int:
         return len(self.runs)
 
-    def answered(self, generator: dict[str, Any], timings: Timings, targ: TargTrace | None = None,
+    def answered(self, generator: GeneratorTrace, timings: Timings, targ: TargTrace | None = None,
                  audit: AuditTrace | None = None, evidence: tuple[str, ...] = ()) -> Trace:
         """This trace with the generator's entry, the answer's timings, its audit and the evidence it read."""
         return replace(self, generator=generator, timings=timings, targ=targ if targ is not None else self.targ,
@@ -256,7 +257,7 @@ class Trace(Mapping[str, Any]):
             "mmr": self.mmr.to_dict() if self.mmr is not None else None,
             "corrective": self.corrective.to_dict(),
             "escalations": [e.to_dict() for e in self.escalations],
-            "generator": self.generator,
+            "generator": self.generator.to_dict() if self.generator is not None else None,
         }
         if self.generator is not None:  # an answer's trace: the passages its generator read
             out["evidence"] = list(self.evidence)
@@ -265,9 +266,9 @@ class Trace(Mapping[str, Any]):
         if self.taxonomy is not None:
             out["taxonomy"] = self.taxonomy.to_dict()
         if self.structured is not None:
-            out["structured"] = self.structured
+            out["structured"] = self.structured.to_dict()
         if self.global_search is not None:
-            out["global"] = self.global_search
+            out["global"] = self.global_search.to_dict()
         if self.language is not None:
             out["language"] = self.language.to_dict()
         if self.audit is not None:

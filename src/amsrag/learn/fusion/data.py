@@ -17,9 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from amsrag.evaluate.builder import EvalQuery
-from amsrag.fuse.features import FEATURE_RETRIEVERS, HOP_LIST, QueryContext
+from amsrag.fuse.features import FEATURE_RETRIEVERS, HOP_LIST, QueryInputs
 from amsrag.fuse.learned import pool_features
-from amsrag.pipeline import Engine
+from amsrag.pipeline import Engine, QueryContext
 from amsrag.pipeline.signals import IndexSignals
 from amsrag.pipeline.systems import SystemSpec
 from amsrag.route import RoutePlan
@@ -71,7 +71,7 @@ def collect(engine: Engine, questions: Sequence[EvalQuery], pool: int,
         vector = engine.index.encoder.encode_query(q.question)
         complexity = engine.complexity_of(q.question, vector, generator_knows=False)
         label, alpha = complexity.routed
-        context = QueryContext(q.question, vector, float(complexity.probs.get("multi_hop", 0.0)),
+        context = QueryInputs(q.question, vector, float(complexity.probs.get("multi_hop", 0.0)),
                                float(complexity.probs.get("zero_hop", 0.0)), float(alpha))
         gold = set(q.gold)
         scores = {}
@@ -81,7 +81,7 @@ def collect(engine: Engine, questions: Sequence[EvalQuery], pool: int,
                 strategy = "C" if len(subset) == 3 else "B" if len(subset) == 2 else "A"
                 plan = RoutePlan(strategy, subset, "multi_hop" if multi_hop else label, alpha, depth[strategy],
                                  5, multi_hop, "fusion training")
-                done = engine.passes.run(_SPEC, plan, complexity, q.question, vector, None, {})
+                done = engine.passes.run(QueryContext(q.question, vector, _SPEC, complexity=complexity), plan)
                 lists: dict[str, list[Hit]] = {name: run.hits for name, run in done.runs.items()}
                 if done.second_hop is not None:
                     lists[HOP_LIST] = done.second_hop.hits

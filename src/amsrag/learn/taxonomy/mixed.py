@@ -21,6 +21,7 @@ import numpy as np
 
 from amsrag.calibration import ece
 from amsrag.learn.common import seeded_rank
+from amsrag.pipeline.trace_parts import TableTrace
 from amsrag.types import COMPLEXITIES, QUERY_CLASSES
 
 
@@ -129,10 +130,11 @@ def open_setting(engine: Any, questions: Sequence[MixedQuestion], match: Callabl
         t = time.perf_counter()
         a = engine.answer(q.question, "full", engine.generator, vec)
         ms.append((time.perf_counter() - t) * 1000)
-        structured = a.retrieval.trace.structured or {}
+        structured = a.retrieval.trace.structured
         on_table = a.retrieval.trace.strategy == "table"
         table_route += on_table
-        right_table += on_table and structured.get("table") == q.source.removeprefix("wtq:")
+        table = structured.table if isinstance(structured, TableTrace) else None
+        right_table += on_table and table == q.source.removeprefix("wtq:")
         predicted = [v.strip() for v in a.generation.answer.split(" | ")] if on_table else [a.generation.answer]
         right += bool(a.generation.answer) and match(predicted, list(q.targets))
         if (i + 1) % 100 == 0:
