@@ -235,6 +235,11 @@ def test_a_type_head_fitted_without_a_kind_still_scores_every_kind() -> None:
     ("Are the directors of both films 1 Mile to You and Abused Confidence from the same country?", "You",
      "1 Mile to You"),
     ("Who was born first out of Arnel Pineda and Trace Cyrus?", "of Arnel Pineda", "Arnel Pineda"),
+    # a nationality after the name is what the question asks of it, not part of the name
+    ("Were both Terence Fisher and Leopoldo Torre Nilsson British film directors?", "Leopoldo Torre Nilsson",
+     "Leopoldo Torre Nilsson"),
+    ("Were both Terence Fisher and Leopoldo Torre Nilsson British film directors?",
+     "Leopoldo Torre Nilsson British film", "Leopoldo Torre Nilsson"),
 ])
 def test_an_entity_span_is_redrawn_on_the_name_the_question_writes(question, marked, name):
     from amsrag.decompose.names import tidy_name

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 
+from amsrag.decompose.values import DEMONYMS
+
 _TOKEN = re.compile(r"\(|\)|[^\s()]+")
 # lower-case words a name may hold between capitalised ones ("Queen of the Damned", "1 Mile to You")
 _INSIDE = frozenset({"of", "the", "to", "de", "la", "le", "du", "del", "von", "van", "in", "on", "a", "an", "for"})
@@ -22,6 +24,11 @@ def _named(word: str) -> bool:
     """A word a name is made of: capitalised or a number ("Ice", "1958", "B'Snuker", "Zizek!")."""
     w = word.lstrip("\"'“‘:")
     return bool(w) and (w[0].isupper() or w[0].isdigit())
+
+
+def _describes(word: str) -> bool:
+    """A nationality word after a name describes it ("Leopoldo Torre Nilsson | British film directors")."""
+    return word.lower().strip(_ENDS) in DEMONYMS
 
 
 def _closed(word: str) -> bool:
@@ -56,7 +63,7 @@ def tidy_name(question: str, start: int, end: int) -> tuple[int, int]:
     # lower-case words at the ends are not the name ("films Kraurya", "Badam River both located")
     while i < j and not _named(words[i][2]) and words[i][2] != "(":
         i += 1
-    while j > i and not _named(words[j][2]) and words[j][2] != ")":
+    while j > i and ((not _named(words[j][2]) and words[j][2] != ")") or _describes(words[j][2])):
         j -= 1
     if not _named(words[i][2]) and words[i][2] != "(":
         return start, end
@@ -83,7 +90,7 @@ def _run_on(words: list[tuple[int, int, str]], i: int, j: int) -> tuple[int, int
             if close is None:
                 break
             j = close
-        elif _named(nxt):
+        elif _named(nxt) and not _describes(nxt):
             j += 1
         elif nxt in _INSIDE and j + 2 < len(words) and _named(words[j + 2][2]):
             j += 2

@@ -103,7 +103,7 @@ def normalise_text_value(text: str) -> str:
     return " ".join(w for w in words if w not in ("the", "a", "an", "of"))
 
 
-_DEMONYMS = {"american": "united states", "usa": "united states", "us": "united states", "u s": "united states",
+DEMONYMS = {"american": "united states", "usa": "united states", "us": "united states", "u s": "united states",
              "united states of america": "united states", "british": "united kingdom", "english": "england",
              "uk": "united kingdom", "french": "france", "german": "germany", "italian": "italy",
              "canadian": "canada", "australian": "australia", "indian": "india", "chinese": "china",
@@ -119,7 +119,7 @@ _DEMONYMS = {"american": "united states", "usa": "united states", "us": "united 
 def same_text_value(a: str, b: str) -> bool:
     """Two place/nationality/name values name the same thing (demonyms and country names are one value)."""
     x, y = normalise_text_value(a), normalise_text_value(b)
-    x, y = _DEMONYMS.get(x, x), _DEMONYMS.get(y, y)
+    x, y = DEMONYMS.get(x, x), DEMONYMS.get(y, y)
     return bool(x) and (x == y or x in y.split() or y in x.split())
 
 
