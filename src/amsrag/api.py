@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from amsrag.pipeline.results import AnswerResult, RetrievalResult
     from amsrag.pipeline.trace import Trace
     from amsrag.progress import Progress
+    from amsrag.store.base import Store
     from amsrag.types import Hit, Passage
 
     WhereLike = Where | Mapping[str, Any] | Sequence[str] | None  # a metadata filter in any of its spellings
@@ -88,7 +89,7 @@ class Index:
     """An open index and the engine over it. Open one with `Index.open`, build one with `Index.build`; close it
     (or use it as a context manager) to release its files."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine[Store]) -> None:
         self.engine = engine
 
     @classmethod

@@ -14,7 +14,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Generic, Literal, Self, TypeVar
 
 import numpy as np
 
@@ -67,7 +67,7 @@ from amsrag.retrieve.filtered import AllowedRows, current_scope, scope
 from amsrag.route import RoutePlan, Router
 from amsrag.route.router import retrieval_class
 from amsrag.route.taxonomy import TaxonomyDecision
-from amsrag.store.base import PassageIndex
+from amsrag.store.base import QueryIndex, Store
 from amsrag.text.language import is_chinese
 
 if TYPE_CHECKING:
@@ -130,7 +130,7 @@ class _FirstPass:
 class _Reading:
     """One query's generator calls inside `Engine.answer`: timed, with the extractive fallback."""
 
-    def __init__(self, engine: Engine, generator: Generator, query: str, vector: np.ndarray, knows: bool) -> None:
+    def __init__(self, engine: Engine[Any], generator: Generator, query: str, vector: np.ndarray, knows: bool) -> None:
         self.engine, self.generator, self.query, self.vector, self.knows = engine, generator, query, vector, knows
         self.strips = engine.config.generator.read_strips
         self.ms = 0.0
@@ -158,11 +158,14 @@ class _Reading:
         return Answered(result, g, self.ms, self.generator.name, self.error)
 
 
-class Engine:
+IndexT = TypeVar("IndexT", bound=QueryIndex)
+
+
+class Engine(Generic[IndexT]):
     """Composes the stages over one index. `generator_knows`: the generator answers from its own
     knowledge, so a confident zero_hop may skip retrieval (the extractive default cannot)."""
 
-    def __init__(self, index: PassageIndex, classifier: ComplexityClassifier | None = None,
+    def __init__(self, index: IndexT, classifier: ComplexityClassifier | None = None,
                  generator_knows: bool = False, config: AmsragConfig | None = None) -> None:
         self.index = index
         self.config = config or index.config  # another config: query-time settings only (router, fusion)
@@ -190,11 +193,11 @@ class Engine:
         return check_question(question, self.max_question_chars)
 
     @classmethod
-    def open(cls, index_dir: str | Path, config: AmsragConfig | None = None, **kwargs: Any) -> Engine:
+    def open(cls, index_dir: str | Path, config: AmsragConfig | None = None, **kwargs: Any) -> Engine[Store]:
         """The engine over an index directory or a postgresql:// URL; `config`: other query-time settings."""
         from amsrag.store.open import open_index
 
-        return cls(open_index(index_dir), config=config, **kwargs)
+        return Engine(open_index(index_dir), config=config, **kwargs)
 
     def prestart_threads(self) -> None:
         """Start the retriever pool's threads from this thread (see `RetrieverExecutor.prestart`)."""
@@ -205,7 +208,7 @@ class Engine:
         self.corrective.close()
         self.index.close()
 
-    def __enter__(self) -> Engine:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

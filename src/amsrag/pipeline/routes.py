@@ -24,7 +24,7 @@ from amsrag.generate.doc_cues import asks_for_command
 from amsrag.pipeline.passes import ScoredPassage, ms_since
 from amsrag.pipeline.trace import ComplexityTrace
 from amsrag.route.taxonomy import TaxonomyDecision, decide, thresholds_of
-from amsrag.store.base import PassageIndex
+from amsrag.store.base import PassageIndex, QueryIndex
 from amsrag.structured.base import StructuredAnswer, TableHit, TableSource
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ class RouteAnswer:
 class Taxonomy:
     """The five-way decision over one index (the task head loads on first use)."""
 
-    def __init__(self, index: PassageIndex, config: AmsragConfig) -> None:
+    def __init__(self, index: QueryIndex, config: AmsragConfig) -> None:
         self.index, self.config = index, config
         self._head: TaskHead | None = None
 
@@ -181,7 +181,7 @@ class GlobalRoute:
     sizes, their representative passages as citations; with an LLM generator, a map-reduce summary over
     the selected themes (GraphRAG's global search shape)."""
 
-    def __init__(self, index: PassageIndex, config: AmsragConfig) -> None:
+    def __init__(self, index: QueryIndex, config: AmsragConfig) -> None:
         self.index, self.config = index, config
 
     def answer(self, query: str, vector: np.ndarray, generator: Generator | None) -> RouteAnswer:

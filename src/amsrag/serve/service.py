@@ -30,6 +30,7 @@ from amsrag.serve.jobs import JOBS_FILE, FileJobStore, Job, JobStore, Writer
 from amsrag.serve.limits import ReadWriteLock
 from amsrag.serve.metrics import Metrics
 from amsrag.serve.sources import SourceRoots
+from amsrag.store.base import Store
 from amsrag.store.documents import Document
 from amsrag.text.citations import citation_of
 from amsrag.text.normalise import normalise_question
@@ -81,7 +82,7 @@ class _ReviewSink:
 
 
 class Service:
-    def __init__(self, engine: Engine, config: ServeConfig, metrics: Metrics | None = None,
+    def __init__(self, engine: Engine[Store], config: ServeConfig, metrics: Metrics | None = None,
                  ask: Callable[[str, str], Any] | None = None, query_log: QueryLog | None = None,
                  log_config: QueryLogConfig | None = None, review_config: ReviewConfig | None = None,
                  shadow: ShadowConfig | None = None, misroutes: MisrouteSink | None = None,

@@ -23,7 +23,7 @@ import pytest
 
 from amsrag.config import AmsragConfig
 from amsrag.errors import IndexMismatchError, InputError
-from amsrag.store import EmbeddedIndex, PassageIndex
+from amsrag.store import EmbeddedIndex, Store
 from amsrag.store.documents import Document
 from amsrag.store.query_library import QueryLibrary
 from amsrag.types import RETRIEVERS, Hit, Passage, QAExample
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 TOL = 1e-4  # BM25: bm25s sums in float32, PostgreSQL in float8
 OTHER_MODEL_ID = "some-other-model|max_length=512"
 
-IndexFactory = Callable[..., PassageIndex]
+IndexFactory = Callable[..., Store]
 Results = dict[tuple[str, str], list[Hit]]
 
 
@@ -59,7 +59,7 @@ def assert_same_ranking(a: list[Hit], b: list[Hit], where: str = "") -> None:
         i = j
 
 
-def all_results(index: PassageIndex, questions: Sequence[QAExample], k: int = 10) -> Results:
+def all_results(index: Store, questions: Sequence[QAExample], k: int = 10) -> Results:
     """Every retriever's hits for every question, keyed by (question id, retriever name)."""
     out: Results = {}
     for q in questions:
@@ -83,7 +83,7 @@ class PassageIndexConformance(ABC):
     # ---- hooks -------------------------------------------------------------------------
     @abstractmethod
     def create_index(self, request: pytest.FixtureRequest, directory: Path,
-                     config: AmsragConfig | None) -> PassageIndex:
+                     config: AmsragConfig | None) -> Store:
         """A new empty index of the backend; `directory` is a fresh path it may use."""
 
     @abstractmethod
@@ -91,7 +91,7 @@ class PassageIndexConformance(ABC):
         """Record `model_id` as the embedding model in the closed `index`'s stored parameters."""
 
     @abstractmethod
-    def reopen(self, index: Any) -> PassageIndex:
+    def reopen(self, index: Any) -> Store:
         """Open the closed `index` again from where it is stored."""
 
     @abstractmethod
@@ -101,9 +101,9 @@ class PassageIndexConformance(ABC):
     @pytest.fixture
     def make_index(self, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[IndexFactory]:
         """A factory of new empty indexes of the backend, closed after the test."""
-        made: list[PassageIndex] = []
+        made: list[Store] = []
 
-        def make(config: AmsragConfig | None = None) -> PassageIndex:
+        def make(config: AmsragConfig | None = None) -> Store:
             idx = self.create_index(request, tmp_path / f"index{len(made)}", config)
             made.append(idx)
             return idx
@@ -211,7 +211,7 @@ class PassageIndexConformance(ABC):
         with pytest.raises(InputError, match=r"need a \(2, 384\) array"):
             idx.stage_vectors(hashes[:2], slice_vectors[:1])
 
-    def reopen_closed(self, index: PassageIndex) -> PassageIndex:
+    def reopen_closed(self, index: Store) -> Store:
         index.close()
         return self.reopen(index)
 
@@ -316,7 +316,7 @@ class PassageIndexConformance(ABC):
         assert [h.id for h in hits][:1] == ["zh-targ"]
         assert [h.id for h in idx.retriever("bm25").search("倒数排名融合", 3)][:1] == ["zh-rrf"]
 
-    def _add_chinese(self, idx: PassageIndex, passages: dict[tuple[str, str], str]) -> None:
+    def _add_chinese(self, idx: Store, passages: dict[tuple[str, str], str]) -> None:
         """Add (id, title) -> text passages with random unit vectors (no encoder needed)."""
         rng = np.random.default_rng(5)
         vectors = rng.normal(size=(len(passages), 384)).astype(np.float32)
@@ -324,8 +324,8 @@ class PassageIndexConformance(ABC):
         idx.add([Passage(id=i, title=t, text=x) for (i, t), x in passages.items()], vectors=vectors)
 
     @staticmethod
-    def _query_keys(idx: PassageIndex, query: str) -> set[str]:
-        graph: Any = getattr(idx.retriever("graph"), "graph")  # noqa: B009  (PassageIndex types it as Retriever)
+    def _query_keys(idx: Store, query: str) -> set[str]:
+        graph: Any = getattr(idx.retriever("graph"), "graph")  # noqa: B009  (Store types it as Retriever)
         return {graph.entity_key_of(e) for e in graph.query_entities(query)}
 
     ZH_PASSAGES: ClassVar[dict[tuple[str, str], str]] = {
@@ -385,5 +385,5 @@ class PassageIndexConformance(ABC):
 
 
 if TYPE_CHECKING:
-    def _both_backends_are_passage_indexes(e: EmbeddedIndex, p: PostgresIndex) -> tuple[PassageIndex, PassageIndex]:
+    def _both_backends_are_passage_indexes(e: EmbeddedIndex, p: PostgresIndex) -> tuple[Store, Store]:
         return e, p  # mypy checks that both classes satisfy the Protocol
