@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from amsrag.errors import IndexMismatchError, IndexNotFoundError, InputError
+from amsrag.retrievers import retriever_for
 from amsrag.store import EmbeddedIndex
 from amsrag.store.embedded import index as embedded_module
 from amsrag.types import Passage
@@ -21,7 +22,8 @@ def _results(index: EmbeddedIndex, questions, k: int = 10) -> dict:
     for q in questions:
         vec = index.encoder.encode_query(q.question)
         for name in RETRIEVERS:
-            out[(q.id, name)] = [(h.id, round(h.score, 4)) for h in index.retriever(name).search(q.question, k, vec)]
+            hits = retriever_for(index, name).search(q.question, k, vec)
+            out[(q.id, name)] = [(h.id, round(h.score, 4)) for h in hits]
     return out
 
 
@@ -74,7 +76,7 @@ def test_incremental_add_and_delete_match_full_builds(tmp_path, built_index, sli
     assert _results(inc, slice_questions) == _results(fresh, slice_questions)
     for name in RETRIEVERS:
         for q in slice_questions:
-            assert not {h.id for h in inc.retriever(name).search(q.question, k=20)} & set(gone)
+            assert not {h.id for h in retriever_for(inc, name).search(q.question, k=20)} & set(gone)
     # and the state survives a reopen
     assert _results(EmbeddedIndex.open(inc.path), slice_questions) == _results(fresh, slice_questions)
 
@@ -151,7 +153,7 @@ def test_crash_between_commit_and_manifest_is_repaired(tmp_path, slice_passages,
     repaired = EmbeddedIndex.open(idx.path)  # detects the generation gap and re-indexes the 10 passages
     assert len(repaired) == 50
     target = slice_passages[45]
-    hits = repaired.retriever("bm25").search(target.title + " " + target.text[:80], k=3)
+    hits = retriever_for(repaired, "bm25").search(target.title + " " + target.text[:80], k=3)
     assert hits and hits[0].id == target.id
     np.testing.assert_allclose(repaired.vectors_for_rows([repaired.rows_for_ids([target.id])[target.id]])[0],
                                slice_vectors[45], atol=1e-4)
@@ -160,9 +162,9 @@ def test_crash_between_commit_and_manifest_is_repaired(tmp_path, slice_passages,
 def test_bad_queries(built_index) -> None:
     for name in RETRIEVERS:
         with pytest.raises(InputError, match="query is empty"):
-            built_index.retriever(name).search(" \n\t", k=5)
+            retriever_for(built_index, name).search(" \n\t", k=5)
     with pytest.raises(InputError, match="unknown retriever"):
-        built_index.retriever("colbert")
+        retriever_for(built_index, "colbert")
 
 
 def test_embedded_index_satisfies_the_store_protocol(built_index) -> None:
@@ -172,7 +174,7 @@ def test_embedded_index_satisfies_the_store_protocol(built_index) -> None:
     for name in RETRIEVERS:
         from amsrag.retrieve import Retriever
 
-        assert isinstance(built_index.retriever(name), Retriever)
+        assert isinstance(retriever_for(built_index, name), Retriever)
 
 
 def _library(vectors: np.ndarray, source: str):

@@ -134,6 +134,7 @@ class Index:
 
     def search(self, query: str, retriever: str = "bm25", k: int = 10, where: WhereLike = None) -> list[Hit]:
         """One retriever's ranked hits (bm25, dense or graph), without routing or fusion (`where`: as `ask`'s)."""
+        from amsrag.retrievers import retriever_for
         from amsrag.types import RETRIEVERS
 
         if retriever not in RETRIEVERS:
@@ -142,7 +143,7 @@ class Index:
             raise InputError(f"unknown retriever {retriever!r}; choose from {', '.join(RETRIEVERS)}")
         query = self.engine.check_question(query)
         scope = _where(where)
-        found = self.engine.index.retriever(retriever)
+        found = retriever_for(self.engine.index, retriever)
         if scope is not None:
             found = self.engine.index.allowed_rows(scope).within(found)
         return found.search(query, k=k)

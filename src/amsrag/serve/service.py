@@ -24,6 +24,7 @@ from amsrag.progress import Progress
 from amsrag.querylog import QueryLog, QueryLogEntry, Redactor, entry_from_answer, query_log_for_index, secrets_of
 from amsrag.querylog.writer import BackgroundAppender
 from amsrag.retrieve.filtered import scope
+from amsrag.retrievers import retriever_for
 from amsrag.review import FILE as REVIEW_FILE
 from amsrag.review import ReviewCandidate, ReviewQueue, candidate_of
 from amsrag.serve.jobs import JOBS_FILE, FileJobStore, Job, JobStore, Writer
@@ -210,7 +211,7 @@ class Service:
             return self._warm()
 
     def _warm_retriever(self, name: str) -> None:
-        self.engine.index.retriever(name).search(WARM_QUERY, k=1)
+        retriever_for(self.engine.index, name).search(WARM_QUERY, k=1)
 
     def _warm(self, with_ask: bool = True) -> dict[str, float]:
         ms: dict[str, float] = {}

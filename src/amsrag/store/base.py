@@ -15,7 +15,6 @@ import numpy as np
 from amsrag.config import AmsragConfig
 from amsrag.embed.encoder import Encoder
 from amsrag.progress import Progress
-from amsrag.retrieve.base import Retriever
 from amsrag.types import Passage
 
 if TYPE_CHECKING:
@@ -37,6 +36,9 @@ class PassageIndex(Protocol):
 
     backend: str  # "embedded" or "postgres"
     config: AmsragConfig  # what the index was built with (query-time settings may be updated)
+    # What the layers above build over the current passages and settings, by name (the retrievers of
+    # `amsrag.retrievers`); the index empties it whenever its passages or settings change.
+    built: dict[str, object]
 
     @property
     def location(self) -> str:
@@ -69,10 +71,6 @@ class PassageIndex(Protocol):
     def passages_by_rows(self, rows: Sequence[int]) -> list[Passage]: ...
 
     def vectors_for_rows(self, rows: Sequence[int]) -> np.ndarray: ...
-
-    def retriever(self, name: str) -> Retriever:
-        """The retriever `name` (one of `amsrag.types.RETRIEVERS`) over the current passages."""
-        ...
 
     def allowed_rows(self, where: Where) -> AllowedRows:
         """The store rows of the passages `where` allows (`amsrag.filters`); an `InputError` on a store that

@@ -23,6 +23,7 @@ import pytest
 
 from amsrag.config import AmsragConfig
 from amsrag.errors import IndexMismatchError, InputError
+from amsrag.retrievers import retriever_for
 from amsrag.store import EmbeddedIndex, Store
 from amsrag.store.documents import Document
 from amsrag.store.query_library import QueryLibrary
@@ -65,7 +66,7 @@ def all_results(index: Store, questions: Sequence[QAExample], k: int = 10) -> Re
     for q in questions:
         vec = index.encoder.encode_query(q.question)
         for name in RETRIEVERS:
-            out[(q.id, name)] = index.retriever(name).search(q.question, k, vec)
+            out[(q.id, name)] = retriever_for(index, name).search(q.question, k, vec)
     return out
 
 
@@ -147,7 +148,7 @@ class PassageIndexConformance(ABC):
         assert idx.delete([p.id, slice_passages[1].id, p.id]).deleted == 2
         assert idx.get(p.id) is None and len(idx) == 8
         for name in RETRIEVERS:
-            hits = idx.retriever(name).search(p.title + " " + p.text[:100], k=10)
+            hits = retriever_for(idx, name).search(p.title + " " + p.text[:100], k=10)
             assert p.id not in {h.id for h in hits}
 
     def test_documents_are_the_unit_of_change(self, make_index: IndexFactory, slice_passages: list[Passage],
@@ -175,7 +176,7 @@ class PassageIndexConformance(ABC):
         assert idx.documents(prefix="kb/")["kb/a.md"].content_hash == "fp2"
         assert [idx.get(f"kb/a.md#{i}").text for i in range(4)] == [texts[0], texts[4], texts[5], texts[2]]
         assert idx.get("kb/a.md#1").doc_id == "kb/a.md"
-        hits = idx.retriever("bm25").search(texts[1][:200], k=20)
+        hits = retriever_for(idx, "bm25").search(texts[1][:200], k=20)
         assert texts[1] not in {idx.get(h.id).text for h in hits}  # the replaced chunk is gone from BM25
         # another document may not take a passage id of this one
         with pytest.raises(InputError, match="already belong to another document"):
@@ -240,12 +241,12 @@ class PassageIndexConformance(ABC):
         idx.add(slice_passages[:5], vectors=slice_vectors[:5])
         for name in RETRIEVERS:
             with pytest.raises(InputError, match="query is empty"):
-                idx.retriever(name).search(" \n\t", k=5)
+                retriever_for(idx, name).search(" \n\t", k=5)
             with pytest.raises(InputError, match="k must be a positive integer"):
-                idx.retriever(name).search("film", k=0)
+                retriever_for(idx, name).search("film", k=0)
         with pytest.raises(InputError, match="unknown retriever"):
-            idx.retriever("colbert")
-        assert idx.retriever("bm25").search("the of and", k=5) == []  # stop words only: no BM25 terms
+            retriever_for(idx, "colbert")
+        assert retriever_for(idx, "bm25").search("the of and", k=5) == []  # stop words only: no BM25 terms
 
     def test_query_library_is_saved_apart_from_passages(self, make_index: IndexFactory,
                                                           slice_passages: list[Passage],
@@ -254,7 +255,7 @@ class PassageIndexConformance(ABC):
         idx.add(slice_passages[:6], vectors=slice_vectors[:6])
         assert idx.query_library() == QueryLibrary.empty() and len(idx.query_library()) == 0
         passages, stats = list(idx.iter_passages()), idx.stats()
-        hits = idx.retriever("dense").search("film director", 5)
+        hits = retriever_for(idx, "dense").search("film director", 5)
 
         library = QueryLibrary.empty()
         questions = [f"Which film did director number {i} make?" for i in range(4)]
@@ -275,7 +276,7 @@ class PassageIndexConformance(ABC):
         after = idx.stats()
         assert (after["passages"], after["generation"]) == (stats["passages"], stats["generation"])
         assert not idx.stale()
-        assert idx.retriever("dense").search("film director", 5) == hits
+        assert retriever_for(idx, "dense").search("film director", 5) == hits
 
         idx.close()
         first, second = self.reopen(idx), self.reopen(idx)
@@ -312,9 +313,9 @@ class PassageIndexConformance(ABC):
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
         idx.add([Passage(id=k, text=v) for k, v in texts.items()], vectors=vectors)
         assert {k: idx.get(k).metadata["lang"] for k in texts} == {"zh-targ": "zh", "zh-rrf": "zh", "en": "en"}
-        hits = idx.retriever("bm25").search("什么信号决定是否检索？", 3)
+        hits = retriever_for(idx, "bm25").search("什么信号决定是否检索？", 3)
         assert [h.id for h in hits][:1] == ["zh-targ"]
-        assert [h.id for h in idx.retriever("bm25").search("倒数排名融合", 3)][:1] == ["zh-rrf"]
+        assert [h.id for h in retriever_for(idx, "bm25").search("倒数排名融合", 3)][:1] == ["zh-rrf"]
 
     def _add_chinese(self, idx: Store, passages: dict[tuple[str, str], str]) -> None:
         """Add (id, title) -> text passages with random unit vectors (no encoder needed)."""
@@ -325,7 +326,7 @@ class PassageIndexConformance(ABC):
 
     @staticmethod
     def _query_keys(idx: Store, query: str) -> set[str]:
-        graph: Any = getattr(idx.retriever("graph"), "graph")  # noqa: B009  (Store types it as Retriever)
+        graph: Any = getattr(retriever_for(idx, "graph"), "graph")  # noqa: B009  (Store types it as Retriever)
         return {graph.entity_key_of(e) for e in graph.query_entities(query)}
 
     ZH_PASSAGES: ClassVar[dict[tuple[str, str], str]] = {
@@ -360,13 +361,13 @@ class PassageIndexConformance(ABC):
         idx = make_index()
         self._add_chinese(idx, passages)
         question = "江苏路街道在哪里？Ada Lovelace" if chinese else "Who was Ada Lovelace?"
-        before = [h.id for h in idx.retriever("graph").search(question, 3)]
+        before = [h.id for h in retriever_for(idx, "graph").search(question, 3)]
         assert idx.check().ok
         idx.close()
         self.drop_graph_params(idx, ZH_PARAMS)
         old = self.reopen(idx)
         try:
-            assert [h.id for h in old.retriever("graph").search(question, 3)] == before
+            assert [h.id for h in retriever_for(old, "graph").search(question, 3)] == before
             report = old.check()
             if not chinese:
                 assert report.ok, report.problems  # English-only: nothing to rebuild
@@ -374,7 +375,7 @@ class PassageIndexConformance(ABC):
             assert report.repairable == ["graph"] and "--component graph" in report.problems[0], report.problems
             assert old.repair(["graph"]).rebuilt == ["graph"]
             assert old.check().ok
-            assert [h.id for h in old.retriever("graph").search(question, 3)] == before
+            assert [h.id for h in retriever_for(old, "graph").search(question, 3)] == before
         finally:
             old.close()
         again = self.reopen(idx)

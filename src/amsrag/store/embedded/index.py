@@ -52,13 +52,12 @@ from amsrag.errors import (
 )
 from amsrag.filters import Where
 from amsrag.progress import NullProgress, Progress
-from amsrag.retrieve.base import Retriever
-from amsrag.retrieve.bm25 import BM25Index, BM25Retriever
-from amsrag.retrieve.dense import DenseRetriever, VectorIndex
+from amsrag.retrieve.bm25 import BM25Index
+from amsrag.retrieve.dense import VectorIndex
 from amsrag.retrieve.entities import has_spaceless
 from amsrag.retrieve.entities_zh import is_mostly_han
 from amsrag.retrieve.filtered import AllowedRows
-from amsrag.retrieve.graph import EntityGraph, GraphRetriever
+from amsrag.retrieve.graph import EntityGraph
 from amsrag.retrieve.graph_parts import NerCache
 from amsrag.store.documents import Document, DocumentInfo, DocumentMeta, PutReport, check_documents, plan_put
 from amsrag.store.embedded.manifest import MANIFEST, fsync_dir, read_manifest, write_atomic, write_json_atomic
@@ -82,7 +81,7 @@ from amsrag.structured.store import TableStore
 from amsrag.structured.table import Table
 from amsrag.themes.model import CARD_FILE as THEMES_CARD
 from amsrag.themes.model import Themes
-from amsrag.types import RETRIEVERS, Passage, PassageRow, content_hash
+from amsrag.types import Passage, PassageRow, content_hash
 from amsrag.version import INDEX_FORMAT_VERSION, __version__
 
 COMPONENTS = ("bm25", "dense", "graph")
@@ -113,7 +112,7 @@ class EmbeddedIndex:
         self._bm25: BM25Index | None = None
         self._vectors: VectorIndex | None = None
         self._graph: EntityGraph | None = None
-        self._retrievers: dict[str, Retriever] = {}
+        self.built: dict[str, object] = {}  # what the layers above build over this generation (retrievers)
         self._allowed: dict[tuple[Any, tuple[int, int], Where], AllowedRows] = {}  # (generations, filter): rows
         self._info: dict[int, tuple[str, str]] = {}
         self._row_of: dict[str, int] = {}
@@ -278,12 +277,6 @@ class EmbeddedIndex:
         raise IndexBusyError(f"index at {self.path}: writers published {LOAD_ATTEMPTS} generations while this "
                              f"process was loading one; try again")
 
-    def retriever(self, name: str) -> Retriever:
-        """The retriever over the current generation (cached: the graph's query matcher is costly to build)."""
-        if name not in self._retrievers:
-            self._retrievers[name] = self._make_retriever(name)
-        return self._retrievers[name]
-
     def allowed_rows(self, where: Where) -> AllowedRows:
         """The rows `where` allows, resolved from the passages' document keys and metadata and their
         documents' rows once per generation (of the passages and of the documents' metadata) and filter."""
@@ -295,17 +288,6 @@ class EmbeddedIndex:
                 self._allowed.clear()
             self._allowed[key] = found
         return found
-
-    def _make_retriever(self, name: str) -> Retriever:
-        if name == "bm25":
-            return BM25Retriever(self.bm25_index, self)
-        if name == "dense":
-            return DenseRetriever(self.vector_index, self.encoder, self)
-        if name == "graph":
-            seeders: list[Retriever] = [BM25Retriever(self.bm25_index, self),
-                                        DenseRetriever(self.vector_index, self.encoder, self)]
-            return GraphRetriever(self.entity_graph, self, seeders, self.config.graph)
-        raise InputError(f"unknown retriever {name!r}; choose one of {', '.join(RETRIEVERS)}")
 
     def update_config(self, config: AmsragConfig) -> None:
         """Replace query-time settings (router thresholds, fusion priors...) in the index's config.toml;
@@ -319,7 +301,7 @@ class EmbeddedIndex:
         tmp.write_text(config.to_toml(), encoding="utf-8")
         os.replace(tmp, self.path / CONFIG_FILE)
         self.config = config
-        self._retrievers = {}
+        self.built = {}
 
     # ---------------------------------------------------------------- reading
     def describe_rows(self, rows: Sequence[int]) -> list[tuple[str, str]]:
@@ -810,7 +792,7 @@ class EmbeddedIndex:
     def _reload(self, manifest: dict[str, Any]) -> None:
         self.manifest = manifest
         self._bm25 = self._vectors = self._graph = None
-        self._retrievers = {}
+        self.built = {}
         self._load_row_info()
 
     def _load_row_info(self) -> None:
@@ -909,7 +891,7 @@ class EmbeddedIndex:
         self.manifest = manifest
         self._bm25, self._vectors, self._graph = staged["bm25"], staged["dense"], staged["graph"]
         staged["dense"].map_base(self.path / written["dense"][0])
-        self._retrievers = {}
+        self.built = {}
         for r in removed:
             gone = self._info.pop(r, None)  # absent when the row info was read after the commit (sync at open)
             if gone is not None:

@@ -37,12 +37,11 @@ from amsrag.embed.factory import encoder_for
 from amsrag.errors import AmsragError, IndexBusyError, IndexMismatchError, IndexNotFoundError, InputError
 from amsrag.filters import Where
 from amsrag.progress import NullProgress, Progress
-from amsrag.retrieve.base import Retriever
 from amsrag.retrieve.bm25 import BM25Index, BM25Tokenizer, passage_text_for_bm25
 from amsrag.retrieve.entities import SPACELESS_CLASS
 from amsrag.retrieve.entities_zh import is_mostly_han
 from amsrag.retrieve.filtered import AllowedRows
-from amsrag.retrieve.graph import EntityGraph, GraphRetriever, NerCache, text_checksum
+from amsrag.retrieve.graph import EntityGraph, NerCache, text_checksum
 from amsrag.store.documents import Document, DocumentInfo, DocumentMeta, PutReport, check_documents, plan_put
 from amsrag.store.health import CheckReport, RepairReport
 from amsrag.store.postgres import bm25_blobs, graph_state, schema
@@ -56,7 +55,7 @@ from amsrag.store.postgres.connection import (
     redact,
 )
 from amsrag.store.postgres.graph_state import GraphCache
-from amsrag.store.postgres.retrievers import PgBM25Retriever, PgDenseRetriever, PgEntityGraph, RowNames
+from amsrag.store.postgres.rows import RowNames
 from amsrag.store.query_library import QueryLibrary
 from amsrag.store.writes import (
     DeleteReport,
@@ -74,7 +73,7 @@ from amsrag.store.writes import (
 from amsrag.structured.catalog import TableDeleteReport, TableWriteReport
 from amsrag.structured.table import Table
 from amsrag.themes.model import Themes
-from amsrag.types import RETRIEVERS, Passage, PassageRow
+from amsrag.types import Passage, PassageRow
 from amsrag.version import INDEX_FORMAT_VERSION, __version__
 
 T = TypeVar("T")
@@ -182,7 +181,7 @@ class PostgresIndex:
         self.config = config
         self.request_timeout = request_timeout
         self._encoder: Encoder | None = None
-        self._retrievers: dict[str, Retriever] = {}
+        self.built: dict[str, object] = {}  # what the layers above build over this index (retrievers)
         self._library: tuple[int, QueryLibrary] | None = None  # (query_library_generation, library)
         self.tokenizer = BM25Tokenizer(config.bm25)  # BM25's, shared with its retriever
         self.row_names = RowNames()  # (id, title) of passage rows met, for `describe_rows`
@@ -383,11 +382,6 @@ class PostgresIndex:
             self._encoder = encoder_for(self.config.embedding)
         return self._encoder
 
-    def retriever(self, name: str) -> Retriever:
-        if name not in self._retrievers:
-            self._retrievers[name] = self._make_retriever(name)
-        return self._retrievers[name]
-
     def allowed_rows(self, where: Where) -> AllowedRows:
         """The rows `where` allows, read from the passages' document keys and metadata once per generation and
         filter (the same matching as the embedded store's, in Python: one statement over every passage)."""
@@ -407,16 +401,6 @@ class PostgresIndex:
 
         return self.read(run)
 
-    def _make_retriever(self, name: str) -> Retriever:
-        if name == "bm25":
-            return PgBM25Retriever(self)
-        if name == "dense":
-            return PgDenseRetriever(self)
-        if name == "graph":
-            return GraphRetriever(PgEntityGraph(self, self.config.graph), self,
-                                  [PgBM25Retriever(self), PgDenseRetriever(self)], self.config.graph)
-        raise InputError(f"unknown retriever {name!r}; choose one of {', '.join(RETRIEVERS)}")
-
     def update_config(self, config: AmsragConfig) -> None:
         """Replace query-time settings; settings the stored tables depend on need a rebuild."""
         old, new = expected_params(self.config), expected_params(config)
@@ -426,7 +410,7 @@ class PostgresIndex:
         with self._write() as conn:
             conn.execute("UPDATE meta SET value = %s WHERE key = 'config'", (json.dumps(config.to_toml()),))
         self.config = config
-        self._retrievers = {}
+        self.built = {}
         self._bm25 = None  # loaded again with the new settings
 
     # ---------------------------------------------------------------- reading
@@ -856,7 +840,7 @@ class PostgresIndex:
             seconds["vacuum"] = time.perf_counter() - t
         if change.bm25 is not None:
             self._bm25 = change.bm25
-        self._retrievers = {}
+        self.built = {}
 
     def _vectors_for(self, conn: psycopg.Connection, chosen: Sequence[tuple[Passage, str]],
                      progress: Progress) -> tuple[np.ndarray, int]:
