@@ -281,7 +281,7 @@ def test_a_full_disk_is_a_clear_error_and_loses_nothing(tmp_path: Path, monkeypa
 
 def test_refresh_never_mixes_a_published_generation_with_a_newer_commit(tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    import amsrag.store.embedded.index as embedded
+    import amsrag.store.embedded.publish as embedded
 
     docs = make_docs(tmp_path / "kb")
     with EmbeddedIndex.create(tmp_path / "idx") as idx:

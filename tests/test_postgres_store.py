@@ -248,7 +248,7 @@ def _library(vectors, source: str):
 
 
 def test_query_library_saves_are_one_transaction(pg, slice_passages, slice_vectors, monkeypatch) -> None:
-    from amsrag.store.postgres import store as pg_store
+    from amsrag.store.postgres import attached as pg_store
 
     pg.add(slice_passages[:5], vectors=slice_vectors[:5])
     first = _library(slice_vectors[:4], "first")

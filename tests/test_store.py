@@ -11,7 +11,7 @@ import pytest
 from amsrag.errors import IndexMismatchError, IndexNotFoundError, InputError
 from amsrag.retrievers import retriever_for
 from amsrag.store import EmbeddedIndex
-from amsrag.store.embedded import index as embedded_module
+from amsrag.store.embedded import publish as publish_module
 from amsrag.types import Passage
 
 RETRIEVERS = ("bm25", "dense", "graph")
@@ -145,7 +145,7 @@ def test_failure_before_commit_loses_nothing(tmp_path, slice_passages, slice_vec
 def test_crash_between_commit_and_manifest_is_repaired(tmp_path, slice_passages, slice_vectors, monkeypatch) -> None:
     idx = EmbeddedIndex.create(tmp_path / "i")
     idx.add(slice_passages[:40], vectors=slice_vectors[:40])
-    monkeypatch.setattr(embedded_module, "write_json_atomic", lambda *a, **k: (_ for _ in ()).throw(OSError("crash")))
+    monkeypatch.setattr(publish_module, "write_json_atomic", lambda *a, **k: (_ for _ in ()).throw(OSError("crash")))
     with pytest.raises(OSError, match="crash"):
         idx.add(slice_passages[40:50], vectors=slice_vectors[40:50])
     monkeypatch.undo()
@@ -197,7 +197,7 @@ def test_a_crash_mid_save_keeps_the_previous_query_library(tmp_path, slice_passa
         fh.write(b"PK\x03\x04 half an npz")
         raise OSError("killed")
 
-    monkeypatch.setattr(embedded_module.np, "savez", torn)
+    monkeypatch.setattr(np, "savez", torn)
     with pytest.raises(OSError, match="killed"):
         idx.save_query_library(_library(slice_vectors[3:9], "second"))
     monkeypatch.undo()

@@ -164,7 +164,7 @@ def test_a_failed_batch_is_retried(tmp_path: Path, kb: Path, monkeypatch: pytest
     """A sync that fails (here: the index is locked by another writer) is tried again without a new change."""
     import fcntl
 
-    import amsrag.store.embedded.index as embedded
+    import amsrag.store.embedded.publish as embedded
 
     idx_dir = tmp_path / "idx"
     EmbeddedIndex.create(idx_dir).close()
