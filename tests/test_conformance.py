@@ -1,8 +1,9 @@
 """One conformance suite for every store backend: the same inputs give the same results.
 
-The backend-independent tests are `amsrag.testing.store.PassageIndexConformance`, run here once for
-the embedded store and once for PostgreSQL; the tests below compare the two backends directly
-(retriever results against the embedded store's, ties broken by passage id).
+The backend-independent tests are `amsrag.testing.store.StoreConformance` (its capability suites: read, write,
+health, tables, themes, query library), run here once for the embedded store and once for PostgreSQL; the tests
+below compare the two backends directly (retriever results against the embedded store's, ties broken by passage
+id).
 """
 
 from __future__ import annotations
@@ -11,17 +12,16 @@ import json
 
 import numpy as np
 
-from amsrag.retrieve import Retriever
 from amsrag.retrievers import retriever_for
-from amsrag.store import EmbeddedIndex, PassageIndex
-from amsrag.testing.store import PassageIndexConformance, assert_same_ranking
+from amsrag.store import EmbeddedIndex
+from amsrag.testing.store import StoreConformance, assert_same_ranking
 from amsrag.testing.store import all_results as _all_results
 from amsrag.testing.store import assert_same_results as _assert_same_results
 
 RETRIEVERS = ("bm25", "dense", "graph")
 
 
-class TestEmbeddedConformance(PassageIndexConformance):
+class TestEmbeddedConformance(StoreConformance):
     backend = "embedded"
 
     def create_index(self, request, directory, config):
@@ -42,7 +42,7 @@ class TestEmbeddedConformance(PassageIndexConformance):
         (index.path / "manifest.json").write_text(json.dumps(manifest))
 
 
-class TestPostgresConformance(PassageIndexConformance):
+class TestPostgresConformance(StoreConformance):
     backend = "postgres"
 
     def create_index(self, request, directory, config):
@@ -69,12 +69,6 @@ class TestPostgresConformance(PassageIndexConformance):
         with psycopg.connect(index.dsn, autocommit=True) as conn:
             conn.execute("UPDATE amsrag.meta SET value = jsonb_set(value, '{graph}', (value->'graph') - %s::text[]) "
                          "WHERE key = 'params'", (list(keys),))
-
-
-def test_postgres_index_satisfies_the_protocol(pg_built_index) -> None:
-    assert isinstance(pg_built_index, PassageIndex)
-    for name in RETRIEVERS:
-        assert isinstance(retriever_for(pg_built_index, name), Retriever)
 
 
 def test_retrievers_agree_across_backends(built_index, pg_built_index, slice_questions) -> None:
