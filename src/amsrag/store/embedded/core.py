@@ -1,5 +1,5 @@
-"""The embedded index's directory state: its manifest, the derived indexes of the current generation (loaded
-together, on first use), the write lock, following other processes' writes, filters and query-time settings."""
+"""The embedded index's state every capability stands on: the directory, its manifest and passage table, the
+passages' ids and titles by row, the encoder, filters and query-time settings."""
 
 from __future__ import annotations
 

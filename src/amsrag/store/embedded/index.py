@@ -1,4 +1,5 @@
-"""The embedded index: an index directory holding passages in SQLite and derived indexes beside it.
+"""The embedded index: an index directory holding passages in SQLite and derived indexes beside it. `EmbeddedIndex`
+composes the capabilities (`reads`, `writing`, `checks`, `attached`, over `publish` and `core`).
 
 Layout of DIR:
     passages.sqlite        passages (WAL), the source of truth; also each document's fingerprint and
@@ -24,12 +25,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from amsrag.config import AmsragConfig
 from amsrag.errors import IndexCorruptError, IndexMismatchError, IndexNotFoundError, InputError
 from amsrag.store.embedded.attached import EmbeddedAttached
 from amsrag.store.embedded.checks import EmbeddedChecks
-from amsrag.store.embedded.core import CONFIG_FILE, DB_FILE, LOAD_ATTEMPTS, Any, _check_params, _missing_dirs
+from amsrag.store.embedded.core import CONFIG_FILE, DB_FILE, LOAD_ATTEMPTS, _check_params, _missing_dirs
 from amsrag.store.embedded.manifest import MANIFEST, read_manifest, write_json_atomic
 from amsrag.store.embedded.reads import EmbeddedReads
 from amsrag.store.embedded.sqlite import PassageTable

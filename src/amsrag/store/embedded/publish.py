@@ -1,5 +1,7 @@
-"""Publishing a change of an embedded index: the new generation's derived indexes staged beside the old ones,
-the manifest replaced atomically, the old generation's folders removed (shared by writing and repair)."""
+"""The generations of an embedded index: the current one's derived indexes loaded together on first use, a change
+published (the new generation staged beside the old one, the manifest replaced atomically, the old folders
+removed; shared by writing and repair) under the cross-process write lock, and another process's generation
+followed (`stale`, `refresh`, `sync`)."""
 
 from __future__ import annotations
 
@@ -48,7 +50,7 @@ class _NothingToDo(Exception):
 
 
 class EmbeddedPublish(EmbeddedCore):
-    """Staging and publishing a generation."""
+    """Loading, staging, publishing and following generations of the derived indexes."""
 
     def _stage(self, conn, added: list[PassageRow], removed: list[int], progress: Progress,
                seconds: dict[str, float], vectors: np.ndarray | None) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Reading an embedded index: passages, rows and vectors by id, every passage in row order, statistics."""
+"""Reading an embedded index: passages, rows and vectors by id, every passage in row order."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from amsrag.types import Passage
 
 
 class EmbeddedReads(EmbeddedPublish):
-    """The read side (`PassageIndex`, `PassageScan`) and `stats`."""
+    """The read side (`PassageIndex`, `PassageScan`; `stored_rows` is in `core`, `stats` in `index`)."""
 
     def describe_rows(self, rows: Sequence[int]) -> list[tuple[str, str]]:
         return [self._info[int(r)] for r in rows]

@@ -36,6 +36,7 @@ class _Change:
     bulk: bool  # the HNSW index was rebuilt after loading (vacuum after the commit)
     bm25: BM25State | None = field(default=None)  # the BM25 index as the write left it (cached once committed)
 
+
 class PgDerived(PgCore):
     """The steps of a change that writing and repair share."""
 

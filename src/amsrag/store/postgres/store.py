@@ -1,4 +1,4 @@
-"""The PostgreSQL + pgvector index: the same PassageIndex as the embedded store, in a database.
+"""The PostgreSQL + pgvector index: the same capabilities as the embedded store, in a database.
 
 Passages, their vectors (pgvector, HNSW with cosine), BM25 term and posting tables and the
 embedded store's segmented BM25 index as blobs (scored in-process, see bm25_blobs.py), the entity
@@ -8,7 +8,8 @@ library save is one transaction, serialised across processes by an advisory lock
 is a short transaction of its own, outside the lock), so several amsrag processes can share one
 database and see each other's writes as soon as they commit. Reads go through a psycopg pool; a
 failed read (server down, connection dropped) is retried once within the request timeout and then
-reported as `StoreUnavailableError`.
+reported as `StoreUnavailableError`. `PostgresIndex` composes the capabilities (`reads`, `writing`, `checks`,
+`attached`, over `derived` and `core`).
 """
 
 from __future__ import annotations
