@@ -43,6 +43,7 @@ from amsrag.retrieve import filtered
 from amsrag.retrieve.bm25 import BM25Index, BM25Retriever
 from amsrag.retrieve.dense import DenseRetriever, VectorIndex
 from amsrag.retrieve.filtered import AllowedRows, FilteredDense, GatheredVectors
+from amsrag.retrievers import retriever_for
 from amsrag.types import PassageRow
 
 TYPES = (("pdf", 0.5), ("html", 0.3), ("markdown", 0.18), ("docx", 0.02))
@@ -128,7 +129,7 @@ def postgres_store(texts: list[str], facets: list[tuple[Any, ...]], vecs: np.nda
             assert written == len(facets), written
         print(f"PostgreSQL: wrote {len(facets)} passages in {time.perf_counter() - t:.1f} s")
         with open_index(url) as idx:
-            yield idx.retriever("bm25"), idx.retriever("dense"), idx.allowed_rows
+            yield retriever_for(idx, "bm25"), retriever_for(idx, "dense"), idx.allowed_rows
     finally:
         server.stop()
 

@@ -33,6 +33,7 @@ import numpy as np
 from amsrag.config import AmsragConfig
 from amsrag.evaluate.bootstrap import Bootstrap
 from amsrag.pipeline import Engine
+from amsrag.retrievers import retriever_for
 from amsrag.store import EmbeddedIndex
 from common import CACHE, ROOT, Timer, load_benchmark, ndcg_at, percentiles, recall_at
 
@@ -97,7 +98,7 @@ def sample_questions(questions, index: EmbeddedIndex, n: int, seed: int):
 def evaluate(indexes: dict[str, EmbeddedIndex], qs) -> dict:
     encoder = indexes["ner"].encoder  # same model for both indexes; as the engine embeds a query itself
     vectors = [encoder.encode_query(q.question) for q in qs]
-    graphs = {m: ix.retriever("graph") for m, ix in indexes.items()}
+    graphs = {m: retriever_for(ix, "graph") for m, ix in indexes.items()}
     engines = {m: Engine(ix) for m, ix in indexes.items()}
     for m in MODES:  # warm-up: lazy loads (query matcher, classifier, ...)
         graphs[m].search("warm up question about a film director", k=10, query_vector=vectors[0])
@@ -113,7 +114,7 @@ def evaluate(indexes: dict[str, EmbeddedIndex], qs) -> dict:
     seed_same = Counter()
     for q, vec in zip(qs, vectors, strict=True):
         for name in ("bm25", "dense"):
-            tops = [[h.id for h in indexes[m].retriever(name).search(q.question, k=seed_k, query_vector=vec)]
+            tops = [[h.id for h in retriever_for(indexes[m], name).search(q.question, k=seed_k, query_vector=vec)]
                     for m in MODES]
             seed_same[f"{name} top-{seed_k} identical"] += tops[0] == tops[1]
     for i, (q, vec) in enumerate(zip(qs, vectors, strict=True)):

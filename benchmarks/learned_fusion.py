@@ -31,6 +31,7 @@ from amsrag.fuse.learned import LearnedFuser, LearnedRanker
 from amsrag.pipeline import Engine
 from amsrag.pipeline.multihop import expand
 from amsrag.pipeline.signals import IndexSignals
+from amsrag.retrievers import retriever_for
 from amsrag.types import Hit
 from common import ROOT, SHARED_DATA
 
@@ -84,7 +85,7 @@ def main() -> int:
             vector = engine.index.encoder.encode_query(q["question"])
             cx = engine.complexity_of(q["question"], vector, generator_knows=False)
             label, alpha = cx.routed
-            lists: dict[str, list[Hit]] = {r: engine.index.retriever(r).search(q["question"], 100, vector)
+            lists: dict[str, list[Hit]] = {r: retriever_for(engine.index, r).search(q["question"], 100, vector)
                                            for r in ("bm25", "dense", "graph")}
             t = time.perf_counter()
             base = CARRF(label, alpha, engine.config.fusion).fuse(lists)

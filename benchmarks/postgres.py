@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from amsrag.progress import RichProgress
+from amsrag.retrievers import retriever_for
 from amsrag.store import EmbeddedIndex
 from amsrag.store.open import export_index
 from amsrag.store.postgres.server import LocalPostgres
@@ -57,7 +58,7 @@ def run_backend(index, queries: list[str], vectors: np.ndarray, k: int = 10,
     """Latency and rankings of every retriever, one query at a time, after a warm-up: the first five
     queries (lazy loads, connections) and the `warm` queries (other ones: the caches of a server
     that has been answering for a while, pgvector's HNSW pages among them)."""
-    retrievers = {n: index.retriever(n) for n in RETRIEVERS}
+    retrievers = {n: retriever_for(index, n) for n in RETRIEVERS}
     warm_q, warm_v = warm if warm is not None else ([], np.zeros((0, vectors.shape[1]), np.float32))
     for r in retrievers.values():
         for q, v in zip([*queries[:5], *warm_q], [*vectors[:5], *warm_v], strict=True):
@@ -106,8 +107,9 @@ def quality(ranked: dict, questions) -> dict:
 
 _READER = (
     "import sys, time\n"
+    "from amsrag.retrievers import retriever_for\n"
     "from amsrag.store.postgres.store import PostgresIndex\n"
-    "idx = PostgresIndex.open(sys.argv[1], read_dsn=sys.argv[2]); r = idx.retriever('bm25')\n"
+    "idx = PostgresIndex.open(sys.argv[1], read_dsn=sys.argv[2]); r = retriever_for(idx, 'bm25')\n"
     "qs = sys.argv[4:]; end = time.monotonic() + float(sys.argv[3]); n = 0\n"
     "while time.monotonic() < end:\n"
     "    r.search(qs[n % len(qs)], k=10); n += 1\n"
@@ -215,11 +217,11 @@ def synthetic_run(args) -> dict:
                                             source.config.bm25), _Rows(info))
         result["embedded_bm25_build_s"] = round(time.perf_counter() - t, 1)
         runs = {"embedded bm25": lambda q, v: emb.search(q, k=10),
-                "postgres bm25 memory": lambda q, v: pg.retriever("bm25").search(q, k=10, plan="memory"),
-                "postgres bm25 pruned": lambda q, v: pg.retriever("bm25").search(q, k=10, exhaustive=False),
-                "postgres bm25 exhaustive": lambda q, v: pg.retriever("bm25").search(q, k=10, exhaustive=True),
-                "postgres dense": lambda q, v: pg.retriever("dense").search(q, k=10, query_vector=v),
-                "postgres graph": lambda q, v: pg.retriever("graph").search(q, k=10, query_vector=v)}
+                "postgres bm25 memory": lambda q, v: retriever_for(pg, "bm25").search(q, k=10, plan="memory"),
+                "postgres bm25 pruned": lambda q, v: retriever_for(pg, "bm25").search(q, k=10, exhaustive=False),
+                "postgres bm25 exhaustive": lambda q, v: retriever_for(pg, "bm25").search(q, k=10, exhaustive=True),
+                "postgres dense": lambda q, v: retriever_for(pg, "dense").search(q, k=10, query_vector=v),
+                "postgres graph": lambda q, v: retriever_for(pg, "graph").search(q, k=10, query_vector=v)}
         for fn in runs.values():
             for q, v in zip(texts[:5], qvecs[:5], strict=True):
                 fn(q, v)
@@ -330,7 +332,7 @@ def main() -> None:
             plan_lat, plan_ranked = [], []
             for q in texts:
                 with Timer() as t:
-                    hits = pg.retriever("bm25").search(q, k=10, plan=plan)
+                    hits = retriever_for(pg, "bm25").search(q, k=10, plan=plan)
                 plan_lat.append(t.ms)
                 plan_ranked.append([h.id for h in hits])
             result[f"bm25_{plan}"] = {"latency_ms": percentiles(plan_lat), "same_top10_share_vs_embedded": round(

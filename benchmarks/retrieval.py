@@ -24,6 +24,7 @@ import numpy as np
 
 from amsrag.progress import RichProgress
 from amsrag.retrieve.bm25 import BM25Tokenizer
+from amsrag.retrievers import retriever_for
 from amsrag.store import EmbeddedIndex
 from common import CACHE, ROOT, Timer, load_benchmark, ndcg_at, percentiles, recall_at
 from embed_corpus import load_cached
@@ -110,7 +111,7 @@ def evaluate(index: EmbeddedIndex, questions, limit: int | None) -> dict:
     tokenizer = BM25Tokenizer(index.config.bm25)
     lonely = no_shared_word_gold(index, qs, tokenizer)
     encoder = index.encoder
-    retrievers = {name: index.retriever(name) for name in ("bm25", "dense", "graph")}
+    retrievers = {name: retriever_for(index, name) for name in ("bm25", "dense", "graph")}
     # warm-up (first calls pay lazy loads)
     for r in retrievers.values():
         r.search("warm up query", k=10)
@@ -169,7 +170,7 @@ def evaluate(index: EmbeddedIndex, questions, limit: int | None) -> dict:
 
 
 def hnsw_recall(index: EmbeddedIndex, vectors) -> dict:
-    dense = index.retriever("dense")
+    dense = retriever_for(index, "dense")
     if index.vector_index.kind != "hnsw":
         return {"kind": "exact", "recall@10": 1.0}
     rec = []

@@ -38,6 +38,7 @@ import numpy as np
 
 from amsrag.config import AmsragConfig
 from amsrag.pipeline import Engine
+from amsrag.retrievers import retriever_for
 from amsrag.store import EmbeddedIndex
 from amsrag.types import Passage
 from common import CACHE, ROOT, Timer, load_benchmark, percentiles
@@ -204,7 +205,7 @@ def queries(args: argparse.Namespace) -> dict:
     t = time.perf_counter()
     index = EmbeddedIndex.open(CACHE / f"{args.name}-index")
     engine = Engine(index)
-    retrievers = {n: index.retriever(n) for n in ("bm25", "dense", "graph")}
+    retrievers = {n: retriever_for(index, n) for n in ("bm25", "dense", "graph")}
     engine.retrieve("warm up question about a film director", system="full")
     open_s = time.perf_counter() - t
     _, questions = load_benchmark()
@@ -227,7 +228,7 @@ def queries(args: argparse.Namespace) -> dict:
         with Timer() as tm:
             engine.retrieve(q.question, system="full")
         lat["full (incl. embedding)"].append(tm.ms)
-    dense = index.retriever("dense")
+    dense = retriever_for(index, "dense")
     overlap = []
     for q in qs[:50]:  # HNSW against exact search (exact reads every vector: ~0.1-1 s a query)
         vec = index.encoder.encode_query(q.question)

@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from amsrag.retrievers import retriever_for
 from amsrag.store import EmbeddedIndex
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -88,7 +89,7 @@ def fresh(index: EmbeddedIndex) -> EmbeddedIndex:
 
 
 def top(index: EmbeddedIndex, query: str) -> str | None:
-    hits = fresh(index).retriever("bm25").search(query, k=1)
+    hits = retriever_for(fresh(index), "bm25").search(query, k=1)
     return hits[0].id if hits else None
 
 

@@ -250,6 +250,7 @@ def check_index(path: Path, expect_ids: set[str] | None = None, cli_check: bool 
     words), the index's own `check()` finds nothing (what `amsrag index check` runs: checksums, norms,
     stored vectors), and with `cli_check` the `amsrag index check --json` command exits 0. Raises
     Inconsistent."""
+    from amsrag.retrievers import retriever_for
     from amsrag.store import EmbeddedIndex
 
     facts: dict[str, Any] = {}
@@ -277,7 +278,7 @@ def check_index(path: Path, expect_ids: set[str] | None = None, cli_check: bool 
             query = f"{probe.title} {' '.join(probe.text.split()[:12])}"
             vec = idx.encoder.encode_query(query)
             for name in RETRIEVERS:
-                hits = idx.retriever(name).search(query, 5, vec)
+                hits = retriever_for(idx, name).search(query, 5, vec)
                 _require(bool(hits), f"{name} returned no hits for a stored passage's words")
                 if name == "bm25":
                     _require(probe.id in [h.id for h in hits], f"bm25 does not find {probe.id} by its own words")
@@ -1045,6 +1046,7 @@ def _reader_main(argv: list[str]) -> int:
     a = ap.parse_args(argv)
     import numpy as np
 
+    from amsrag.retrievers import retriever_for
     from amsrag.store import EmbeddedIndex
 
     rng = random.Random(a.seed)
@@ -1068,7 +1070,7 @@ def _reader_main(argv: list[str]) -> int:
                 handle.refresh()
             used += 1
             for name in RETRIEVERS:
-                hits = handle.retriever(name).search(q, 5, v)
+                hits = retriever_for(handle, name).search(q, 5, v)
                 if name == "dense" and len(handle) and not hits:  # (BM25 may share no term with the query)
                     raise AssertionError(f"{name}: no hits over {len(handle)} passages")
                 for h in hits:  # every hit resolves to a stored passage

@@ -13,6 +13,7 @@ from amsrag.config import AmsragConfig, BM25Config
 from amsrag.errors import IndexMismatchError
 from amsrag.retrieve.bm25 import BM25Index, BM25Tokenizer
 from amsrag.retrieve.cjk_tokens import BIGRAM_MARK, chinese_stopwords
+from amsrag.retrievers import retriever_for
 from amsrag.store import EmbeddedIndex
 from amsrag.text.language import detect_language, is_chinese
 from amsrag.types import Passage, PassageRow
@@ -122,7 +123,7 @@ def test_index_from_before_chinese_support_keeps_its_tokenizer(tmp_path) -> None
     assert AmsragConfig.load(config_file).bm25.cjk == "jieba+bigram"
     index = EmbeddedIndex.open(path)
     assert index.config.bm25.cjk == "none"
-    assert index.retriever("bm25").search("混合检索把", 2)[0].id == "a"  # the old one-token-per-run match
+    assert retriever_for(index, "bm25").search("混合检索把", 2)[0].id == "a"  # the old one-token-per-run match
     index.close()
 
 

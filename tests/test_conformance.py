@@ -1,8 +1,9 @@
 """One conformance suite for every store backend: the same inputs give the same results.
 
-The backend-independent tests are `amsrag.testing.store.PassageIndexConformance`, run here once for
-the embedded store and once for PostgreSQL; the tests below compare the two backends directly
-(retriever results against the embedded store's, ties broken by passage id).
+The backend-independent tests are `amsrag.testing.store.StoreConformance` (its capability suites: read, write,
+health, tables, themes, query library), run here once for the embedded store and once for PostgreSQL; the tests
+below compare the two backends directly (retriever results against the embedded store's, ties broken by passage
+id).
 """
 
 from __future__ import annotations
@@ -11,16 +12,16 @@ import json
 
 import numpy as np
 
-from amsrag.retrieve import Retriever
-from amsrag.store import EmbeddedIndex, PassageIndex
-from amsrag.testing.store import PassageIndexConformance, assert_same_ranking
+from amsrag.retrievers import retriever_for
+from amsrag.store import EmbeddedIndex
+from amsrag.testing.store import StoreConformance, assert_same_ranking
 from amsrag.testing.store import all_results as _all_results
 from amsrag.testing.store import assert_same_results as _assert_same_results
 
 RETRIEVERS = ("bm25", "dense", "graph")
 
 
-class TestEmbeddedConformance(PassageIndexConformance):
+class TestEmbeddedConformance(StoreConformance):
     backend = "embedded"
 
     def create_index(self, request, directory, config):
@@ -41,7 +42,7 @@ class TestEmbeddedConformance(PassageIndexConformance):
         (index.path / "manifest.json").write_text(json.dumps(manifest))
 
 
-class TestPostgresConformance(PassageIndexConformance):
+class TestPostgresConformance(StoreConformance):
     backend = "postgres"
 
     def create_index(self, request, directory, config):
@@ -70,12 +71,6 @@ class TestPostgresConformance(PassageIndexConformance):
                          "WHERE key = 'params'", (list(keys),))
 
 
-def test_postgres_index_satisfies_the_protocol(pg_built_index) -> None:
-    assert isinstance(pg_built_index, PassageIndex)
-    for name in RETRIEVERS:
-        assert isinstance(pg_built_index.retriever(name), Retriever)
-
-
 def test_retrievers_agree_across_backends(built_index, pg_built_index, slice_questions) -> None:
     want = _all_results(built_index, slice_questions)
     got = _all_results(pg_built_index, slice_questions)
@@ -88,12 +83,12 @@ def test_seeded_graph_and_batches_agree(built_index, pg_built_index, slice_quest
     for index_pair in ((built_index, pg_built_index),):
         (emb, pg) = index_pair
         for q in qs:
-            seeds_e = [emb.retriever(n).search(q, 20) for n in ("bm25", "dense")]
-            seeds_p = [pg.retriever(n).search(q, 20) for n in ("bm25", "dense")]
-            assert_same_ranking(emb.retriever("graph").search_seeded(q, 20, seeds_e),
-                                pg.retriever("graph").search_seeded(q, 20, seeds_p), q)
+            seeds_e = [retriever_for(emb, n).search(q, 20) for n in ("bm25", "dense")]
+            seeds_p = [retriever_for(pg, n).search(q, 20) for n in ("bm25", "dense")]
+            assert_same_ranking(retriever_for(emb, "graph").search_seeded(q, 20, seeds_e),
+                                retriever_for(pg, "graph").search_seeded(q, 20, seeds_p), q)
         for name in RETRIEVERS:
-            for a, b in zip(emb.retriever(name).batch_search(qs, 7), pg.retriever(name).batch_search(qs, 7),
+            for a, b in zip(retriever_for(emb, name).batch_search(qs, 7), retriever_for(pg, name).batch_search(qs, 7),
                             strict=True):
                 assert_same_ranking(a, b, name)
 
@@ -136,8 +131,8 @@ def test_learned_fuser_signals_and_bridges_agree_across_backends(built_index, pg
         assert n_e == n_p and np.allclose(share_e, share_p), q
         assert sorted(ge.entity_key_of(e) for e in ge.query_entities(q)) == sorted(
             gp.entity_key_of(e) for e in gp.query_entities(q))
-        hits_e = built_index.retriever("dense").search(q, 5)
-        hits_p = pg_built_index.retriever("dense").search(q, 5)
+        hits_e = retriever_for(built_index, "dense").search(q, 5)
+        hits_p = retriever_for(pg_built_index, "dense").search(q, 5)
         bridges_e = [(ge.entity_key_of(e), built_index.describe_rows([r])[0][0])
                      for e, r in ge.bridge_entities([h.row for h in hits_e], ge.query_entities(q), 9)]
         bridges_p = [(gp.entity_key_of(e), pg_built_index.describe_rows([r])[0][0])

@@ -11,6 +11,7 @@ from amsrag.config import DenseConfig, EmbeddingConfig
 from amsrag.embed import MiniLMEncoder
 from amsrag.errors import IndexCorruptError, InputError
 from amsrag.retrieve.dense import DenseRetriever, VectorIndex, mapping_of
+from amsrag.retrievers import retriever_for
 
 
 class _Lookup:
@@ -38,14 +39,14 @@ def test_encoder_is_normalised_and_batch_independent(encoder) -> None:
 
 
 def test_dense_retrieves_gold_for_nq_questions(built_index, slice_questions) -> None:
-    dense = built_index.retriever("dense")
+    dense = retriever_for(built_index, "dense")
     nq = [q for q in slice_questions if q.dataset == "nq"]
     found = sum(any(h.id in q.gold_passage_ids for h in dense.search(q.question, k=5)) for q in nq)
     assert found >= 8, f"dense found the gold passage in the top 5 for only {found}/{len(nq)} NQ questions"
 
 
 def test_query_vector_is_used_and_checked(built_index, slice_questions) -> None:
-    dense = built_index.retriever("dense")
+    dense = retriever_for(built_index, "dense")
     q = slice_questions[0].question
     vec = built_index.encoder.encode_query(q)
     assert [h.id for h in dense.search(q, k=5, query_vector=vec)] == [h.id for h in dense.search(q, k=5)]

@@ -22,6 +22,7 @@ import pytest
 from amsrag.errors import InputError
 from amsrag.filters import Where
 from amsrag.retrieve.filtered import AllowedRows
+from amsrag.retrievers import retriever_for
 from amsrag.types import Passage
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -259,7 +260,7 @@ def test_resolution_equals_the_passages_the_filter_matches(engine, specs: list[s
 def test_filtered_bm25_is_the_top_k_of_the_allowed_passages(engine, specs: list[str], k: int) -> None:
     where = Where.parse(specs)
     allowed = allowed_passages(engine, where)
-    inner = engine.index.retriever("bm25")
+    inner = retriever_for(engine.index, "bm25")
     search = engine.index.allowed_rows(where).within(inner)
     rows = engine.index.stored_rows()
     for query in QUERIES:
@@ -284,7 +285,7 @@ def dense_brute(engine, allowed: dict[int, Passage], qvec: np.ndarray, k: int) -
 def test_filtered_dense_is_the_top_k_of_the_allowed_passages(engine, specs: list[str], k: int) -> None:
     where = Where.parse(specs)
     allowed = allowed_passages(engine, where)
-    search = engine.index.allowed_rows(where).within(engine.index.retriever("dense"))
+    search = engine.index.allowed_rows(where).within(retriever_for(engine.index, "dense"))
     for query in QUERIES:
         qvec = engine.index.encoder.encode_query(query)
         hits = search.search(query, k=k, query_vector=qvec)
@@ -354,7 +355,7 @@ def test_a_kept_gather_scores_as_a_fresh_one(embedded_engine, monkeypatch: pytes
     from amsrag.retrieve import filtered as filtered_mod
 
     idx = embedded_engine.index
-    dense = idx.retriever("dense")
+    dense = retriever_for(idx, "dense")
     where = Where.parse(["source=*diversions.html"])
     allowed = idx.allowed_rows(where)
     assert 0 < len(allowed) <= filtered_mod.GATHER_SHARE * len(idx)
@@ -376,7 +377,7 @@ def test_a_kept_gather_scores_as_a_fresh_one(embedded_engine, monkeypatch: pytes
 def test_filtered_graph_and_full_system_return_only_allowed_passages(engine, specs: list[str]) -> None:
     where = Where.parse(specs)
     allowed = allowed_passages(engine, where)
-    graph = engine.index.allowed_rows(where).within(engine.index.retriever("graph"))
+    graph = engine.index.allowed_rows(where).within(retriever_for(engine.index, "graph"))
     for query in QUERIES:
         hits = graph.search(query, k=5)
         assert hits and all(h.row in allowed for h in hits)
@@ -595,7 +596,7 @@ def allowed_docs(target: str, *specs: str, k: int = 10) -> tuple[set[str], list[
 
     with open_index(target) as idx:
         allowed = idx.allowed_rows(Where.parse(list(specs)))
-        hits = allowed.within(idx.retriever("bm25")).search("build servers", k=k)
+        hits = allowed.within(retriever_for(idx, "bm25")).search("build servers", k=k)
         return {p.doc_id for p in idx.passages_by_rows(allowed.rows.tolist())}, [h.id for h in hits]
 
 
@@ -707,7 +708,7 @@ def test_filtered_dense_follows_passages_added_deleted_and_retagged(empty_target
         assert {p.doc_id for p in allowed.values()} == expect_docs
         resolved = idx.allowed_rows(where)
         assert 0 < len(resolved) <= GATHER_SHARE * len(idx)
-        search = resolved.within(idx.retriever("dense"))
+        search = resolved.within(retriever_for(idx, "dense"))
         for _ in range(2):  # the second time from the kept gather (embedded)
             for query in QUERIES:
                 qvec = idx.encoder.encode_query(query)

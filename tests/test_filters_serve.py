@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from amsrag.retrievers import retriever_for
 from test_filters import doc_index  # noqa: F401  (the module's index of the document fixtures)
 from test_serve_api import AUTH, KEY, error_of, start_server
 
@@ -169,7 +170,7 @@ def test_eval_where_retrieves_within_the_filter(built_index, slice_questions, tm
 
     from amsrag.cli import app
 
-    bm25 = built_index.retriever("bm25")
+    bm25 = retriever_for(built_index, "bm25")
     question = next(q for q in slice_questions if {h.id for h in bm25.search(q.question, k=len(
         q.gold_passage_ids))} != set(q.gold_passage_ids))
     out = tmp_path / "cli"

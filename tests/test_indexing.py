@@ -16,6 +16,7 @@ from amsrag.cli.main import app
 from amsrag.config import AmsragConfig
 from amsrag.errors import AmsragError, IndexCorruptError, InputError
 from amsrag.indexing import ingest_inputs, sync_folders
+from amsrag.retrievers import retriever_for
 from amsrag.store import EmbeddedIndex
 
 runner = CliRunner()
@@ -73,7 +74,7 @@ def test_sync_adds_replaces_and_deletes_documents(tmp_path: Path) -> None:
         assert sorted(idx.documents()) == ["kb/guide/install.md", "kb/guide/upgrade.md", "kb/intro.md"]
         assert idx.get("kb/guide/faq.txt#0") is None
         assert "Cited answers" in idx.get("kb/intro.md#1").text
-        hits = idx.retriever("bm25").search("default port 8000", k=5)
+        hits = retriever_for(idx, "bm25").search("default port 8000", k=5)
         assert all(not h.id.startswith("kb/guide/faq") for h in hits)
         assert idx.check().ok
 
@@ -188,7 +189,7 @@ def test_missing_derived_folder_names_repair_and_repair_restores(tmp_path: Path)
     idx_dir = tmp_path / "idx"
     assert invoke("index", "build", str(docs), "--index", str(idx_dir), "-q")[0] == 0
     with EmbeddedIndex.open(idx_dir) as idx:
-        before = idx.retriever("dense").search("where did the project begin", k=3)
+        before = retriever_for(idx, "dense").search("where did the project begin", k=3)
     shutil.rmtree(next(idx_dir.glob("dense.g*")))
     with pytest.raises(IndexCorruptError, match=r"missing: dense .*amsrag index repair --index"):
         EmbeddedIndex.open(idx_dir)
@@ -203,7 +204,7 @@ def test_missing_derived_folder_names_repair_and_repair_restores(tmp_path: Path)
     repaired = json.loads(out)
     assert (repaired["rebuilt"], repaired["reembedded"], repaired["ok"]) == (["dense"], 0, True)
     with EmbeddedIndex.open(idx_dir) as idx:
-        assert idx.retriever("dense").search("where did the project begin", k=3) == before
+        assert retriever_for(idx, "dense").search("where did the project begin", k=3) == before
     # a damaged file is found by its checksum and rebuilt
     tokens = next(next(idx_dir.glob("bm25.g*")).iterdir())
     tokens.write_bytes(tokens.read_bytes()[:-7] + b"garbage")
@@ -231,7 +232,7 @@ def test_a_reader_that_loses_a_race_with_a_writer_loads_the_newer_generation(tmp
     with EmbeddedIndex.open(tmp_path / "idx") as writer:
         write(docs / "more.md", "# More\n\nThe harbour of Lisbon opens at dawn.\n")
         sync_folders(writer, [docs])  # publishes a newer generation and removes the folders reader was to load
-    hits = reader.retriever("bm25").search("harbour of Lisbon at dawn", k=3)
+    hits = retriever_for(reader, "bm25").search("harbour of Lisbon at dawn", k=3)
     assert hits and hits[0].id == "kb/more.md#0" and len(reader) == 5
     reader.close()
 
@@ -251,7 +252,7 @@ def test_a_delete_committed_before_the_manifest_is_completed_at_open(tmp_path: P
         monkeypatch.undo()
     with EmbeddedIndex.open(tmp_path / "idx") as idx:
         assert len(idx) == 2 and idx.get("kb/intro.md#0") is None and idx.check().ok
-        assert all(not h.id.startswith("kb/intro") for h in idx.retriever("bm25").search("Lisbon 2019", k=5))
+        assert all(not h.id.startswith("kb/intro") for h in retriever_for(idx, "bm25").search("Lisbon 2019", k=5))
 
 
 def test_a_full_disk_is_a_clear_error_and_loses_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -280,13 +281,13 @@ def test_a_full_disk_is_a_clear_error_and_loses_nothing(tmp_path: Path, monkeypa
 
 def test_refresh_never_mixes_a_published_generation_with_a_newer_commit(tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    import amsrag.store.embedded.index as embedded
+    import amsrag.store.embedded.publish as embedded
 
     docs = make_docs(tmp_path / "kb")
     with EmbeddedIndex.create(tmp_path / "idx") as idx:
         ingest_inputs(idx, [docs])
     reader = EmbeddedIndex.open(tmp_path / "idx")
-    assert reader.retriever("bm25").search("Lisbon 2019", k=3)
+    assert retriever_for(reader, "bm25").search("Lisbon 2019", k=3)
     with EmbeddedIndex.open(tmp_path / "idx") as writer:
         write(docs / "more.md", "# More\n\nThe harbour opens at dawn.\n")
         sync_folders(writer, [docs])  # published
@@ -300,7 +301,7 @@ def test_refresh_never_mixes_a_published_generation_with_a_newer_commit(tmp_path
             crasher.delete_documents(["kb/intro.md"])
         monkeypatch.undo()
     assert reader.stale() and reader.refresh()
-    hits = reader.retriever("bm25").search("project began in Lisbon in 2019", k=5)
+    hits = retriever_for(reader, "bm25").search("project began in Lisbon in 2019", k=5)
     assert all(not h.id.startswith("kb/intro.md") for h in hits)
     assert len(reader) == 3 and not reader.stale() and reader.check().ok
     reader.close()

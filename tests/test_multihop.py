@@ -12,6 +12,7 @@ from amsrag.pipeline.multihop import expand
 from amsrag.pipeline.passes import fuse_runs
 from amsrag.pipeline.systems import system_spec
 from amsrag.retrieve.entities import entity_key
+from amsrag.retrievers import retriever_for
 
 BRIDGE_Q = "What job did Jörgen Smit work, where he was working in the world center of the anthroposophical movement?"
 
@@ -27,7 +28,7 @@ def test_bridges_are_entities_of_the_top_passages_the_question_does_not_name(bui
     plan, first = _first_hop(engine, BRIDGE_Q)
     cfg = SecondHopConfig()
     result = expand(built_index, BRIDGE_Q, first, cfg, plan.depth)
-    graph = built_index.retriever("graph").graph
+    graph = retriever_for(built_index, "graph").graph
     (round1,) = result.rounds  # hops = 1: one bounded round
     assert 1 <= len(round1["bridges"]) <= cfg.bridges
     top_rows = {it.row for it in first.top(cfg.from_passages)}
@@ -46,7 +47,7 @@ def test_bridges_are_entities_of_the_top_passages_the_question_does_not_name(bui
 
 
 def test_a_bridge_leads_to_the_passage_titled_by_it(built_index) -> None:
-    graph = built_index.retriever("graph").graph
+    graph = retriever_for(built_index, "graph").graph
     rows = built_index.rows_for_ids(_ids(built_index))
     for row in rows.values():
         for key, kind in graph.entities_of(row):

@@ -15,6 +15,7 @@ from amsrag.config import AmsragConfig, EmbeddingConfig
 from amsrag.embed import MINILM_MODEL, MiniLMEncoder, encoder_for, model_id_for
 from amsrag.embed.multilingual import MODEL_NAME, E5SmallEncoder, EncoderUnavailableError, package_version
 from amsrag.errors import AmsragError, IndexMismatchError, InputError
+from amsrag.retrievers import retriever_for
 from amsrag.types import Passage
 
 E5 = EmbeddingConfig(model=MODEL_NAME)
@@ -189,7 +190,7 @@ def test_index_of_one_model_refuses_the_other(tmp_path) -> None:
     index.add([Passage(id=pid, title=title, text=text) for pid, (title, text, _) in CMRC.items()])
     assert type(index.encoder) is E5SmallEncoder
     question = CMRC["DEV_223"][2]
-    hits = index.retriever("dense").search(question, 3, index.encoder.encode_query(question))
+    hits = retriever_for(index, "dense").search(question, 3, index.encoder.encode_query(question))
     assert hits[0].id == "DEV_223"
     with pytest.raises(InputError, match="need a rebuild"):
         index.update_config(AmsragConfig())

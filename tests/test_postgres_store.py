@@ -10,6 +10,7 @@ import pytest
 
 from amsrag.config import AmsragConfig
 from amsrag.errors import IndexCorruptError, IndexMismatchError, IndexNotFoundError, InputError
+from amsrag.retrievers import retriever_for
 from amsrag.store import EmbeddedIndex
 from amsrag.store.open import create_index, open_index
 from amsrag.types import Passage
@@ -72,7 +73,7 @@ def test_failed_ingest_leaves_nothing_behind(pg, slice_passages, slice_vectors, 
     pg.add(slice_passages[:20], vectors=slice_vectors[:20])
     before = {t: _count(pg.dsn, t) for t in ("passages", "bm25_terms", "bm25_postings", "graph_ner",
                                              "entities", "mentions")}
-    hits = [h.id for h in pg.retriever("bm25").search("American film director", k=5)]
+    hits = [h.id for h in retriever_for(pg, "bm25").search("American film director", k=5)]
 
     def boom(*args, **kwargs):
         raise RuntimeError("disk full")
@@ -83,7 +84,7 @@ def test_failed_ingest_leaves_nothing_behind(pg, slice_passages, slice_vectors, 
     monkeypatch.undo()
     assert len(pg) == 20 and pg.get(slice_passages[30].id) is None
     assert {t: _count(pg.dsn, t) for t in before} == before
-    assert [h.id for h in pg.retriever("bm25").search("American film director", k=5)] == hits
+    assert [h.id for h in retriever_for(pg, "bm25").search("American film director", k=5)] == hits
 
 
 def test_two_processes_share_one_database(pg, slice_passages, slice_vectors) -> None:
@@ -94,10 +95,10 @@ def test_two_processes_share_one_database(pg, slice_passages, slice_vectors) -> 
         target = slice_passages[7]
         pg.add(slice_passages[:10], vectors=slice_vectors[:10])
         assert len(other) == 10
-        assert other.retriever("bm25").search(target.title, k=1)[0].id == target.id
+        assert retriever_for(other, "bm25").search(target.title, k=1)[0].id == target.id
         other.delete([target.id])
         assert pg.get(target.id) is None and len(pg) == 9
-        assert target.id not in {h.id for h in pg.retriever("dense").search(target.text[:200], k=9)}
+        assert target.id not in {h.id for h in retriever_for(pg, "dense").search(target.text[:200], k=9)}
     finally:
         other.close()
 
@@ -118,7 +119,7 @@ def test_hnsw_index_serves_dense_queries(pg_url, built_index, slice_passages, sl
         assert "passages_embedding_hnsw" in plan
         from pgvector.psycopg import register_vector
 
-        from amsrag.store.postgres.retrievers import DENSE_SQL
+        from amsrag.retrievers.postgres import DENSE_SQL
 
         def branches(exact: bool, min_size: int) -> list[str]:
             """The retriever's statement, run: which of its two branches executed (HNSW, exact scan)."""
@@ -139,8 +140,8 @@ def test_hnsw_index_serves_dense_queries(pg_url, built_index, slice_passages, sl
         assert branches(exact=True, min_size=0) == ["", "exact"]
         for q in slice_questions[:8]:
             v = built_index.encoder.encode_query(q.question)
-            got = [h.id for h in idx.retriever("dense").search(q.question, 5, v)]
-            assert got == [h.id for h in built_index.retriever("dense").search(q.question, 5, v)]
+            got = [h.id for h in retriever_for(idx, "dense").search(q.question, 5, v)]
+            assert got == [h.id for h in retriever_for(built_index, "dense").search(q.question, 5, v)]
     finally:
         idx.close()
 
@@ -162,21 +163,21 @@ def test_server_down_and_dropped_connections(slice_passages, slice_vectors) -> N
         PostgresIndex.create(server.dsn).close()
         idx = PostgresIndex.open(server.dsn, request_timeout=4.0)
         idx.add(slice_passages[:10], vectors=slice_vectors[:10])
-        want = [h.id for h in idx.retriever("bm25").search("film", k=3)]
+        want = [h.id for h in retriever_for(idx, "bm25").search("film", k=3)]
         with psycopg.connect(server.dsn, autocommit=True) as admin:  # drop every pooled connection
             n = admin.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
                               "WHERE pid <> pg_backend_pid() AND datname = current_database()").fetchone()[0]
         assert n >= 1
-        assert [h.id for h in idx.retriever("bm25").search("film", k=3)] == want
+        assert [h.id for h in retriever_for(idx, "bm25").search("film", k=3)] == want
         server.pg_ctl("stop")
         t = time.monotonic()
         with pytest.raises(StoreUnavailableError, match="unavailable"):
-            idx.retriever("bm25").search("film", k=3)
+            retriever_for(idx, "bm25").search("film", k=3)
         assert time.monotonic() - t < 4.0 + 2.0
         with pytest.raises(StoreUnavailableError):
             idx.add([Passage(id="x", text="written while down")])
         server.pg_ctl("start")
-        assert [h.id for h in idx.retriever("bm25").search("film", k=3)] == want
+        assert [h.id for h in retriever_for(idx, "bm25").search("film", k=3)] == want
         assert idx.get("x") is None
         idx.close()
     finally:
@@ -203,7 +204,7 @@ def test_reads_from_a_streaming_replica(pg_server, slice_passages, slice_vectors
             time.sleep(0.2)
         assert len(idx) == 12
         target = slice_passages[5]
-        assert idx.retriever("bm25").search(target.title, k=1)[0].id == target.id
+        assert retriever_for(idx, "bm25").search(target.title, k=1)[0].id == target.id
         with psycopg.connect(replica_url) as conn:
             assert conn.execute("SELECT pg_is_in_recovery()").fetchone()[0] is True
             served = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
@@ -221,7 +222,7 @@ def test_reads_from_a_streaming_replica(pg_server, slice_passages, slice_vectors
         on_primary, on_replica = scans(url), scans(replica_url)
         vec = slice_vectors[5]
         for name in ("bm25", "dense", "graph"):
-            assert idx.retriever(name).search(target.title, k=3, query_vector=vec)[0].id == target.id, name
+            assert retriever_for(idx, name).search(target.title, k=3, query_vector=vec)[0].id == target.id, name
         time.sleep(1.5)
         assert scans(url) == on_primary  # retrieval never read the primary
         assert scans(replica_url) > on_replica  # it read the replica
@@ -247,7 +248,7 @@ def _library(vectors, source: str):
 
 
 def test_query_library_saves_are_one_transaction(pg, slice_passages, slice_vectors, monkeypatch) -> None:
-    from amsrag.store.postgres import store as pg_store
+    from amsrag.store.postgres import attached as pg_store
 
     pg.add(slice_passages[:5], vectors=slice_vectors[:5])
     first = _library(slice_vectors[:4], "first")
@@ -318,7 +319,7 @@ def test_an_index_at_schema_v2_is_migrated_on_open_and_keeps_its_passages(pg, sl
     from amsrag.store.postgres.store import PostgresIndex
 
     pg.add(slice_passages[:12], vectors=slice_vectors[:12])
-    hits = [h.id for h in pg.retriever("bm25").search("American film director", k=5)]
+    hits = [h.id for h in retriever_for(pg, "bm25").search("American film director", k=5)]
     with psycopg.connect(pg.dsn, autocommit=True) as conn:  # back to schema version 2, as amsrag made it before
         _back_to_v3(conn)
         conn.execute("DROP TABLE amsrag.documents, amsrag.staged_vectors")
@@ -328,7 +329,7 @@ def test_an_index_at_schema_v2_is_migrated_on_open_and_keeps_its_passages(pg, sl
         stored = idx.get(slice_passages[3].id)
         assert len(idx) == 12 and stored is not None
         assert stored == replace(slice_passages[3], metadata={**slice_passages[3].metadata, "lang": "en"})
-        assert [h.id for h in idx.retriever("bm25").search("American film director", k=5)] == hits
+        assert [h.id for h in retriever_for(idx, "bm25").search("American film director", k=5)] == hits
         docs = idx.documents()  # every passage is a document of its own, its fingerprint unknown
         assert len(docs) == 12 and all(d.content_hash == "" and d.passages == 1 for d in docs.values())
         assert idx.check().ok
@@ -350,7 +351,7 @@ def test_an_index_at_schema_v3_gets_posting_impacts_on_open(pg, slice_passages, 
 
     pg.add(slice_passages[:60], vectors=slice_vectors[:60])
     queries = [q.question for q in slice_questions[:10]] + ["the film", "American American director"]
-    before = [[(h.id, h.score) for h in pg.retriever("bm25").search(q, k=10, exhaustive=True)] for q in queries]
+    before = [[(h.id, h.score) for h in retriever_for(pg, "bm25").search(q, k=10, exhaustive=True)] for q in queries]
     counts = {t: _count(pg.dsn, t) for t in ("passages", "bm25_terms", "bm25_postings", "mentions", "entities")}
     with psycopg.connect(pg.dsn, autocommit=True) as conn:
         _back_to_v3(conn)
@@ -359,7 +360,7 @@ def test_an_index_at_schema_v3_gets_posting_impacts_on_open(pg, slice_passages, 
     with PostgresIndex.open(pg.dsn) as idx:
         assert idx.stats()["schema_version"] == schema.CURRENT_VERSION == 6
         assert {t: _count(pg.dsn, t) for t in counts} == counts  # nothing lost
-        r = idx.retriever("bm25")
+        r = retriever_for(idx, "bm25")
         for q, want in zip(queries, before, strict=True):
             for depth in (1, None):
                 got = [(h.id, h.score) for h in r.search(q, k=10, depth=depth, exhaustive=False)]
@@ -449,7 +450,7 @@ def test_staging_does_not_wait_for_the_write_lock(pg, slice_passages, slice_vect
 
 
 def _search_all(idx, questions) -> dict:
-    return {(q.id, name): [h.id for h in idx.retriever(name).search(q.question, k=8)]
+    return {(q.id, name): [h.id for h in retriever_for(idx, name).search(q.question, k=8)]
             for q in questions for name in ("bm25", "dense", "graph")}
 
 
@@ -505,7 +506,7 @@ def _bm25_queries(passages, questions) -> list[str]:
 
 def test_pruned_bm25_equals_the_exhaustive_scores_and_the_embedded_store(
         pg_built_index, built_index, slice_passages, slice_questions) -> None:
-    pg, embedded = pg_built_index.retriever("bm25"), built_index.retriever("bm25")
+    pg, embedded = retriever_for(pg_built_index, "bm25"), retriever_for(built_index, "bm25")
     nonempty = 0
     for q in _bm25_queries(slice_passages, slice_questions):
         for k in (1, 3, 10, 40):
@@ -537,7 +538,7 @@ def test_pruned_bm25_stays_exact_as_the_collection_changes(pg, slice_passages, s
     pg.add(rest, vectors=[vec[p.id] for p in rest])
     assert pg.read(lambda c: pg.meta(c, "bm25_impact")) == first  # the reference stays
     pg.delete([p.id for p in rest[:20]])
-    r = pg.retriever("bm25")
+    r = retriever_for(pg, "bm25")
     queries = ["film director", "the American film", "born", "album band music", "river city county"]
     for q in queries + [p.title for p in slice_passages[20:40]] + [" ".join(p.text.split()[:6]) for p in rest[30:50]]:
         for k, depth in ((1, 1), (3, 1), (5, 2), (5, None), (20, 4)):
@@ -553,7 +554,7 @@ def test_in_process_bm25_equals_the_sql_plans_and_the_embedded_store(
         pg_built_index, built_index, slice_passages, slice_questions) -> None:
     import numpy as np
 
-    pg, embedded = pg_built_index.retriever("bm25"), built_index.retriever("bm25")
+    pg, embedded = retriever_for(pg_built_index, "bm25"), retriever_for(built_index, "bm25")
     assert pg.plan == "memory"  # the default
     nonempty = 0
     for q in _bm25_queries(slice_passages, slice_questions):
@@ -591,7 +592,7 @@ def test_in_process_bm25_follows_adds_deletes_and_other_processes(pg, slice_pass
         stored = idx.read(lambda c: c.execute("SELECT prow, id, title, text FROM passages ORDER BY prow").fetchall())
         fresh = BM25Retriever(BM25Index.build([PassageRow(int(r), i, t, x) for r, i, t, x in stored],
                                               idx.config.bm25), idx)
-        r = idx.retriever("bm25")
+        r = retriever_for(idx, "bm25")
         for q in queries:
             mem = r.search(q, k=10)
             sql = r.search(q, k=10, plan="exhaustive")
@@ -601,7 +602,7 @@ def test_in_process_bm25_follows_adds_deletes_and_other_processes(pg, slice_pass
 
     other = PostgresIndex.open(pg.dsn)
     try:
-        assert other.retriever("bm25").search("film", k=3) == []  # empty index
+        assert retriever_for(other, "bm25").search("film", k=3) == []  # empty index
         gen0 = other._bm25.generation
         batches = [slice_passages[i : i + 25] for i in range(0, len(slice_passages), 25)]
         for batch in batches:
@@ -619,7 +620,7 @@ def test_in_process_bm25_follows_adds_deletes_and_other_processes(pg, slice_pass
         assert kept and all(next(s for s in before.segments if s.name == n).rows is
                             next(s for s in after.segments if s.name == n).rows for n in kept)  # not read again
         gone = {p.id for p in slice_passages[5:40]}
-        assert not gone & {h.id for q in queries for h in other.retriever("bm25").search(q, k=40)}
+        assert not gone & {h.id for q in queries for h in retriever_for(other, "bm25").search(q, k=40)}
         # the stored index equals one built afresh from the remaining passages, and check agrees
         with psycopg.connect(pg.dsn, autocommit=True) as conn:
             conn.execute("SET search_path = amsrag, public")
@@ -631,7 +632,7 @@ def test_in_process_bm25_follows_adds_deletes_and_other_processes(pg, slice_pass
         assert pg.check().ok
         # a write the other object made is seen by the first one too
         other.add(slice_passages[5:10], vectors=[vec[p.id] for p in slice_passages[5:10]])
-        assert slice_passages[5].id in {h.id for h in pg.retriever("bm25").search(slice_passages[5].title, k=20)}
+        assert slice_passages[5].id in {h.id for h in retriever_for(pg, "bm25").search(slice_passages[5].title, k=20)}
         agree(pg)
     finally:
         other.close()
@@ -639,13 +640,13 @@ def test_in_process_bm25_follows_adds_deletes_and_other_processes(pg, slice_pass
 
 def test_damaged_bm25_pieces_are_found_and_repaired(pg, slice_passages, slice_vectors, slice_questions) -> None:
     pg.add(slice_passages[:50], vectors=slice_vectors[:50])
-    want = [_ranked(pg.retriever("bm25"), q.question, 10) for q in slice_questions[:8]]
+    want = [_ranked(retriever_for(pg, "bm25"), q.question, 10) for q in slice_questions[:8]]
     with psycopg.connect(pg.dsn, autocommit=True) as conn:
         conn.execute("DELETE FROM amsrag.bm25_blobs WHERE name LIKE 'seg-%'")
     found = pg.check()
     assert not found.ok and "bm25" in found.repairable and "bm25_blobs" in "\n".join(found.problems)
     assert pg.repair(["bm25"]).rebuilt == ["bm25"] and pg.check().ok
-    assert [_ranked(pg.retriever("bm25"), q.question, 10) for q in slice_questions[:8]] == want
+    assert [_ranked(retriever_for(pg, "bm25"), q.question, 10) for q in slice_questions[:8]] == want
 
 
 def test_an_index_at_schema_v4_gets_its_bm25_index_built_on_open(pg, slice_passages, slice_vectors,
@@ -656,7 +657,7 @@ def test_an_index_at_schema_v4_gets_its_bm25_index_built_on_open(pg, slice_passa
     pg.add(slice_passages[:70], vectors=slice_vectors[:70])
     pg.delete([p.id for p in slice_passages[:7]])
     queries = [q.question for q in slice_questions[:12]] + ["the film", "American American director"]
-    before = [_ranked(pg.retriever("bm25"), q, 10, plan="exhaustive") for q in queries]
+    before = [_ranked(retriever_for(pg, "bm25"), q, 10, plan="exhaustive") for q in queries]
     counts = {t: _count(pg.dsn, t) for t in ("passages", "bm25_terms", "bm25_postings", "mentions", "entities")}
     with psycopg.connect(pg.dsn, autocommit=True) as conn:
         _back_to_v4(conn)
@@ -664,7 +665,7 @@ def test_an_index_at_schema_v4_gets_its_bm25_index_built_on_open(pg, slice_passa
         assert idx.stats()["schema_version"] == schema.CURRENT_VERSION == 6
         assert {t: _count(pg.dsn, t) for t in counts} == counts  # nothing lost
         assert _count(pg.dsn, "bm25_blobs") >= 4
-        r = idx.retriever("bm25")
+        r = retriever_for(idx, "bm25")
         for q, want in zip(queries, before, strict=True):
             got = _ranked(r, q, 10, plan="memory")
             assert [i for i, _ in got] == [i for i, _ in want], q
@@ -693,7 +694,7 @@ def test_graph_ranks_in_process_as_the_embedded_graph_in_one_statement(
         pg_built_index, built_index, slice_questions) -> None:
     """The first ranking reads the graph into the process; each ranking after it is one statement (the
     top rows' names and the generation), and its ids and scores equal the embedded graph's."""
-    from amsrag.store.postgres.retrievers import PgEntityGraph
+    from amsrag.retrievers.postgres import PgEntityGraph
 
     sent: list[str] = []
 
@@ -710,11 +711,11 @@ def test_graph_ranks_in_process_as_the_embedded_graph_in_one_statement(
             return pg_built_index.read(lambda c: fn(_CountingConnection(c, sent)))
 
     graph = PgEntityGraph(Counting(), pg_built_index.config.graph)
-    emb_graph = built_index.retriever("graph").graph
+    emb_graph = retriever_for(built_index, "graph").graph
     graph.rank("warm up", [], 5)
     for q in slice_questions[:12]:
         qv = built_index.encoder.encode_query(q.question)
-        seeds = [h for h in built_index.retriever("dense").search(q.question, 10, qv)]
+        seeds = [h for h in retriever_for(built_index, "dense").search(q.question, 10, qv)]
         rows_e = [(h.row, 1.0 / (n + 1)) for n, h in enumerate(seeds)]
         pg_rows = pg_built_index.rows_for_ids([h.id for h in seeds])
         rows_p = [(pg_rows[h.id], 1.0 / (n + 1)) for n, h in enumerate(seeds)]
@@ -741,7 +742,7 @@ def test_in_process_graph_follows_writes_of_other_processes(pg, slice_passages, 
     pg.add(slice_passages[:60], vectors=[vec[p.id] for p in slice_passages[:60]])
     other = PostgresIndex.open(pg.dsn)
     try:
-        graph = other.retriever("graph").graph
+        graph = retriever_for(other, "graph").graph
         titles = [p.title for p in slice_passages[:60:6]]
         before = {t: graph.rank(t, [], 10) for t in titles}
         gen0 = other.graph_cache.latest().generation
@@ -754,7 +755,7 @@ def test_in_process_graph_follows_writes_of_other_processes(pg, slice_passages, 
             assert not gone & {pid for _, _, pid in got}, t
             fresh = PostgresIndex.open(pg.dsn)  # a process that reads the graph for the first time
             try:
-                assert got == fresh.retriever("graph").graph.rank(t, [], 10), t
+                assert got == retriever_for(fresh, "graph").graph.rank(t, [], 10), t
             finally:
                 fresh.close()
         assert other.graph_cache.latest().generation == gen0 + 2
@@ -789,7 +790,7 @@ def test_a_graph_search_is_three_reads_and_describes_its_hits_from_the_ranking(
         reads.append(sent)
         return real(lambda c: fn(_CountingConnection(c, sent)))
 
-    graph, emb = pg_built_index.retriever("graph"), built_index.retriever("graph")
+    graph, emb = retriever_for(pg_built_index, "graph"), retriever_for(built_index, "graph")
     monkeypatch.setattr(pg_built_index, "read", counting)
     for q in slice_questions[:8]:
         qv = built_index.encoder.encode_query(q.question)
@@ -830,23 +831,18 @@ def test_read_pool_size_is_configurable(pg, monkeypatch) -> None:
         assert (idx.pool.min_size, idx.pool.max_size) == (1, 2)
 
 
-def test_tables_and_themes_on_postgres(pg, slice_passages, slice_vectors) -> None:
-    """The index's tables live in real PostgreSQL tables and answer the structured route; the corpus themes
-    are saved in the database and read back by another process's index."""
+def test_the_structured_route_answers_from_postgres_tables(pg, slice_passages, slice_vectors) -> None:
+    """The index's tables live in real PostgreSQL tables, read-only to the route's SQL, and answer the structured
+    route in another process's index (storing, replacing and deleting tables: the conformance suite)."""
     from amsrag.cli.demo import demo_tables
-    from amsrag.indexing.themes import refresh_themes
     from amsrag.pipeline import Engine
     from amsrag.store.postgres.store import PostgresIndex
     from amsrag.structured.base import SqlRefused
 
     pg.add(slice_passages, vectors=slice_vectors)
-    assert pg.tables() is None
-    report = pg.put_tables(demo_tables())
-    assert report.added == 2 and len(pg.tables()) == 2
-    assert refresh_themes(pg).action == "built"
+    pg.put_tables(demo_tables())
     other = PostgresIndex.open(pg.dsn)
     try:
-        assert other.themes() is not None and other.themes().n_passages == len(slice_passages)
         store = other.tables()
         name = store.profiles()[0].sql_name
         with pytest.raises(SqlRefused):
@@ -876,7 +872,7 @@ def test_export_leaves_chinese_ner_of_other_settings_behind(tmp_path, pg_url) ->
         assert source.check().repairable == ["graph"]
         export_index(source, pg_url)
     with PostgresIndex.open(pg_url) as pg:
-        graph = pg.retriever("graph").graph
+        graph = retriever_for(pg, "graph").graph
         assert "江苏路街道" in {graph.entity_key_of(e) for e in graph.query_entities("江苏路街道在哪个区？")}
         assert pg.check().ok
 
@@ -894,10 +890,10 @@ def test_dense_search_settings_stay_in_its_transaction(pg_built_index, built_ind
 
         before = one.read(show)
         q = slice_questions[0].question
-        hits = one.retriever("dense").search(q, k=5, query_vector=built_index.encoder.encode_query(q))
+        hits = retriever_for(one, "dense").search(q, k=5, query_vector=built_index.encoder.encode_query(q))
         assert len(hits) == 5 and one.config.dense.hnsw_ef_search == 128
         assert one.read(show) == ("40", before[1]) and before[1] != "0"  # pgvector's default ef, the server's cap
-        assert [h.id for h in hits] == [h.id for h in pg_built_index.retriever("dense").search(
+        assert [h.id for h in hits] == [h.id for h in retriever_for(pg_built_index, "dense").search(
             q, k=5, query_vector=built_index.encoder.encode_query(q))]
     finally:
         one.close()

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import amsrag
+from amsrag.retrievers import retriever_for
 from api_index import API_DOCS, QUESTIONS
 
 
@@ -51,7 +52,7 @@ def test_retrieve_and_search_equal_the_engine_and_the_retriever(api_index) -> No
     assert result.passages[0].id.startswith("docs/observatory.md#")
     assert [p.id for p in api_index.passages(result)] == [p.id for p in result.passages]
     hits = api_index.search("reflecting telescope", retriever="bm25", k=2)
-    assert [h.id for h in hits] == [h.id for h in api_index.engine.index.retriever("bm25").search(
+    assert [h.id for h in hits] == [h.id for h in retriever_for(api_index.engine.index, "bm25").search(
         "reflecting telescope", k=2)]
     with pytest.raises(amsrag.InputError, match="unknown retriever 'bm26'"):
         api_index.search("x", retriever="bm26")

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from amsrag.errors import IndexMismatchError, IndexNotFoundError, InputError
+from amsrag.retrievers import retriever_for
 from amsrag.store import EmbeddedIndex
-from amsrag.store.embedded import index as embedded_module
-from amsrag.types import Passage
+from amsrag.store.embedded import publish as publish_module
 
 RETRIEVERS = ("bm25", "dense", "graph")
 
@@ -21,7 +21,8 @@ def _results(index: EmbeddedIndex, questions, k: int = 10) -> dict:
     for q in questions:
         vec = index.encoder.encode_query(q.question)
         for name in RETRIEVERS:
-            out[(q.id, name)] = [(h.id, round(h.score, 4)) for h in index.retriever(name).search(q.question, k, vec)]
+            hits = retriever_for(index, name).search(q.question, k, vec)
+            out[(q.id, name)] = [(h.id, round(h.score, 4)) for h in hits]
     return out
 
 
@@ -40,17 +41,6 @@ class CountingEncoder:
 
     def encode_query(self, text):
         return self.inner.encode_query(text)
-
-
-def test_round_trip_after_reopen(built_index, slice_questions) -> None:
-    before = _results(built_index, slice_questions)
-    reopened = EmbeddedIndex.open(built_index.path)
-    assert len(reopened) == len(built_index)
-    assert _results(reopened, slice_questions) == before
-    assert reopened.stats()["passages"] == len(built_index)
-    p = reopened.get(slice_questions[0].gold_passage_ids[0])
-    assert p is not None and p.text and p.metadata["source"] == "hotpotqa"
-    reopened.close()
 
 
 def test_incremental_add_and_delete_match_full_builds(tmp_path, built_index, slice_passages, slice_vectors,
@@ -74,28 +64,9 @@ def test_incremental_add_and_delete_match_full_builds(tmp_path, built_index, sli
     assert _results(inc, slice_questions) == _results(fresh, slice_questions)
     for name in RETRIEVERS:
         for q in slice_questions:
-            assert not {h.id for h in inc.retriever(name).search(q.question, k=20)} & set(gone)
+            assert not {h.id for h in retriever_for(inc, name).search(q.question, k=20)} & set(gone)
     # and the state survives a reopen
     assert _results(EmbeddedIndex.open(inc.path), slice_questions) == _results(fresh, slice_questions)
-
-
-def test_dedup_by_content_and_id_conflicts(tmp_path, slice_passages, slice_vectors) -> None:
-    idx = EmbeddedIndex.create(tmp_path / "i")
-    idx.add(slice_passages[:5], vectors=slice_vectors[:5])
-    p = slice_passages[0]
-    copy = Passage(id="another-id", title=p.title, text="  " + p.text + " ")
-    report = idx.add([copy, Passage(id="new", title="New", text="Fresh text about nothing in particular.")])
-    assert (report.added, report.skipped_duplicate_content) == (1, 1)
-    with pytest.raises(InputError, match="already in the index with different content"):
-        idx.add([Passage(id=p.id, title="x", text="different"), Passage(id="n2", text="more text")])
-    assert idx.get("n2") is None and idx.get(p.id).text == p.text and len(idx) == 6
-    with pytest.raises(InputError, match="duplicate passage id 'dup'"):
-        idx.add([Passage(id="dup", text="a b c"), Passage(id="dup", text="d e f")])
-    with pytest.raises(InputError, match="not in the index"):
-        idx.delete([p.id, "no-such-id"])
-    assert idx.get(p.id) is not None and len(idx) == 6
-    with pytest.raises(InputError, match="empty text"):
-        idx.add([Passage(id="blank", text="   ")])
 
 
 def test_missing_and_foreign_indexes(tmp_path, built_index) -> None:
@@ -143,7 +114,7 @@ def test_failure_before_commit_loses_nothing(tmp_path, slice_passages, slice_vec
 def test_crash_between_commit_and_manifest_is_repaired(tmp_path, slice_passages, slice_vectors, monkeypatch) -> None:
     idx = EmbeddedIndex.create(tmp_path / "i")
     idx.add(slice_passages[:40], vectors=slice_vectors[:40])
-    monkeypatch.setattr(embedded_module, "write_json_atomic", lambda *a, **k: (_ for _ in ()).throw(OSError("crash")))
+    monkeypatch.setattr(publish_module, "write_json_atomic", lambda *a, **k: (_ for _ in ()).throw(OSError("crash")))
     with pytest.raises(OSError, match="crash"):
         idx.add(slice_passages[40:50], vectors=slice_vectors[40:50])
     monkeypatch.undo()
@@ -151,28 +122,10 @@ def test_crash_between_commit_and_manifest_is_repaired(tmp_path, slice_passages,
     repaired = EmbeddedIndex.open(idx.path)  # detects the generation gap and re-indexes the 10 passages
     assert len(repaired) == 50
     target = slice_passages[45]
-    hits = repaired.retriever("bm25").search(target.title + " " + target.text[:80], k=3)
+    hits = retriever_for(repaired, "bm25").search(target.title + " " + target.text[:80], k=3)
     assert hits and hits[0].id == target.id
     np.testing.assert_allclose(repaired.vectors_for_rows([repaired.rows_for_ids([target.id])[target.id]])[0],
                                slice_vectors[45], atol=1e-4)
-
-
-def test_bad_queries(built_index) -> None:
-    for name in RETRIEVERS:
-        with pytest.raises(InputError, match="query is empty"):
-            built_index.retriever(name).search(" \n\t", k=5)
-    with pytest.raises(InputError, match="unknown retriever"):
-        built_index.retriever("colbert")
-
-
-def test_embedded_index_satisfies_the_store_protocol(built_index) -> None:
-    from amsrag.store import PassageIndex
-
-    assert isinstance(built_index, PassageIndex)
-    for name in RETRIEVERS:
-        from amsrag.retrieve import Retriever
-
-        assert isinstance(built_index.retriever(name), Retriever)
 
 
 def _library(vectors: np.ndarray, source: str):
@@ -195,7 +148,7 @@ def test_a_crash_mid_save_keeps_the_previous_query_library(tmp_path, slice_passa
         fh.write(b"PK\x03\x04 half an npz")
         raise OSError("killed")
 
-    monkeypatch.setattr(embedded_module.np, "savez", torn)
+    monkeypatch.setattr(np, "savez", torn)
     with pytest.raises(OSError, match="killed"):
         idx.save_query_library(_library(slice_vectors[3:9], "second"))
     monkeypatch.undo()

@@ -22,6 +22,7 @@ from amsrag.cli.main import app
 from amsrag.errors import AmsragError, InputError
 from amsrag.indexing import ingest_inputs
 from amsrag.indexing.watch import FolderWatcher, WatchBatch, check_watch
+from amsrag.retrievers import retriever_for
 from amsrag.store import EmbeddedIndex
 
 pytest.importorskip("watchfiles")
@@ -57,7 +58,7 @@ class Reader:
         return self.index
 
     def top(self, query: str) -> str | None:
-        hits = self.fresh().retriever("bm25").search(query, k=3)
+        hits = retriever_for(self.fresh(), "bm25").search(query, k=3)
         return hits[0].id if hits else None
 
     def texts(self) -> dict[str, str]:
@@ -163,7 +164,7 @@ def test_a_failed_batch_is_retried(tmp_path: Path, kb: Path, monkeypatch: pytest
     """A sync that fails (here: the index is locked by another writer) is tried again without a new change."""
     import fcntl
 
-    import amsrag.store.embedded.index as embedded
+    import amsrag.store.embedded.publish as embedded
 
     idx_dir = tmp_path / "idx"
     EmbeddedIndex.create(idx_dir).close()
@@ -314,7 +315,7 @@ def test_watch_keeps_a_postgresql_index_in_step(pg_url: str, kb: Path) -> None:
         assert eventually(lambda: bool(batches), 60) and batches[0].error is None and batches[0].passages == 2
 
         def top(query: str) -> str | None:
-            hits = reader.retriever("bm25").search(query, k=3)
+            hits = retriever_for(reader, "bm25").search(query, k=3)
             return hits[0].id if hits else None
 
         write(kb / "harbour.md", "# Harbour\n\nThe harbour of Vemmerholt opens at dawn for fishing boats.\n")

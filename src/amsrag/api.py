@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from amsrag.pipeline.results import AnswerResult, RetrievalResult
     from amsrag.pipeline.trace import Trace
     from amsrag.progress import Progress
+    from amsrag.store.base import Store
     from amsrag.types import Hit, Passage
 
     WhereLike = Where | Mapping[str, Any] | Sequence[str] | None  # a metadata filter in any of its spellings
@@ -88,7 +89,7 @@ class Index:
     """An open index and the engine over it. Open one with `Index.open`, build one with `Index.build`; close it
     (or use it as a context manager) to release its files."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine[Store]) -> None:
         self.engine = engine
 
     @classmethod
@@ -133,6 +134,7 @@ class Index:
 
     def search(self, query: str, retriever: str = "bm25", k: int = 10, where: WhereLike = None) -> list[Hit]:
         """One retriever's ranked hits (bm25, dense or graph), without routing or fusion (`where`: as `ask`'s)."""
+        from amsrag.retrievers import retriever_for
         from amsrag.types import RETRIEVERS
 
         if retriever not in RETRIEVERS:
@@ -141,7 +143,7 @@ class Index:
             raise InputError(f"unknown retriever {retriever!r}; choose from {', '.join(RETRIEVERS)}")
         query = self.engine.check_question(query)
         scope = _where(where)
-        found = self.engine.index.retriever(retriever)
+        found = retriever_for(self.engine.index, retriever)
         if scope is not None:
             found = self.engine.index.allowed_rows(scope).within(found)
         return found.search(query, k=k)

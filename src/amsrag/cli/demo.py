@@ -95,9 +95,11 @@ def _showcase(questions: list[QAExample]) -> list[QAExample]:
 def run_demo(out: Console, err: Console, index_dir: Path | None = None, fresh: bool = False, k: int = 3,
              quiet: bool = False) -> None:
     index_dir = index_dir or default_demo_index()
+    from amsrag.retrievers import retriever_for
+
     index = open_or_build_demo_index(index_dir, fresh, err, quiet)
     questions = load_demo_questions()
-    retrievers = {name: index.retriever(name) for name in RETRIEVERS}
+    retrievers = {name: retriever_for(index, name) for name in RETRIEVERS}
     with index:
         for q in _showcase(questions):
             vec = index.encoder.encode_query(q.question)

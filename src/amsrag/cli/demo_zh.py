@@ -83,6 +83,7 @@ def run_demo_zh(out: Console, err: Console, index_dir: Path | None = None, fresh
                 quiet: bool = False) -> None:
     from amsrag.generate.zh_metrics import char_em, char_f1
     from amsrag.pipeline import Engine
+    from amsrag.retrievers import retriever_for
 
     index_dir = index_dir or default_zh_index()
     index = open_or_build_zh_index(index_dir, fresh, err, quiet)
@@ -99,7 +100,7 @@ def run_demo_zh(out: Console, err: Console, index_dir: Path | None = None, fresh
             for column in ("retriever", "rank", "score", "passage", "gold"):
                 table.add_column(column, justify="right" if column == "score" else "left")
             for name in RETRIEVERS:
-                for h in index.retriever(name).search(q.question, k=k, query_vector=vec):
+                for h in retriever_for(index, name).search(q.question, k=k, query_vector=vec):
                     p = index.get(h.id)
                     snippet = (p.text[:40] + "…") if p is not None else h.id
                     table.add_row(name if h.rank == 1 else "", str(h.rank), f"{h.score:.3f}", Text(snippet),

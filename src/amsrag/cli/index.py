@@ -18,7 +18,7 @@ from amsrag.progress import progress_for
 
 if TYPE_CHECKING:
     from amsrag.indexing.job import JobReport
-    from amsrag.store.base import PassageIndex
+    from amsrag.store.base import Store
 
 SKIPPED_LISTED = 20  # skipped files listed one a line; --json has all
 TagOpt = Annotated[list[str] | None, typer.Option(
@@ -33,7 +33,7 @@ def _notice(quiet: bool):
     return (lambda message: None) if quiet else (lambda message: err.print(escape(message), highlight=False))
 
 
-def _job_summary(index: PassageIndex, report: JobReport, as_json: bool, what: str) -> None:
+def _job_summary(index: Store, report: JobReport, as_json: bool, what: str) -> None:
     summary = {"index": index.location, **report.to_dict(), "passages": len(index)}
     if as_json:
         emit(summary)
@@ -240,7 +240,7 @@ def index_delete(
             out.print(f"[green]deleted {report.deleted}[/] passages{what}{also}; the index now holds {len(idx)}")
 
 
-def _delete_document_tables(idx: PassageIndex, docs: list[str]) -> int:
+def _delete_document_tables(idx: Store, docs: list[str]) -> int:
     """The real tables read from the deleted documents (`DOC#table-N`) deleted with them."""
     from amsrag.indexing.tables import document_table_ids
 

@@ -148,12 +148,13 @@ def search(
     """Run one retriever and print its ranked hits."""
     from amsrag.filters import Where
     from amsrag.pipeline.results import check_question
+    from amsrag.retrievers import retriever_for
     from amsrag.store.open import open_index
 
     scope = Where.parse(where)
     with open_index(index) as idx:
         query = check_question(query, idx.config.serve.max_question_chars)
-        r = idx.retriever(retriever)
+        r = retriever_for(idx, retriever)
         allowed = idx.allowed_rows(scope) if scope else None
         if allowed is not None:
             r = allowed.within(r)

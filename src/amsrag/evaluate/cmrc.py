@@ -23,6 +23,7 @@ from amsrag.config import AmsragConfig
 from amsrag.evaluate.metrics import ndcg_at, recall_at
 from amsrag.ingest.cmrc import Cmrc, CmrcQuestion, load_cmrc
 from amsrag.retrieve.bm25 import BM25Index
+from amsrag.retrievers import retriever_for
 from amsrag.types import Passage, PassageRow
 
 K = 5
@@ -93,7 +94,7 @@ def engine_rows(engine: Any, questions: Sequence[CmrcQuestion], systems: Sequenc
     golds = [q.paragraph_id for q in questions]
     out = []
     for name in RETRIEVERS:
-        retriever = engine.index.retriever(name)
+        retriever = retriever_for(engine.index, name)
         ranked, ms = [], []
         for q, v in zip(questions, vectors, strict=True):
             t = time.perf_counter()

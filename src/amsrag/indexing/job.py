@@ -33,7 +33,7 @@ from amsrag.ingest.parsers import ParseBudget, SkippedDocument
 from amsrag.ingest.readers import base_suffix
 from amsrag.ingest.sidecar import FolderTags, read_sidecar
 from amsrag.progress import Advance, NullProgress, Progress
-from amsrag.store.base import PassageIndex
+from amsrag.store.base import Store
 from amsrag.store.documents import Document, DocumentMeta
 from amsrag.store.writes import with_language
 from amsrag.structured.catalog import TableWriteReport
@@ -150,7 +150,7 @@ class JobFile:
 class Job:
     """The machinery an ingest and a sync share: scanning, staged embedding, batched commits."""
 
-    def __init__(self, index: PassageIndex, progress: Progress | None = None, notice: Notice | None = None,
+    def __init__(self, index: Store, progress: Progress | None = None, notice: Notice | None = None,
                  fmt: str = "auto", clock: Clock = time.perf_counter, skip_unreadable: bool = False,
                  tags: Sequence[str] = ()) -> None:
         """`skip_unreadable`: a file that cannot be read (empty, malformed JSONL, ...) is skipped like a corrupt
@@ -326,7 +326,7 @@ def refresh_derived(job: Job) -> None:
     job.report.seconds["themes"] = time.perf_counter() - t
 
 
-def ingest_inputs(index: PassageIndex, inputs: Sequence[Path | str], fmt: str = "auto", replace: bool = False,
+def ingest_inputs(index: Store, inputs: Sequence[Path | str], fmt: str = "auto", replace: bool = False,
                   progress: Progress | None = None, notice: Notice | None = None,
                   clock: Clock = time.perf_counter, tags: Sequence[str] = ()) -> JobReport:
     """Add the passages of files and folders to `index` in committed batches (see the module doc).

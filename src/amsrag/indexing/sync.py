@@ -21,12 +21,12 @@ from amsrag.indexing.tables import document_table_ids, read_table_inputs
 from amsrag.ingest.api import InputRoot, input_roots, source_files
 from amsrag.ingest.formats import PassedOver
 from amsrag.progress import Progress
-from amsrag.store.base import PassageIndex
+from amsrag.store.base import Store
 from amsrag.store.documents import DocumentInfo, DocumentMeta
 from amsrag.structured.table import Table
 
 
-def sync_folders(index: PassageIndex, folders: Sequence[Path | str], fmt: str = "auto", delete: bool = True,
+def sync_folders(index: Store, folders: Sequence[Path | str], fmt: str = "auto", delete: bool = True,
                  progress: Progress | None = None, notice: Notice | None = None,
                  skip_unreadable: bool = False, tags: Sequence[str] = ()) -> JobReport:
     """Bring `index` in line with `folders` (each `PATH` or `NAME=PATH`); see the module doc. `skip_unreadable`:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from amsrag.progress import Progress
-from amsrag.store.base import PassageIndex
+from amsrag.store.base import Store
 from amsrag.themes import build_themes, update_themes
 from amsrag.themes.build import PassageBatch
 from amsrag.types import Passage
@@ -39,7 +39,7 @@ class ThemesReport:
                 "removed": self.removed, "seconds": round(self.seconds, 3), "reasons": list(self.reasons)}
 
 
-def _passage_ids(index: PassageIndex) -> dict[str, int]:
+def _passage_ids(index: Store) -> dict[str, int]:
     rows = index.stored_rows()
     return {pid: row for (pid, _), row in zip(index.describe_rows(rows), rows, strict=True)}
 
@@ -52,7 +52,7 @@ def label_text(passage: Passage) -> str:
     return f"{passage.title}\n{passage.text}" if passage.title else passage.text
 
 
-def index_batch(index: PassageIndex, ids: Sequence[str] | None = None) -> PassageBatch:
+def index_batch(index: Store, ids: Sequence[str] | None = None) -> PassageBatch:
     """(ids, label texts, vectors) of the index's passages (every live one, in row order, or the given ids that
     are stored, in the given order), the vectors read from the dense index. Call it before a delete to hand the
     removed passages' content to `update_themes`."""
@@ -83,7 +83,7 @@ def index_batch(index: PassageIndex, ids: Sequence[str] | None = None) -> Passag
     return out_ids, texts, np.vstack(vecs) if vecs else np.zeros((0, index.encoder.dim), np.float32)
 
 
-def refresh_themes(index: PassageIndex, notice: Callable[[str], None] | None = None,
+def refresh_themes(index: Store, notice: Callable[[str], None] | None = None,
                    rebuild: bool = False, progress: Progress | None = None) -> ThemesReport:
     """Apply the difference between the stored themes and the passages (or rebuild); `progress` shows a
     rebuild's stages (choosing k, the final fit)."""

@@ -22,7 +22,7 @@ from amsrag.errors import AmsragError, InputError
 from amsrag.indexing.job import JobReport, Notice
 from amsrag.indexing.sync import sync_folders
 from amsrag.ingest.api import InputRoot, input_roots
-from amsrag.store.base import PassageIndex
+from amsrag.store.base import Store
 
 log = logging.getLogger("amsrag.watch")
 INSTALL_HINT = 'pip install "amsrag[watch]"'
@@ -133,7 +133,7 @@ def check_watch(index_path: Path | None, folders: Sequence[Path | str]) -> list[
 class _Batcher:
     """Runs the syncs of a watch and decides when a failed one is tried again."""
 
-    def __init__(self, index: PassageIndex, folders: Sequence[Path | str], fmt: str, delete: bool,
+    def __init__(self, index: Store, folders: Sequence[Path | str], fmt: str, delete: bool,
                  on_batch: Callable[[WatchBatch], None], notice: Notice | None, tags: Sequence[str] = ()) -> None:
         self.index, self.folders, self.fmt, self.delete = index, list(folders), fmt, delete
         self.tags = list(tags)
@@ -173,7 +173,7 @@ class _Batcher:
         return wait
 
 
-def watch_and_sync(index: PassageIndex, folders: Sequence[Path | str], *, fmt: str = "auto", delete: bool = True,
+def watch_and_sync(index: Store, folders: Sequence[Path | str], *, fmt: str = "auto", delete: bool = True,
                    stop_event: threading.Event | None = None, on_batch: Callable[[WatchBatch], None] | None = None,
                    notice: Notice | None = None, debounce_ms: int = DEBOUNCE_MS, step_ms: int = STEP_MS,
                    rust_timeout_ms: int = RUST_TIMEOUT_MS, force_polling: bool | None = None,

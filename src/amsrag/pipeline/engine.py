@@ -16,7 +16,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
 import numpy as np
 
@@ -50,7 +50,7 @@ from amsrag.pipeline.trace import AuditTrace, ComplexityTrace, TargTrace, Timing
 from amsrag.retrieve.external import ExternalSources
 from amsrag.retrieve.filtered import AllowedRows, current_scope, scope
 from amsrag.route import Router
-from amsrag.store.base import PassageIndex
+from amsrag.store.base import QueryIndex, Store
 from amsrag.text.language import is_chinese
 
 if TYPE_CHECKING:
@@ -59,11 +59,14 @@ if TYPE_CHECKING:
 ROUTING_VECTORS_KEPT = 64  # routing encodings kept per engine (`Engine.routing_vector`)
 
 
-class Engine:
+IndexT = TypeVar("IndexT", bound=QueryIndex)
+
+
+class Engine(Generic[IndexT]):
     """Composes the stages over one index. `generator_knows`: the generator answers from its own
     knowledge, so a confident zero_hop may skip retrieval (the extractive default cannot)."""
 
-    def __init__(self, index: PassageIndex, classifier: ComplexityClassifier | None = None,
+    def __init__(self, index: IndexT, classifier: ComplexityClassifier | None = None,
                  generator_knows: bool = False, config: AmsragConfig | None = None) -> None:
         self.index = index
         self.config = config or index.config  # another config: query-time settings only (router, fusion)
@@ -92,11 +95,11 @@ class Engine:
         return check_question(question, self.max_question_chars)
 
     @classmethod
-    def open(cls, index_dir: str | Path, config: AmsragConfig | None = None, **kwargs: Any) -> Engine:
+    def open(cls, index_dir: str | Path, config: AmsragConfig | None = None, **kwargs: Any) -> Engine[Store]:
         """The engine over an index directory or a postgresql:// URL; `config`: other query-time settings."""
         from amsrag.store.open import open_index
 
-        return cls(open_index(index_dir), config=config, **kwargs)
+        return Engine(open_index(index_dir), config=config, **kwargs)
 
     def prestart_threads(self) -> None:
         """Start the retriever pool's threads from this thread (see `RetrieverExecutor.prestart`)."""
@@ -107,7 +110,7 @@ class Engine:
         self.corrective.close()
         self.index.close()
 
-    def __enter__(self) -> Engine:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

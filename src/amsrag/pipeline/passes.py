@@ -23,7 +23,7 @@ from amsrag.pipeline.signals import IndexSignals, index_profile
 from amsrag.pipeline.systems import SystemSpec
 from amsrag.pipeline.trace import AdaptiveKTrace, ComplexityTrace
 from amsrag.retrieve.base import Retriever
-from amsrag.retrieve.filtered import scoped_retriever
+from amsrag.retrievers import retriever_for, scoped_retriever
 from amsrag.route import RoutePlan
 from amsrag.store.base import PassageIndex
 from amsrag.types import Hit, Passage
@@ -212,7 +212,7 @@ class RetrievalPass:
         n = len(runs)
         if len(runs) == 1:
             (name,) = runs
-            retriever = self.index.retriever(name)
+            retriever = retriever_for(self.index, name)
             if isinstance(retriever, SeededRetriever):
                 n += len(retriever.seeders)
         return n

@@ -33,7 +33,7 @@ from amsrag.pipeline.trace_parts import (
     ThemesTrace,
 )
 from amsrag.route.taxonomy import TaxonomyDecision, decide, thresholds_of
-from amsrag.store.base import PassageIndex
+from amsrag.store.base import PassageIndex, QueryIndex
 from amsrag.structured.base import StructuredAnswer, TableHit, TableSource
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ class RouteAnswer(Generic[RouteTraceT]):
 class Taxonomy:
     """The five-way decision over one index (the task head loads on first use)."""
 
-    def __init__(self, index: PassageIndex, config: AmsragConfig) -> None:
+    def __init__(self, index: QueryIndex, config: AmsragConfig) -> None:
         self.index, self.config = index, config
         self._head: TaskHead | None = None
 
@@ -187,7 +187,7 @@ class GlobalRoute:
     sizes, their representative passages as citations; with an LLM generator, a map-reduce summary over
     the selected themes (GraphRAG's global search shape)."""
 
-    def __init__(self, index: PassageIndex, config: AmsragConfig) -> None:
+    def __init__(self, index: QueryIndex, config: AmsragConfig) -> None:
         self.index, self.config = index, config
 
     def answer(self, query: str, vector: np.ndarray, generator: Generator | None) -> RouteAnswer[GlobalRouteTrace]:

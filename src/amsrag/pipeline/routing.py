@@ -21,7 +21,7 @@ from amsrag.pipeline.trace_parts import GlobalRouteTrace, RouteFallback, TableRo
 from amsrag.retrieve.filtered import current_scope
 from amsrag.route import RoutePlan, Router
 from amsrag.route.router import retrieval_class
-from amsrag.store.base import PassageIndex
+from amsrag.store.base import QueryIndex
 
 if TYPE_CHECKING:
     from amsrag.classify import ComplexityClassifier
@@ -32,13 +32,15 @@ class RoutingHost(Protocol):
     """What routing uses of its engine (`Engine` is one): the index and configuration, the classifier and the
     routing encoding, the router, the three routes beside retrieval and the composer (the plan as evidence)."""
 
-    index: PassageIndex
     config: AmsragConfig
     router: Router
     taxonomy: Taxonomy
     table_route: TableRoute
     global_route: GlobalRoute
     composer: Composer
+
+    @property
+    def index(self) -> QueryIndex: ...
 
     @property
     def classifier(self) -> ComplexityClassifier: ...

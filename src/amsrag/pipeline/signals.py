@@ -11,6 +11,7 @@ import numpy as np
 from amsrag.embed.encoder import model_id_for
 from amsrag.errors import InputError
 from amsrag.fuse.learned import IndexProfile
+from amsrag.retrievers import retriever_for
 from amsrag.store.base import PassageIndex
 from amsrag.types import RETRIEVERS
 
@@ -36,8 +37,8 @@ class IndexSignals:
 
     def __init__(self, index: PassageIndex) -> None:
         self.index = index
-        bm25 = index.retriever("bm25")
-        graph = getattr(index.retriever("graph"), "graph", None)
+        bm25 = retriever_for(index, "bm25")
+        graph = getattr(retriever_for(index, "graph"), "graph", None)
         if not isinstance(bm25, ScoresRows):
             raise InputError(f"{index.location}: the learned fuser needs BM25 scores of given passages, which this "
                              f"index's BM25 retriever ({type(bm25).__name__}) does not provide; use a CA-RRF system")

@@ -8,21 +8,19 @@ transaction.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
 import psycopg
 from psycopg.types.json import Jsonb
 
 from amsrag.querylog.base import PAGE, PRUNE_INTERVAL, cutoff, time_range
 from amsrag.querylog.entry import COLUMNS, JSON_COLUMNS, QueryLogEntry, utc
-from amsrag.store.postgres.connection import CONNECT_TIMEOUT_S, StoreUnavailableError, redact
+from amsrag.store.postgres.connection import SharedConnection, redact
 from amsrag.store.postgres.schema import SCHEMA
 
-T = TypeVar("T")
 TABLE = f"{SCHEMA}.query_log"
 META = f"{SCHEMA}.query_log_meta"
 CREATE_LOCK_KEY = 0x616D716C  # "amql": serialises the CREATE ... IF NOT EXISTS of concurrent first opens
@@ -91,39 +89,13 @@ class PostgresQueryLog:
         self._clock = clock or (lambda: datetime.now(UTC))
         self.location = redact(dsn)
         self.retention_days = retention_days
-        self._lock = threading.Lock()
-        self._conn: psycopg.Connection | None = None
+        self._connection = SharedConnection(dsn)
+        self._run = self._connection.run
         self._next_prune_check: datetime | None = None
         self._run(self._create)
 
-    # ---- connection ----------------------------------------------------------------
-    def _connection(self) -> psycopg.Connection:
-        if self._conn is None or self._conn.closed:
-            try:
-                self._conn = psycopg.connect(self.dsn, connect_timeout=int(CONNECT_TIMEOUT_S), autocommit=True)
-            except psycopg.OperationalError as exc:
-                raise StoreUnavailableError(f"cannot connect to PostgreSQL at {self.location}: "
-                                            f"{str(exc).strip()}") from exc
-        return self._conn
-
-    def _run(self, fn: Callable[[psycopg.Connection], T]) -> T:
-        """`fn` on the connection under the lock; once more on a new connection when the old one dropped."""
-        with self._lock:
-            for attempt in (1, 2):
-                conn = self._connection()
-                try:
-                    return fn(conn)
-                except psycopg.OperationalError:
-                    if attempt == 2 or not conn.closed:
-                        raise
-                    self._conn = None
-        raise AssertionError("unreachable")
-
     def close(self) -> None:
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+        self._connection.close()
 
     def __enter__(self) -> PostgresQueryLog:
         return self

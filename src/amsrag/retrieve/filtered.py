@@ -417,13 +417,3 @@ def current_scope() -> AllowedRows | None:
     """The rows the current call's filter allows (None: no filter in force)."""
     return _SCOPE.get()
 
-
-class _HasRetrievers(Protocol):
-    def retriever(self, name: str) -> Retriever: ...
-
-
-def scoped_retriever(index: _HasRetrievers, name: str) -> Retriever:
-    """`index.retriever(name)`, ranking within the filter of the current call when one is in force."""
-    retriever = index.retriever(name)
-    allowed = _SCOPE.get()
-    return retriever if allowed is None else allowed.within(retriever)

@@ -13,19 +13,16 @@ from __future__ import annotations
 
 import logging
 import random
-import threading
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import psycopg
 from psycopg.types.json import Jsonb
 
 from amsrag.serve.jobs import Job, interrupt
-from amsrag.store.postgres.connection import CONNECT_TIMEOUT_S, StoreUnavailableError, redact
+from amsrag.store.postgres.connection import SharedConnection, StoreUnavailableError, redact
 from amsrag.store.postgres.schema import SCHEMA
 
 log = logging.getLogger("amsrag.serve")
-T = TypeVar("T")
 TABLE = f"{SCHEMA}.serve_jobs"
 CREATE_LOCK_KEY = 0x616D736A  # "amsj": serialises the CREATE ... IF NOT EXISTS of concurrent first starts
 OWNER_LOCK_CLASS = 0x616D736F  # "amso": the first key of the owners' two-key advisory locks
@@ -52,21 +49,9 @@ class PostgresJobStore:
         self.location = f"{redact(dsn)} ({TABLE})"
         self.keep = 200
         self.owner = 0  # taken when the first connection opens
-        self._lock = threading.Lock()
-        self._conn: psycopg.Connection | None = None
+        self._connection = SharedConnection(dsn, on_connect=self._hold_owner_lock)  # the lock lives with it
+        self._run = self._connection.run
         self._run(self._create)
-
-    # ---- connection ----------------------------------------------------------------
-    def _connection(self) -> psycopg.Connection:
-        if self._conn is None or self._conn.closed:
-            try:
-                conn = psycopg.connect(self.dsn, connect_timeout=int(CONNECT_TIMEOUT_S), autocommit=True)
-            except psycopg.OperationalError as exc:
-                raise StoreUnavailableError(f"cannot connect to PostgreSQL at {redact(self.dsn)}: "
-                                            f"{str(exc).strip()}") from exc
-            self._hold_owner_lock(conn)
-            self._conn = conn
-        return self._conn
 
     def _hold_owner_lock(self, conn: psycopg.Connection) -> None:
         """Lock this service's owner number on `conn` (a new random one when another session holds it)."""
@@ -78,19 +63,6 @@ class PostgresJobStore:
             self.owner = random.SystemRandom().randint(1, 2**31 - 1)
         raise StoreUnavailableError("no free owner lock for the job records after 100 tries")
 
-    def _run(self, fn: Callable[[psycopg.Connection], T]) -> T:
-        """`fn` on the connection under the lock; once more on a new connection when the old one dropped."""
-        with self._lock:
-            for attempt in (1, 2):
-                conn = self._connection()
-                try:
-                    return fn(conn)
-                except psycopg.OperationalError:
-                    if attempt == 2 or not conn.closed:
-                        raise
-                    self._conn = None
-        raise AssertionError("unreachable")
-
     @staticmethod
     def _create(conn: psycopg.Connection) -> None:
         row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (TABLE,)).fetchone()
@@ -101,10 +73,7 @@ class PostgresJobStore:
             conn.execute(_SCHEMA)
 
     def close(self) -> None:
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()  # releases the owner lock
-                self._conn = None
+        self._connection.close()  # releases the owner lock
 
     # ---- the store -------------------------------------------------------------------
     def _owner_stopped(self, conn: psycopg.Connection, owner: int) -> bool:

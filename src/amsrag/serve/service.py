@@ -24,12 +24,14 @@ from amsrag.progress import Progress
 from amsrag.querylog import QueryLog, QueryLogEntry, Redactor, entry_from_answer, query_log_for_index, secrets_of
 from amsrag.querylog.writer import BackgroundAppender
 from amsrag.retrieve.filtered import scope
+from amsrag.retrievers import retriever_for
 from amsrag.review import FILE as REVIEW_FILE
 from amsrag.review import ReviewCandidate, ReviewQueue, candidate_of
 from amsrag.serve.jobs import JOBS_FILE, FileJobStore, Job, JobStore, Writer
 from amsrag.serve.limits import ReadWriteLock
 from amsrag.serve.metrics import Metrics
 from amsrag.serve.sources import SourceRoots
+from amsrag.store.base import Store
 from amsrag.store.documents import Document
 from amsrag.text.citations import citation_of
 from amsrag.text.normalise import normalise_question
@@ -81,7 +83,7 @@ class _ReviewSink:
 
 
 class Service:
-    def __init__(self, engine: Engine, config: ServeConfig, metrics: Metrics | None = None,
+    def __init__(self, engine: Engine[Store], config: ServeConfig, metrics: Metrics | None = None,
                  ask: Callable[[str, str], Any] | None = None, query_log: QueryLog | None = None,
                  log_config: QueryLogConfig | None = None, review_config: ReviewConfig | None = None,
                  shadow: ShadowConfig | None = None, misroutes: MisrouteSink | None = None,
@@ -209,7 +211,7 @@ class Service:
             return self._warm()
 
     def _warm_retriever(self, name: str) -> None:
-        self.engine.index.retriever(name).search(WARM_QUERY, k=1)
+        retriever_for(self.engine.index, name).search(WARM_QUERY, k=1)
 
     def _warm(self, with_ask: bool = True) -> dict[str, float]:
         ms: dict[str, float] = {}

@@ -11,7 +11,7 @@ from amsrag.errors import AmsragError, InputError
 from amsrag.progress import NullProgress, Progress
 from amsrag.retrieve.entities_zh import is_mostly_han
 from amsrag.retrieve.graph import ZH_PARAMS
-from amsrag.store.base import PassageIndex
+from amsrag.store.base import Store
 from amsrag.store.embedded import EmbeddedIndex
 from amsrag.store.writes import IngestReport, expected_params
 
@@ -35,14 +35,14 @@ def _postgres() -> type[PostgresIndex]:
     return PostgresIndex
 
 
-def open_index(spec: str | Path) -> PassageIndex:
+def open_index(spec: str | Path) -> Store:
     """The index at `spec`: an EmbeddedIndex for a directory, a PostgresIndex for a postgresql:// URL."""
     if is_postgres_url(spec):
         return _postgres().open(str(spec))
     return EmbeddedIndex.open(Path(spec))
 
 
-def open_index_unchecked(spec: str | Path) -> PassageIndex:
+def open_index_unchecked(spec: str | Path) -> Store:
     """The index at `spec` even when derived indexes are missing or damaged: for `check` and `repair`."""
     if is_postgres_url(spec):
         return _postgres().open(str(spec))
@@ -65,7 +65,7 @@ def remove_empty_index(spec: str | Path) -> bool:
     return True
 
 
-def create_index(spec: str | Path, config: AmsragConfig | None = None) -> PassageIndex:
+def create_index(spec: str | Path, config: AmsragConfig | None = None) -> Store:
     """A new empty index at `spec` (a new directory, or a database without an amsrag index)."""
     if is_postgres_url(spec):
         return _postgres().create(str(spec), config)

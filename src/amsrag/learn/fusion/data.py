@@ -22,6 +22,7 @@ from amsrag.fuse.learned import pool_features
 from amsrag.pipeline import Engine, QueryContext
 from amsrag.pipeline.signals import IndexSignals
 from amsrag.pipeline.systems import SystemSpec
+from amsrag.retrievers import retriever_for
 from amsrag.route import RoutePlan
 from amsrag.types import Hit
 
@@ -93,7 +94,7 @@ def collect(engine: Engine, questions: Sequence[EvalQuery], pool: int,
                 groups.append(Group(qi, subset, multi_hop, x, labels, tuple(c.id for c in candidates)))
         for name in FEATURE_RETRIEVERS:
             if name not in scores:  # the singleton ran with the second hop: score the retriever alone
-                hits = engine.index.retriever(name).search(q.question, k=10, query_vector=vector)
+                hits = retriever_for(engine.index, name).search(q.question, k=10, query_vector=vector)
                 scores[name] = ndcg_at([h.id for h in hits], q.gold, 10)
         v = np.asarray(vector, dtype=np.float32)
         vectors.append(v / max(float(np.linalg.norm(v)), 1e-12))

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from amsrag.config import RouterConfig
+from amsrag.retrievers import retriever_for
 from amsrag.route.router import retrieval_class
 from amsrag.types import COMPLEXITIES, RETRIEVERS, Complexity, QAExample
 
@@ -71,11 +72,11 @@ def _ranked(hits: Sequence[Any]) -> RankedList:
 
 def retriever_lists(engine: Any, question: str, vector: np.ndarray, depth: int) -> dict[str, RankedList]:
     """Each retriever's ranking at `depth`; the seeded retriever also seeded from each seeder alone."""
-    hits: dict[str, list[Any]] = {r: engine.index.retriever(r).search(question, k=depth, query_vector=vector)
+    hits: dict[str, list[Any]] = {r: retriever_for(engine.index, r).search(question, k=depth, query_vector=vector)
                                   for r in RETRIEVERS if r != SEEDED}
     out: dict[str, RankedList] = {r: _ranked(h) for r, h in hits.items()}
     if SEEDED in RETRIEVERS:
-        seeded = engine.index.retriever(SEEDED)
+        seeded = retriever_for(engine.index, SEEDED)
         out[SEEDED] = _ranked(seeded.search(question, k=depth, query_vector=vector))
         if hasattr(seeded, "search_seeded"):
             for s in SEEDERS:

@@ -7,11 +7,12 @@ from typing import TYPE_CHECKING
 from amsrag.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from amsrag.store.embedded.index import COMPONENTS, EmbeddedIndex
+    from amsrag.store.embedded.core import COMPONENTS
+    from amsrag.store.embedded.index import EmbeddedIndex
     from amsrag.store.writes import DeleteReport, IngestReport, expected_params
 
 __all__ = ["COMPONENTS", "DeleteReport", "EmbeddedIndex", "IngestReport", "expected_params"]
 __getattr__, __dir__ = lazy_exports(__name__, {
-    "COMPONENTS": "amsrag.store.embedded.index", "EmbeddedIndex": "amsrag.store.embedded.index",
+    "COMPONENTS": "amsrag.store.embedded.core", "EmbeddedIndex": "amsrag.store.embedded.index",
     "DeleteReport": "amsrag.store.writes", "IngestReport": "amsrag.store.writes",
     "expected_params": "amsrag.store.writes"})

@@ -1,10 +1,13 @@
-"""Connecting to PostgreSQL: the timeouts, the read pool's size, the error a lost server gives, and a DSN with
-its password redacted — shared by the passage store, its table store and the query log."""
+"""Connecting to PostgreSQL: the timeouts, the read pool's size, the error a lost server gives, a DSN with its
+password redacted, and one connection shared by threads that reconnects once (`SharedConnection`) — used by
+the passage store, its table store, the query log and the service's job records."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
+from typing import TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -12,6 +15,7 @@ from pgvector.psycopg import register_vector
 
 from amsrag.errors import AmsragError, InputError
 
+T = TypeVar("T")
 CONNECT_TIMEOUT_S = 5.0
 
 # The read pool, sized for `amsrag serve`: two admission lanes (retrieve, answer) of `serve.max_running`
@@ -67,3 +71,46 @@ def connect(dsn: str) -> psycopg.Connection:
         return psycopg.connect(dsn, connect_timeout=int(CONNECT_TIMEOUT_S), autocommit=True)
     except psycopg.OperationalError as exc:
         raise StoreUnavailableError(f"cannot connect to PostgreSQL at {redact(dsn)}: {str(exc).strip()}") from exc
+
+
+class SharedConnection:
+    """One autocommit connection to `dsn`, shared by the caller's threads under a lock: opened on first use
+    (`on_connect` runs on each new connection) and opened again once when it drops during a call."""
+
+    def __init__(self, dsn: str, on_connect: Callable[[psycopg.Connection], None] | None = None) -> None:
+        self.dsn = dsn
+        self._on_connect = on_connect
+        self._lock = threading.Lock()
+        self._conn: psycopg.Connection | None = None
+
+    def _connection(self) -> psycopg.Connection:
+        if self._conn is None or self._conn.closed:
+            conn = connect(self.dsn)
+            if self._on_connect is not None:
+                try:
+                    self._on_connect(conn)
+                except BaseException:
+                    conn.close()
+                    raise
+            self._conn = conn
+        return self._conn
+
+    def run(self, fn: Callable[[psycopg.Connection], T]) -> T:
+        """`fn` on the connection under the lock; once more on a new connection when the old one dropped."""
+        with self._lock:
+            for attempt in (1, 2):
+                conn = self._connection()
+                try:
+                    return fn(conn)
+                except psycopg.OperationalError:
+                    if attempt == 2 or not conn.closed:
+                        raise
+                    self._conn = None
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        """Close the connection (a later `run` opens a new one)."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None

@@ -1,5 +1,5 @@
-"""Retrievers over the PostgreSQL tables: BM25 in-process (or in SQL), pgvector HNSW, PPR on the
-in-process copy of the entity graph.
+"""Retrievers over a PostgreSQL index (`amsrag.store.postgres.store.PostgresIndex`): BM25 in-process (or in
+SQL), pgvector HNSW, PPR on the in-process copy of the entity graph.
 
 Scores equal the embedded retrievers' (BM25 in-process exactly: the same index, read from the
 database; in SQL up to float rounding: PostgreSQL sums in float8 where the embedded index uses
@@ -37,6 +37,7 @@ from amsrag.retrieve.topk import topk_indices
 from amsrag.store.postgres.bm25_blobs import BM25State
 from amsrag.store.postgres.graph_state import GENERATION_KEY, GraphCache, GraphState
 from amsrag.store.postgres.graph_state import generation as graph_generation
+from amsrag.store.postgres.rows import RowNames
 from amsrag.types import Hit
 
 T = TypeVar("T")
@@ -103,27 +104,6 @@ FROM q JOIN bm25_postings po ON po.tid = q.tid CROSS JOIN st
 WHERE po.prow = ANY(%(rows)s)
 GROUP BY po.prow
 """
-
-
-ROW_NAMES_MAX = 200_000  # passage rows whose (id, title) a PostgresIndex keeps; past it, it starts over
-
-
-class RowNames:
-    """Passage row -> (id, title), as far as reads have met them. A row's id and title never change and
-    a row number is never reused (passages.prow), so an entry never goes stale; thread-safe for the
-    plain dict operations it uses."""
-
-    def __init__(self, limit: int = ROW_NAMES_MAX) -> None:
-        self.limit = limit
-        self._names: dict[int, tuple[str, str]] = {}
-
-    def get(self, row: int) -> tuple[str, str] | None:
-        return self._names.get(row)
-
-    def update(self, names: dict[int, tuple[str, str]]) -> None:
-        if len(self._names) + len(names) > self.limit:
-            self._names = {}
-        self._names.update(names)
 
 
 class TableReader(Protocol):
