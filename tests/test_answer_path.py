@@ -114,8 +114,8 @@ def test_reading_evidence_uses_strips_only_when_asked(built_index, slice_questio
 
 
 def test_reading_evidence_strip_replaces_the_passage_text() -> None:
-    from amsrag.pipeline.passes import ScoredPassage
     from amsrag.pipeline.results import RetrievalResult
+    from amsrag.pipeline.scored import ScoredPassage
     from amsrag.pipeline.trace import Trace
 
     ps = [ScoredPassage("a", "A", "one. two. three.", 0.9, 0), ScoredPassage("b", "B", "four.", 0.5, 1)]

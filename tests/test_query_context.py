@@ -10,7 +10,7 @@ import numpy as np
 
 from amsrag.generate import Generation
 from amsrag.pipeline.context import QueryContext
-from amsrag.pipeline.passes import ScoredPassage
+from amsrag.pipeline.scored import ScoredPassage
 from amsrag.pipeline.systems import system_spec
 from amsrag.pipeline.trace import Trace
 from amsrag.pipeline.trace_parts import GeneratorTrace, RouteFallback, TableAttempt, TableTrace

@@ -17,8 +17,8 @@ if TYPE_CHECKING:
     from amsrag.errors import AmsragError, InputError
     from amsrag.indexing.job import JobReport
     from amsrag.pipeline.engine import Engine
-    from amsrag.pipeline.passes import ScoredPassage
     from amsrag.pipeline.results import AnswerResult, RetrievalResult
+    from amsrag.pipeline.scored import ScoredPassage
     from amsrag.pipeline.trace import Trace
 
 _LAZY = {"Index": "amsrag.api", "Citation": "amsrag.api", "Route": "amsrag.api", "route_of": "amsrag.api",

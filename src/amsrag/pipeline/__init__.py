@@ -3,8 +3,8 @@ question, one `RetrievalPass` per route plan, the `CorrectiveLoop`, and the type
 
 from amsrag.pipeline.context import QueryContext
 from amsrag.pipeline.engine import Engine
-from amsrag.pipeline.passes import ScoredPassage
 from amsrag.pipeline.results import AnswerResult, RetrievalResult
+from amsrag.pipeline.scored import ScoredPassage
 from amsrag.pipeline.systems import SYSTEMS, SystemSpec, system_spec
 from amsrag.pipeline.trace import Trace
 

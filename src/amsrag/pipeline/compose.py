@@ -18,7 +18,7 @@ from amsrag.generate import Generation, Generator, generate_answer
 from amsrag.generate.base import ABSTAIN, Completes, EvidencePassage, GeneratorError
 from amsrag.generate.reader_generator import SpanReaderGenerator
 from amsrag.pipeline.chain import ChainRunner, ChainStep, ChainTrace, StepEvidence, StepReading
-from amsrag.pipeline.passes import ScoredPassage
+from amsrag.pipeline.scored import ScoredPassage
 from amsrag.pipeline.systems import system_spec
 from amsrag.pipeline.trace import ComplexityTrace
 from amsrag.text.language import is_chinese

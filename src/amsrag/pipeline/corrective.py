@@ -11,7 +11,8 @@ from amsrag.config import CorrectiveConfig, ExternalConfig
 from amsrag.correct import CorrectiveStep, Strip, check, rewrite_query
 from amsrag.fuse import merge_lists
 from amsrag.pipeline.context import QueryContext, ms_since
-from amsrag.pipeline.passes import Pass, RetrievalPass, ScoredPassage
+from amsrag.pipeline.passes import Pass, RetrievalPass
+from amsrag.pipeline.scored import ScoredPassage
 from amsrag.pipeline.trace import CorrectiveTrace, Escalation, ReaderCheck
 from amsrag.retrieve.external import ExternalSources
 from amsrag.retrieve.filtered import current_scope

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -19,6 +19,7 @@ from amsrag.fuse.learned import LearnedFuser, LearnedRanker
 from amsrag.pipeline.context import QueryContext, ms_since
 from amsrag.pipeline.execute import RetrieverExecutor, RetrieverRun
 from amsrag.pipeline.multihop import Expansion, expand
+from amsrag.pipeline.scored import ScoredPassage
 from amsrag.pipeline.signals import IndexSignals, index_profile
 from amsrag.pipeline.systems import SystemSpec
 from amsrag.pipeline.trace import AdaptiveKTrace, ComplexityTrace
@@ -26,21 +27,7 @@ from amsrag.retrieve.base import Retriever
 from amsrag.retrievers import retriever_for, scoped_retriever
 from amsrag.route import RoutePlan
 from amsrag.store.base import PassageIndex
-from amsrag.types import Hit, Passage
-
-
-@dataclass(frozen=True, slots=True)
-class ScoredPassage:
-    """A passage the engine hands on, with its fused score and store row (-1: from an external source).
-    `stored`: the stored passage it was read from (its document and metadata) when the engine read one; the
-    adapters hand on its metadata without reading the store again. Not part of equality."""
-
-    id: str
-    title: str
-    text: str
-    score: float
-    row: int
-    stored: Passage | None = field(default=None, compare=False, repr=False)
+from amsrag.types import Hit
 
 
 @runtime_checkable

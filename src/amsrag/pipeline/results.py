@@ -10,7 +10,7 @@ from amsrag.classify.features import EMPTY_QUESTION, is_blank
 from amsrag.correct import Strip
 from amsrag.errors import InputError
 from amsrag.generate import Generation, Quote
-from amsrag.pipeline.passes import ScoredPassage
+from amsrag.pipeline.scored import ScoredPassage
 from amsrag.pipeline.trace import AuditTrace, Trace
 from amsrag.pipeline.trace_parts import GeneratorTrace
 from amsrag.types import describe_bad_char, lone_surrogate_at

@@ -22,7 +22,7 @@ from amsrag.errors import InputError
 from amsrag.generate import Completes, Generation, Generator
 from amsrag.generate.doc_cues import asks_for_command
 from amsrag.pipeline.context import ms_since
-from amsrag.pipeline.passes import ScoredPassage
+from amsrag.pipeline.scored import ScoredPassage
 from amsrag.pipeline.trace import ComplexityTrace
 from amsrag.pipeline.trace_parts import (
     GlobalRouteTrace,

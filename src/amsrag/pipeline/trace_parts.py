@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 if TYPE_CHECKING:
     from amsrag.generate import Generation
-    from amsrag.pipeline.passes import ScoredPassage
+    from amsrag.pipeline.scored import ScoredPassage
     from amsrag.themes.search import SelectedTheme
 
 
