@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict
 from functools import cache
 from pathlib import Path
@@ -100,3 +101,43 @@ def test_the_rules_see_a_circle_and_a_private_import(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
     module.write_text("def f():\n    from amsrag.store._x import y\n    from amsrag.text import _z\n", "utf-8")
     assert _imports(module) == [("amsrag.store._x", ["y"]), ("amsrag.text", ["_z"])]
+
+
+ARCHITECTURE = PACKAGE.parents[1] / "docs" / "architecture.md"
+TIER_ORDER = {"ground": 0, "1": 1, "2": 2, "3": 3, "4": 4, "5": 5, "6": 6, "wing": 7, "top": 8}
+
+
+def _tiers() -> dict[str, int]:
+    """Each package's (or root module's) tier, read from the layer table of docs/architecture.md."""
+    tiers: dict[str, int] = {}
+    for line in ARCHITECTURE.read_text(encoding="utf-8").splitlines():
+        row = re.match(r"\|\s*(ground|wing|top|\d)\s*\|([^|]*)\|", line)
+        if row is not None:
+            for name in re.findall(r"`([\w/.]+?)`", row.group(2)):
+                tiers[name.removesuffix("/").removesuffix(".py")] = TIER_ORDER[row.group(1)]
+    return tiers
+
+
+def test_every_package_stands_in_the_layer_table() -> None:
+    owners = {_owner(path) for path in PACKAGE.rglob("*.py")}
+    missing = sorted(owners - set(_tiers()))
+    assert not missing, f"not in the layer table of docs/architecture.md: {missing}"
+
+
+def _upward(edges: dict[str, set[str]], tiers: dict[str, int]) -> list[str]:
+    return sorted(f"{src} (tier {tiers[src]}) -> {dst} (tier {tiers[dst]})" for src, targets in edges.items()
+                  for dst in targets if src in tiers and dst in tiers and tiers[dst] > tiers[src])
+
+
+def test_no_import_crosses_a_tier_upward() -> None:
+    """A package imports only packages of its own tier or below (the table of docs/architecture.md)."""
+    edges, _ = _graph()
+    up = _upward(edges, _tiers())
+    assert not up, up
+
+
+def test_the_tier_rule_sees_an_upward_import() -> None:
+    tiers = _tiers()
+    assert tiers["pipeline"] > tiers["store"] > tiers["text"] and tiers["cli"] == TIER_ORDER["top"]
+    assert _upward({"store": {"pipeline", "text"}}, tiers) == [
+        f"store (tier {tiers['store']}) -> pipeline (tier {tiers['pipeline']})"]
