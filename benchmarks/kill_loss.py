@@ -414,6 +414,7 @@ def markdown(result: dict[str, Any]) -> str:
         "killed ingest redoes at most about `stage_seconds` of embedding. The stage sizes follow the last stage's "
         "rate.", "",
         f"    {result['command']}", "",
+        f"Run {result['date'][:16].replace('T', ' ')} UTC.", "",
         f"The corpus: the first {result['n']} passages of `flashrag/wiki_sample_corpus_1000.jsonl` (Wikipedia). "
         f"Each run is `amsrag index add` into an empty embedded index (`graph.ner = false`). A run is killed with "
         f"SIGKILL at a seeded random point of its progress (seeds {result['seed']}..{result['seed'] + len(cases) - 1}"
