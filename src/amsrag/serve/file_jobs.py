@@ -147,7 +147,7 @@ class FileJobStore:
         self.keep = keep
         stopped = self._modify(self._interrupt_stopped, bool)
         if stopped:
-            log.warning("%d job(s) were interrupted when the service running them stopped; they are reported as "
+            log.warning("%d job(s) were interrupted when the service stopped; they are reported as "
                         "failed", len(stopped))
         return [Job.from_record(r) for r in self._read()[-keep:] if r["status"] not in LIVE]
 
