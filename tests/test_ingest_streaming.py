@@ -194,3 +194,35 @@ def test_a_file_cut_inside_a_character_is_named(tmp_path: Path) -> None:
     path.write_bytes("ab é".encode()[:-1])
     with pytest.raises(InputError, match=r"cut\.txt: not UTF-8 text: invalid byte 0xc3 at byte offset 3"):
         list(iter_text_windows(path, read_bytes=2))
+
+
+# ---------------------------------------------------------------- ids: a document's chunks kept as one entry
+
+
+def test_a_chunk_id_met_again_is_refused_with_both_places(tmp_path: Path) -> None:
+    from amsrag.errors import InputError
+    from amsrag.ingest import iter_passages
+    from amsrag.ingest.api import IdRegistry
+    from amsrag.types import Passage
+
+    text = tmp_path / "a.txt"
+    text.write_text(" ".join(f"Sentence {i} about Ada." for i in range(400)), encoding="utf-8")
+    jsonl = tmp_path / "b.jsonl"
+    jsonl.write_text(json.dumps({"id": "a.txt#2", "text": "Another passage."}) + "\n", encoding="utf-8")
+    config = ChunkConfig(max_tokens=64, overlap_tokens=0)
+    with pytest.raises(InputError, match=r"duplicate passage id 'a\.txt#2': first at .*a\.txt \(chunk 2\), "
+                                         r"again at .*b\.jsonl:1"):
+        list(iter_passages([text, jsonl], chunking=config))
+    with pytest.raises(InputError, match=r"duplicate passage id 'a\.txt#2': first at .*b\.jsonl:1, "
+                                         r"again at .*a\.txt \(chunk 2\)"):
+        list(iter_passages([jsonl, text], chunking=config))
+    with pytest.raises(InputError, match=r"duplicate passage id 'a\.txt#0': first at .*a\.txt \(chunk 0\), "
+                                         r"again at .*a\.txt \(chunk 0\)"):
+        list(iter_passages([text, text], chunking=config))
+    registry = IdRegistry()  # a thousand chunks of one document, then ids near theirs
+    for n in range(1000):
+        assert registry.admit(Passage(id=f"d#{n}", text=f"t{n}", doc_id="d", metadata={"chunk": n}), f"d (chunk {n})")
+    for fresh in ("d#1000", "d#01", "d#1x", "d", "e#3"):
+        assert registry.admit(Passage(id=fresh, text="x"), "elsewhere")
+    with pytest.raises(InputError, match=r"'d#999': first at d \(chunk 999\), again at elsewhere"):
+        registry.admit(Passage(id="d#999", text="x"), "elsewhere")
