@@ -226,3 +226,75 @@ def test_a_chunk_id_met_again_is_refused_with_both_places(tmp_path: Path) -> Non
         assert registry.admit(Passage(id=fresh, text="x"), "elsewhere")
     with pytest.raises(InputError, match=r"'d#999': first at d \(chunk 999\), again at elsewhere"):
         registry.admit(Passage(id="d#999", text="x"), "elsewhere")
+
+
+# ---------------------------------------------------------------- JSON: a large array read item by item
+
+REAL_JSON = ["morehopqa/alabnii_morehopqa_final_150samples.json", "hotpotqa/hipporag_hotpotqa_train_100.json",
+             "musique/hipporag_musique_train_100_corpus.json", "strategyqa/aos_strategyqa_train.json",
+             "squad/routerlens_squad_dev_4330.json", "2wikimultihopqa/migres_2wiki_train_500_decomp.json",
+             "hotpotqa/hipporag_hotpotqa_train_100_corpus.json"]
+
+
+def _stream_all_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    from amsrag.ingest import readers
+
+    monkeypatch.setattr(readers, "STREAM_JSON_BYTES", 0)  # every .json array streamed, however small
+
+
+@pytest.mark.parametrize("name", REAL_JSON)
+def test_streamed_json_records_equal_the_parsed_file(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from amsrag.ingest.readers import first_record, iter_records
+
+    path = SHARED / name
+    if not path.exists():
+        pytest.skip(f"{path} is not there")
+    whole, first = list(iter_records(path)), first_record(path)
+    _stream_all_json(monkeypatch)
+    assert list(iter_records(path)) == whole and first_record(path) == first
+
+
+@pytest.mark.parametrize("name", ["musique/hipporag_musique_train_100_corpus.json",
+                                  "hotpotqa/hipporag_hotpotqa_train_100_corpus.json",
+                                  "flashrag/wiki_sample_corpus_1000.jsonl"])
+def test_a_streamed_corpus_gives_the_passages_of_the_loaded_one(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from amsrag.ingest import detect_format, iter_passages, load_qa
+
+    path = SHARED / name
+    if not path.exists():
+        pytest.skip(f"{path} is not there")
+    fmt = detect_format(path)
+    assert fmt in ("corpus", "flashrag")
+    loaded = load_qa(path, fmt).passages
+    _stream_all_json(monkeypatch)
+    assert list(iter_passages([path])) == loaded and len(loaded) > 100
+
+
+def test_a_corpus_array_with_repeats_a_bom_and_gzip_streams_like_it_loads(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    import gzip
+
+    from amsrag.ingest import iter_passages, load_qa
+
+    rows = [{"title": f"T{i % 70}", "text": f"Passage {i % 70} about Ada.", "n": i * 0.5} for i in range(300)]
+    rows.append({"title": "Empty", "text": "  "})
+    plain = tmp_path / "corpus.json"
+    plain.write_bytes(b"\xef\xbb\xbf" + json.dumps(rows, ensure_ascii=False).encode())
+    packed = tmp_path / "packed.json.gz"
+    packed.write_bytes(gzip.compress(json.dumps(rows).encode()))
+    for path in (plain, packed):
+        loaded = load_qa(path, "corpus").passages
+        _stream_all_json(monkeypatch)
+        assert list(iter_passages([path], "corpus")) == loaded and len(loaded) == 70
+        monkeypatch.undo()
+
+
+def test_a_large_malformed_json_array_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from amsrag.errors import InputError
+    from amsrag.ingest import iter_passages
+
+    path = tmp_path / "broken.json"
+    path.write_text('[{"title": "a", "text": "fine"}, {"title": "b", "text": ', encoding="utf-8")
+    _stream_all_json(monkeypatch)
+    with pytest.raises(InputError, match=r"broken\.json: malformed JSON"):
+        list(iter_passages([path], "corpus"))

@@ -11,7 +11,7 @@ from amsrag.config import ChunkConfig
 from amsrag.embed.tokens import TokenCounter
 from amsrag.errors import InputError
 from amsrag.ingest.blocks import document_passages
-from amsrag.ingest.datasets import load_dataset
+from amsrag.ingest.datasets import iter_corpus_passages, load_dataset
 from amsrag.ingest.documents import read_document
 from amsrag.ingest.formats import DATASET_FORMATS, PassedOver, check_format, detect_format, directory_files
 from amsrag.ingest.parsers import DOCUMENT_FORMATS, ParseBudget, parse_document
@@ -191,6 +191,10 @@ class FileReader:
             parsed = parse_document(path, fmt, self.budget)
             for passage in document_passages(parsed, source.key, source.source, fmt, self.chunking, self.counter):
                 yield f"{path} (chunk {passage.metadata['chunk']})", passage
+        elif fmt in ("flashrag", "corpus"):  # streamed: a corpus file is never held whole
+            place = str(path)
+            for passage in iter_corpus_passages(path, fmt):
+                yield place, passage
         else:
             for passage in load_dataset(path, fmt).passages:
                 yield str(path), passage

@@ -11,8 +11,8 @@ import io
 import json
 import re
 import zlib
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Generator, Iterator
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -207,6 +207,36 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
         yield lineno, value
 
 
+# A .json file larger than this whose top level is an array is read an item at a time (`ijson`); a smaller
+# one, or an object, is parsed whole (`json`: exact line numbers in its errors).
+STREAM_JSON_BYTES = 8 << 20
+
+
+_UTF8_BOM = _BOM.encode("utf-8")
+
+
+def _json_items(path: Path) -> Generator[Any, None, None]:
+    """The items of the JSON array `path` holds, read as a stream."""
+    import ijson
+
+    with _reading(path), _open_binary(path) as fh:
+        if fh.read(3) != _UTF8_BOM:
+            fh.seek(0)
+        try:
+            yield from ijson.items(fh, "item", use_float=True)
+        except (ijson.JSONError, UnicodeDecodeError) as exc:
+            raise InputError(f"{path}: malformed JSON: {exc}") from None
+
+
+def _json_stream(path: Path) -> Generator[Any, None, None] | None:
+    """The items of a large .json array as a stream, else None (read it whole)."""
+    if base_suffix(path) != ".json" or path.stat().st_size <= STREAM_JSON_BYTES:
+        return None
+    with _reading(path), _open_binary(path) as fh:
+        head = fh.read(64).removeprefix(_UTF8_BOM).lstrip(b" \t\r\n")
+    return _json_items(path) if head[:1] == b"[" else None
+
+
 def read_json(path: Path) -> Any:
     text = read_text(path)
     try:
@@ -228,6 +258,11 @@ def iter_records(path: Path) -> Iterator[tuple[str, Any]]:
         for lineno, value in iter_jsonl(path):
             yield f"{path}:{lineno}", value
         return
+    items = _json_stream(path)
+    if items is not None:
+        for i, value in enumerate(items):
+            yield f"{path}[{i}]", value
+        return
     data = read_json(path)
     if isinstance(data, list):
         for i, value in enumerate(data):
@@ -242,6 +277,10 @@ def first_record(path: Path) -> Any:
         for _, value in iter_jsonl(path):
             return value
         return None
+    items = _json_stream(path)
+    if items is not None:
+        with closing(items):
+            return next(items, None)
     data = read_json(path)
     if isinstance(data, list):
         return data[0] if data else None
