@@ -298,3 +298,12 @@ def test_a_large_malformed_json_array_is_named(tmp_path: Path, monkeypatch: pyte
     _stream_all_json(monkeypatch)
     with pytest.raises(InputError, match=r"broken\.json: malformed JSON"):
         list(iter_passages([path], "corpus"))
+
+
+def test_a_line_without_end_comes_in_bounded_windows(tmp_path: Path) -> None:
+    path = tmp_path / "one-line.txt"
+    text = " ".join(f"word{i} Ada" for i in range(40_000))  # 400 kB, no newline
+    path.write_text(text, encoding="utf-8")
+    windows = list(iter_text_windows(path, window_chars=4096, read_bytes=8192))
+    assert None not in windows and "".join(w for w in windows if w is not None) == text
+    assert len(windows) > 40 and max(len(w or "") for w in windows) <= 4096 + 8192

@@ -133,12 +133,14 @@ def iter_text_windows(path: Path, block_chars: int = 1 << 18, window_chars: int 
                 out += held
                 out_chars += sum(map(len, held))
             held = []
-            if cut or out_chars >= window_chars:
+            if cut:
                 if out:
                     yield "".join(out)
                 out, out_chars = [], 0
-                if cut:
-                    yield None
+                yield None
+        if out_chars >= window_chars:  # a window may end inside a line
+            yield "".join(out)
+            out, out_chars = [], 0
     if not line_start and blank and not _end_line(blank, line_start_size, block_chars):
         out += held  # the last line, without a newline: whitespace kept unless it cuts (then dropped)
     if out:
