@@ -9,9 +9,16 @@ or `ingest.stage_seconds` of embedding, whichever comes first), so a killed inge
 The corpus is real: the first `--n` passages of ../shared/data/flashrag/wiki_sample_corpus_1000.jsonl
 (Wikipedia, via FlashRAG). An empty embedded index (default configuration, `graph.ner = false`: the entity graph
 from titles, so the runs are about embedding) is filled by `amsrag index add CORPUS`, once without a kill (the
-reference), then `--kills` times killed with SIGKILL at a seeded random time U(0, 1) x the reference's wall
-time and resumed with the same command. `--load N` runs N busy-looping processes beside the kill runs (a busier
-machine: slower embedding, more and smaller stages).
+reference), then `--kills` times killed with SIGKILL at a seeded random point of its run and resumed with the same
+command. `--load N` runs N busy-looping processes beside the kill runs (a busier machine: slower embedding, more
+and smaller stages).
+
+Where a kill lands is drawn on the run's progress, not on the clock, so that every kill lands while the command
+runs however fast or slow the machine is at the time: a seeded u ~ U(0, 1) is a point of the reference's
+timeline (u x its wall time), read as a phase of it: start-up (kill that many seconds after the spawn), the
+embedding of passage p (kill when the killed run's trace shows p passages embedded: whole encoder calls plus the
+elapsed share of the call in flight at the last call's rate), or the tail after the last encoder call (kill that
+long after the killed run's last encoder call ends, at most half the reference's tail).
 
 Measured per kill, from a trace the `index add` child writes (the real command, run in-process by this script's
 child mode, with its encoder's calls and its staged commits timestamped; nothing is replaced):
@@ -150,7 +157,9 @@ def stages_of(events: list[dict[str, Any]], until: float | None = None) -> list[
 @dataclass
 class KillResult:
     seed: int
-    delay_s: float
+    u: float  # the drawn point of the reference's timeline (a share of its wall time)
+    plan: str = ""  # that point as a phase of a run
+    killed_after_s: float = 0.0  # seconds from the spawn to the kill
     killed_at: str = ""  # where the kill landed: embedding, between stages, committing, finished
     stages_before_kill: int = 0
     committed_stages: int = 0
@@ -208,6 +217,7 @@ def reference(work: Path, corpus: Path, n: int) -> dict[str, Any]:
     t = time.time()
     proc = subprocess.run(add_argv(idx, corpus, trace), capture_output=True, text=True, env=child_env())
     wall = time.time() - t
+    spawned = t
     if proc.returncode != 0:
         raise RuntimeError(f"the reference run failed:\n{proc.stderr[-3000:]}")
     report = last_json(proc.stdout)
@@ -218,28 +228,109 @@ def reference(work: Path, corpus: Path, n: int) -> dict[str, Any]:
         raise RuntimeError(f"the reference holds {len(ids)} passages, the corpus {n}")
     return {"wall_s": round(wall, 2), "encode_s": round(encode_s, 2), "rate": round(n / encode_s, 2),
             "stages": [s["n"] for s in stages],
+            "timeline": [{"n": s["n"], "start": s["start"] - spawned, "end": s["end"] - spawned} for s in stages],
             "stage_seconds": [round(s["end"] - s["start"], 2) for s in stages],
             "report_stages": report.get("stages"), "ids": ids, "vectors": vectors}
+
+
+@dataclass(frozen=True)
+class KillPlan:
+    """Where in a run to kill: `phase` "start-up" (`value` seconds after the spawn), "embedding" (when `value`
+    passages are embedded) or "tail" (`value` seconds after the last encoder call ends)."""
+
+    u: float
+    phase: str
+    value: float
+
+    def describe(self) -> str:
+        unit = "passages embedded" if self.phase == "embedding" else "s"
+        return f"{self.phase} {self.value:g} {unit}"
+
+
+def plan_kill(u: float, ref: dict[str, Any]) -> KillPlan:
+    """The point u x the reference's wall time of the reference's timeline, as a phase of a run."""
+    at, timeline = u * ref["wall_s"], ref["timeline"]
+    if not timeline or at < timeline[0]["start"]:
+        return KillPlan(u, "start-up", round(at, 2))
+    done = 0
+    for stage in timeline:
+        if at <= stage["end"]:
+            share = max(0.0, at - stage["start"]) / max(stage["end"] - stage["start"], 1e-9)
+            return KillPlan(u, "embedding", round(done + min(1.0, share) * stage["n"], 1))
+        done += stage["n"]
+    tail = ref["wall_s"] - timeline[-1]["end"]
+    return KillPlan(u, "tail", round(min(at - timeline[-1]["end"], tail / 2), 2))
+
+
+class Progress:
+    """The killed run's progress, read from its trace as it grows."""
+
+    def __init__(self, path: Path, n: int, rate: float) -> None:
+        self.path, self.n, self.rate = path, n, rate
+        self.offset, self.done, self.last_end = 0, 0, 0.0
+        self.in_flight: tuple[int, float] | None = None  # (passages, start) of the encoder call running
+
+    def poll(self) -> None:
+        if not self.path.exists():
+            return
+        with self.path.open("rb") as f:
+            f.seek(self.offset)
+            data = f.read()
+        complete = data[: data.rfind(b"\n") + 1]
+        self.offset += len(complete)
+        for line in complete.decode("utf-8").splitlines():
+            e = json.loads(line)
+            if e["event"] == "encode_start":
+                self.in_flight = (e["n"], e["t"])
+            elif e["event"] == "encode_end" and self.in_flight is not None:
+                size, start = self.in_flight
+                self.done += size
+                self.rate = size / max(e["t"] - start, 1e-9)
+                self.in_flight, self.last_end = None, e["t"]
+
+    def embedded(self, now: float) -> float:
+        if self.in_flight is None:
+            return float(self.done)
+        size, start = self.in_flight
+        return self.done + min(float(size), (now - start) * self.rate)
+
+    def reached(self, plan: KillPlan, spawned: float, now: float) -> bool:
+        if plan.phase == "start-up":
+            return now - spawned >= plan.value
+        if plan.phase == "embedding":
+            return self.embedded(now) >= plan.value
+        return self.done >= self.n and now - self.last_end >= plan.value
+
+
+def run_until(plan: KillPlan, argv: list[str], trace: Path, out: Any, n: int, rate: float) -> tuple[Any, float | None]:
+    """Spawn the run and SIGKILL it when it reaches `plan`; (the process, the kill time or None: it finished)."""
+    progress = Progress(trace, n, rate)
+    spawned = time.time()
+    proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=child_env(), start_new_session=True)
+    while proc.poll() is None:
+        progress.poll()
+        now = time.time()
+        if progress.reached(plan, spawned, now):
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=60)
+            return proc, now
+        time.sleep(0.02)
+    return proc, None
 
 
 def kill_once(seed: int, work: Path, corpus: Path, ref: dict[str, Any], n: int) -> KillResult:
     import numpy as np
 
-    delay = random.Random(seed).uniform(0.0, 1.0) * ref["wall_s"]
-    res = KillResult(seed, round(delay, 2), loadavg_1m=round(os.getloadavg()[0], 2))
+    plan = plan_kill(random.Random(seed).uniform(0.0, 1.0), ref)
+    res = KillResult(seed, round(plan.u, 3), plan=plan.describe(), loadavg_1m=round(os.getloadavg()[0], 2))
     idx, trace = work / f"kill-{seed}", work / f"kill-{seed}.trace"
     new_index(idx)
     with tempfile.TemporaryFile("w+") as out:
-        proc = subprocess.Popen(add_argv(idx, corpus, trace), stdout=out, stderr=subprocess.STDOUT, env=child_env(),
-                                start_new_session=True)
-        try:
-            proc.wait(timeout=delay)
-            killed_at = None
-        except subprocess.TimeoutExpired:
-            killed_at = time.time()
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=60)
+        spawned = time.time()
+        proc, killed_at = run_until(plan, add_argv(idx, corpus, trace), trace, out, n, ref["rate"])
+        res.killed_after_s = round((killed_at or time.time()) - spawned, 2)
         if killed_at is None:
+            res.problems.append("the run finished before the kill")
             out.seek(0)
             if proc.returncode != 0:
                 res.problems.append(f"exited {proc.returncode} before the kill: {out.read()[-2000:]}")
@@ -323,23 +414,29 @@ def markdown(result: dict[str, Any]) -> str:
         "killed ingest redoes at most about `stage_seconds` of embedding. The stage sizes follow the last stage's "
         "rate.", "",
         f"    {result['command']}", "",
+        f"Run {result['date'][:16].replace('T', ' ')} UTC.", "",
         f"The corpus: the first {result['n']} passages of `flashrag/wiki_sample_corpus_1000.jsonl` (Wikipedia). "
         f"Each run is `amsrag index add` into an empty embedded index (`graph.ner = false`). A run is killed with "
-        f"SIGKILL at a seeded random time (seeds {result['seed']}..{result['seed'] + len(cases) - 1}), uniform over "
-        f"the reference run's wall time. Then it is resumed with the same command. "
+        f"SIGKILL at a seeded random point of its progress (seeds {result['seed']}..{result['seed'] + len(cases) - 1}"
+        "): u ~ U(0, 1) is a point of the reference's timeline (u x its wall time), read as a phase: start-up "
+        "(that many seconds after the spawn), the embedding of passage p (killed when the run's trace shows p "
+        "passages embedded), or the tail after the last encoder call (that long after the run's last call, at "
+        "most half the reference's tail). So every kill lands while the command runs, however loaded the machine "
+        "is at the time. Then it is resumed with the same command. "
         f"Extra load: {result['load']} busy process(es); load average (1 min) "
         f"{min(c['loadavg_1m'] for c in cases):.2f}-{max(c['loadavg_1m'] for c in cases):.2f} on "
         f"{result['machine']['cpus']} CPUs.", "",
         f"Reference (no kill): {ref['wall_s']} s wall, {ref['encode_s']} s of embedding, {ref['rate']} passages/s. "
         f"Its stages: {', '.join(map(str, ref['stages']))} passages, taking "
         f"{', '.join(f'{s:g}' for s in ref['stage_seconds'])} s.", "",
-        "| seed | kill at (s) | where | stages committed / begun | embedded before kill | kept (stored + staged) "
-        "| redone passages | **lost (s)** | resume: resumed / embedded | exact | check |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| seed | u | kill planned at | killed after (s) | where | stages committed / begun | embedded before kill "
+        "| kept (stored + staged) | redone passages | **lost (s)** | resume: resumed / embedded | exact | check |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in cases:
         lines.append(
-            f"| {c['seed']} | {c['delay_s']:g} | {c['killed_at']} | {c['committed_stages']} / "
+            f"| {c['seed']} | {c['u']:g} | {c['plan']} | {c['killed_after_s']:g} | {c['killed_at']} "
+            f"| {c['committed_stages']} / "
             f"{c['stages_before_kill']} | {c['embedded_before_kill']} | {c['added_by_killed']} + {c['kept_staged']} "
             f"| {c['redone_passages']} | **{c['lost_s']:g}** | {c['resume_resumed']} / {c['resume_embedded']} "
             f"| {'yes' if c['exact'] else 'NO'} | {'ok' if c['index_check'] == 0 else c['index_check']} |")
@@ -347,7 +444,7 @@ def markdown(result: dict[str, Any]) -> str:
     lines += [
         "",
         f"Worst loss: **{worst:g} s** of embedding (target ≤ {TARGET_LOST_S:g} s). {len(killed)} of {len(cases)} "
-        f"runs were killed before they finished. After every resume the index was exact in {exact} of "
+        f"runs were killed while the command ran. After every resume the index was exact in {exact} of "
         f"{len(cases)} runs: the reference's {result['n']} passages, none lost or twice, vectors bit-identical. "
         f"The resume's counts added up in {sum(c['counts_add_up'] for c in cases)} of {len(cases)} runs: it "
         "embedded the corpus less what the killed run had stored or staged.", "",
@@ -404,7 +501,8 @@ def main() -> int:
             cases = []
             for seed in range(args.seed, args.seed + args.kills):
                 case = kill_once(seed, work, corpus, ref, args.n)
-                print(f"seed {seed}: kill at {case.delay_s} s ({case.killed_at}), lost {case.lost_s} s, redone "
+                print(f"seed {seed}: kill at {case.plan}, {case.killed_after_s} s ({case.killed_at}), "
+                      f"lost {case.lost_s} s, redone "
                       f"{case.redone_passages}, resumed {case.resume_resumed}, exact {case.exact} "
                       f"{case.problems or ''}", flush=True)
                 cases.append(asdict(case))
@@ -417,7 +515,7 @@ def main() -> int:
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                     "omp_num_threads": os.environ.get("OMP_NUM_THREADS")},
         "config": {"stage_every": ingest.stage_every, "stage_seconds": ingest.stage_seconds},
-        "reference": {k: v for k, v in ref.items() if k not in ("ids", "vectors")},
+        "reference": {k: v for k, v in ref.items() if k not in ("ids", "vectors", "timeline")},
         "kills": cases, "worst_lost_s": max(c["lost_s"] for c in cases),
         "problems": sum(len(c["problems"]) for c in cases), "seconds": round(time.time() - t0, 1),
     }

@@ -207,13 +207,15 @@ def test_control_characters_are_removed_from_text(tmp_path: Path) -> None:
 
 
 def test_a_large_text_file_is_read_as_a_stream_of_pieces(tmp_path: Path) -> None:
-    from amsrag.ingest.readers import iter_text_blocks
+    from amsrag.ingest.readers import iter_text_windows
 
     para = "Sentence one of a paragraph. Sentence two of it.\n\n"
     path = write(tmp_path / "big.txt", para * 20_000)
-    pieces = list(iter_text_blocks(path, block_chars=10_000))
-    assert len(pieces) > 50 and max(len(t) for _, t in pieces) < 10_000 + 2 * len(para)
-    assert "".join(t for _, t in pieces).replace("\n", "") == (para * 20_000).replace("\n", "")
+    windows = list(iter_text_windows(path, block_chars=10_000, window_chars=2_000))
+    pieces = "".join(w if w is not None else "\0" for w in windows).split("\0")
+    assert len(pieces) > 50 and max(len(t) for t in pieces) < 10_000 + 2 * len(para)
+    assert max(len(w) for w in windows if w is not None) < 2_000 + len(para)
+    assert "".join(pieces).replace("\n", "") == (para * 20_000).replace("\n", "")
 
 
 def test_chunk_ids_are_stable(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from amsrag.config import ServeConfig
 from amsrag.pipeline import Engine
 from amsrag.serve import Service, create_app
 from amsrag.serve.background import BackgroundServer
+from amsrag.serve.file_jobs import FileJobStore
 from amsrag.serve.jobs import INTERRUPTED, JOBS_FILE, Writer
 from test_serve_api import copy_index
 
@@ -25,19 +26,26 @@ def test_a_job_running_when_the_service_stopped_reads_back_as_failed(tmp_path) -
         assert release.wait(30)
         return {"added": 1}
 
-    first = Writer(store=store)
+    first_store = FileJobStore(store)
+    first = Writer(store=first_store)
     job = first.start_job("add_documents", 3, slow)
     assert entered.wait(30)
     on_disk = {r["id"]: r for r in json.loads(store.read_text(encoding="utf-8"))}
     assert on_disk[job.id]["status"] == "running"  # what a killed process leaves behind
-    restarted = Writer(store=store)  # a new service over the same directory
-    again = restarted.get(job.id)
+    second = Writer(store=store)  # another service over the same directory, while the first runs
+    seen = second.get(job.id)
+    assert seen is not None and seen.status == "running" and seen.error is None
+    first_store.close()  # its owner lock goes, as when its process is killed
+    again = second.get(job.id)
     assert again is not None and again.status == "failed" and again.finished is not None
     assert again.error == {"code": "interrupted", "message": INTERRUPTED}
     assert again.to_dict()["status_url"] == f"/v1/jobs/{job.id}"
     assert json.loads(store.read_text(encoding="utf-8"))[0]["status"] == "failed"
+    restarted = Writer(store=store)  # a service started after it: the failed record is held in memory
+    assert restarted.get(job.id).status == "failed"
     release.set()
     first.close()
+    second.close()
     restarted.close()
     assert not list(tmp_path.glob("*.tmp"))
 

@@ -11,7 +11,7 @@ from amsrag.config import ChunkConfig
 from amsrag.embed.tokens import TokenCounter
 from amsrag.errors import InputError
 from amsrag.ingest.blocks import document_passages
-from amsrag.ingest.datasets import load_dataset
+from amsrag.ingest.datasets import iter_corpus_passages, load_dataset
 from amsrag.ingest.document_tables import document_tables
 from amsrag.ingest.documents import read_document
 from amsrag.ingest.formats import DATASET_FORMATS, PassedOver, check_format, detect_format, directory_files
@@ -48,24 +48,47 @@ def load_qa(path: Path | str, fmt: str = "auto", limit: int | None = None) -> QA
 
 
 class IdRegistry:
-    """Rejects a passage id seen before, unless both are content ids of the same content."""
+    """Rejects a passage id seen before, unless both are content ids of the same content.
+
+    The chunks of a document (ids `DOC#0`, `DOC#1`, ... placed `FILE (chunk n)`, in order) are kept as one
+    entry per document, their number and place: a file of a million chunks costs no more than one chunk."""
 
     def __init__(self) -> None:
         self._places: dict[str, tuple[str, str]] = {}  # id -> (place, content hash)
+        self._chunked: dict[str, tuple[str, int]] = {}  # doc id -> (place less " (chunk n)", chunks admitted)
+
+    def _first_place(self, pid: str) -> str | None:
+        seen = self._places.get(pid)
+        if seen is not None:
+            return seen[0]
+        doc, sep, n = pid.rpartition("#")
+        chunked = self._chunked.get(doc) if sep and n.isdigit() and n == str(int(n)) else None
+        return f"{chunked[0]} (chunk {n})" if chunked is not None and int(n) < chunked[1] else None
 
     def admit(self, passage: Passage, place: str) -> bool:
-        seen = self._places.get(passage.id)
-        if seen is None:
-            self._places[passage.id] = (place, passage.content_hash)
+        first_place = self._first_place(passage.id)
+        if first_place is None:
+            self._remember(passage, place)
             return True
-        first_place, first_hash = seen
+        seen = self._places.get(passage.id)
         is_content_id = passage.id == passage_id_for(passage.title, passage.text)
-        if is_content_id and first_hash == passage.content_hash:
+        if is_content_id and seen is not None and seen[1] == passage.content_hash:
             return False
         raise InputError(
             f"duplicate passage id {passage.id!r}: first at {first_place}, again at {place}; "
             "passage ids must be unique across the inputs"
         )
+
+    def _remember(self, passage: Passage, place: str) -> None:
+        n = passage.metadata.get("chunk") if passage.doc_id else None
+        suffix = f" (chunk {n})"
+        if isinstance(n, int) and passage.id == f"{passage.doc_id}#{n}" and place.endswith(suffix):
+            prefix = place[: -len(suffix)]
+            known = self._chunked.get(str(passage.doc_id))
+            if (known is None and n == 0) or (known is not None and known == (prefix, n)):
+                self._chunked[str(passage.doc_id)] = (prefix, n + 1)
+                return
+        self._places[passage.id] = (place, passage.content_hash)
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +195,10 @@ class FileReader:
                 tables += document_tables(parsed, source.key, source.source, fmt)
             for passage in document_passages(parsed, source.key, source.source, fmt, self.chunking, self.counter):
                 yield f"{path} (chunk {passage.metadata['chunk']})", passage
+        elif fmt in ("flashrag", "corpus"):  # streamed: a corpus file is never held whole
+            place = str(path)
+            for passage in iter_corpus_passages(path, fmt):
+                yield place, passage
         else:
             for passage in load_dataset(path, fmt).passages:
                 yield str(path), passage

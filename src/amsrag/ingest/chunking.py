@@ -163,21 +163,46 @@ def _overlap(chunk: Sequence[_Unit], nxt: _Unit, config: ChunkConfig) -> list[_U
     return list(chunk[start:])
 
 
+class Packer:
+    """Greedy runs of units within `max_tokens`, each after the first starting with the overlap: fed a unit at
+    a time, it gives a chunk's span when the next unit does not fit (and the last one at `finish`)."""
+
+    def __init__(self, config: ChunkConfig) -> None:
+        self.config = config
+        self.chunk: list[_Unit] = []
+        self.total = 0
+
+    @property
+    def start(self) -> int | None:
+        """Where the chunk being filled starts (None before the first unit): no earlier text is needed."""
+        return self.chunk[0].start if self.chunk else None
+
+    def add(self, unit: _Unit) -> Span | None:
+        out = None
+        if self.chunk and self.total + unit.tokens > self.config.max_tokens:
+            out = self.chunk[0].start, self.chunk[-1].end
+            self.chunk = _overlap(self.chunk, unit, self.config)
+            self.total = sum(u.tokens for u in self.chunk)
+        self.chunk.append(unit)
+        self.total += unit.tokens
+        return out
+
+    def finish(self) -> Span | None:
+        return (self.chunk[0].start, self.chunk[-1].end) if self.chunk else None
+
+
 def iter_chunk_spans(text: str, config: ChunkConfig, counter: TokenCounter | None = None) -> Iterator[Span]:
     """Character spans of the chunks of `text`, as a stream: memory stays bounded by the tokenizer
     window and one chunk, whatever the length of the text or of its sentences."""
     counter = counter or TokenCounter()
-    chunk: list[_Unit] = []
-    total = 0
+    packer = Packer(config)
     for unit in _units(text, config.max_tokens, counter):
-        if chunk and total + unit.tokens > config.max_tokens:
-            yield chunk[0].start, chunk[-1].end
-            chunk = _overlap(chunk, unit, config)
-            total = sum(u.tokens for u in chunk)
-        chunk.append(unit)
-        total += unit.tokens
-    if chunk:
-        yield chunk[0].start, chunk[-1].end
+        span = packer.add(unit)
+        if span is not None:
+            yield span
+    last = packer.finish()
+    if last is not None:
+        yield last
 
 
 def chunk_spans(text: str, config: ChunkConfig, counter: TokenCounter | None = None) -> list[Span]:

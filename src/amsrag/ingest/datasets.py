@@ -46,7 +46,7 @@ from amsrag.ingest.qa_records import QABuilder, Record, answers_of, join_sentenc
 from amsrag.ingest.readers import base_name, iter_records, split_flashrag_contents
 from amsrag.ingest.silver_labels import SILVER_LETTERS, SPLITS, LabelledQuestion, LabelSource, Split, load_silver3
 from amsrag.text.normalise import normalise_question
-from amsrag.types import QASet
+from amsrag.types import Passage, QASet, content_hash
 
 __all__ = [
     "ANSWER_FILES",
@@ -71,6 +71,7 @@ __all__ = [
     "dataset_from_name",
     "default_data_dir",
     "hop_of_dataset",
+    "iter_corpus_passages",
     "load_dataset",
     "load_silver3",
     "normalise_question",
@@ -105,6 +106,25 @@ def _load_passages(b: QABuilder, path: Path, dataset: str, limit: int | None) ->
                 b.passage(title, text, dataset)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise _record_error(place, "passage", exc) from None
+
+
+def iter_corpus_passages(path: Path, fmt: str) -> Iterator[Passage]:
+    """The passages `load_dataset(path, fmt)` gives for a corpus (`flashrag` or `corpus`), as a stream: same
+    ids, texts, order and deduplication (first occurrence of a content wins), without holding the corpus."""
+    if fmt not in ("flashrag", "corpus"):
+        raise InputError(f"format {fmt!r}: only a corpus (flashrag, corpus) is streamed")
+    dataset = "wiki" if fmt == "flashrag" else dataset_from_name(path) or "corpus"
+    seen: set[bytes] = set()  # content hashes (digests: half the size of their hex)
+    for place, data in iter_records(path):
+        try:
+            pairs = [(str(title or "").strip(), str(text or "").strip()) for title, text in _corpus_pairs(data)]
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise _record_error(place, "passage", exc) from None
+        for title, text in pairs:
+            key = bytes.fromhex(content_hash(title, text))
+            if text and key not in seen:
+                seen.add(key)
+                yield Passage.make(text=text, title=title, metadata={"source": dataset})
 
 
 # ---------------------------------------------------------------- dispatch

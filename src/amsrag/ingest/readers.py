@@ -11,8 +11,8 @@ import io
 import json
 import re
 import zlib
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Generator, Iterator
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -100,20 +100,91 @@ def read_text(path: Path) -> str:
     return decode_utf8(data, path).removeprefix(_BOM)
 
 
-def iter_text_blocks(path: Path, block_chars: int = 1 << 18) -> Iterator[tuple[int, str]]:
-    """(first line number, text) of consecutive pieces of a text file, each ending at a blank line once
-    it holds `block_chars` characters (or at the end of the file): a large file is read as a stream."""
-    lines: list[str] = []
-    size, first = 0, 1
-    for lineno, line in _iter_lines(path):
-        if size >= block_chars and not line.strip():
-            yield first, "".join(lines)
-            lines, size, first = [], 0, lineno + 1
+def iter_text_windows(path: Path, block_chars: int = 1 << 18, window_chars: int = 1 << 16,
+                      read_bytes: int = 1 << 20) -> Iterator[str | None]:
+    """A text file as a stream of windows of about `window_chars` characters, None between two pieces: a
+    piece ends at a blank line once it holds `block_chars` characters (the blank line is dropped; a chunk
+    never spans two pieces). A line longer than `read_bytes` is read `read_bytes` at a time, so no window,
+    line or piece is ever held whole (but a run of whitespace-only line, held until its line ends)."""
+    out: list[str] = []
+    out_chars = 0
+    size = line_start_size = 0
+    held: list[str] = []  # the fragments of the line so far while it is all whitespace
+    line_start, blank = True, True
+    for frag, ends in _iter_fragments(path, read_bytes):
+        if line_start:
+            line_start_size, blank, held = size, True, []
+        if blank and not frag.strip():
+            held.append(frag)
+        else:
+            if blank:
+                out += held
+                out_chars += sum(map(len, held))
+                held, blank = [], False
+            out.append(frag)
+            out_chars += len(frag)
+        size += len(frag)
+        line_start = ends
+        if ends:
+            cut = _end_line(blank, line_start_size, block_chars)
+            if cut:
+                size = 0
+            elif blank:
+                out += held
+                out_chars += sum(map(len, held))
+            held = []
+            if cut:
+                if out:
+                    yield "".join(out)
+                out, out_chars = [], 0
+                yield None
+        if out_chars >= window_chars:  # a window may end inside a line
+            yield "".join(out)
+            out, out_chars = [], 0
+    if not line_start and blank and not _end_line(blank, line_start_size, block_chars):
+        out += held  # the last line, without a newline: whitespace kept unless it cuts (then dropped)
+    if out:
+        yield "".join(out)
+
+
+def _end_line(blank: bool, size_before: int, block_chars: int) -> bool:
+    """Whether a line ends the piece: a blank line once the piece holds `block_chars` characters."""
+    return blank and size_before >= block_chars
+
+
+def _incomplete_tail(data: bytes) -> int:
+    """How many bytes at the end of `data` begin a UTF-8 character that the next bytes complete."""
+    for i in range(1, min(3, len(data)) + 1):
+        byte = data[-i]
+        if byte & 0xC0 == 0x80:  # a continuation byte: look further back for the lead
             continue
-        lines.append(line)
-        size += len(line)
-    if lines:
-        yield first, "".join(lines)
+        need = 2 if byte >> 5 == 0b110 else 3 if byte >> 4 == 0b1110 else 4 if byte >> 3 == 0b11110 else 1
+        return i if need > i else 0
+    return 0
+
+
+def _iter_fragments(path: Path, read_bytes: int) -> Iterator[tuple[str, bool]]:
+    """(decoded text, whether it ends a line) of a UTF-8 file (gzipped or not) read a line at a time, a line
+    longer than `read_bytes` in pieces (never cutting a character); a leading BOM dropped."""
+    offset, lineno, carry = 0, 1, b""
+    with _reading(path), _open_binary(path) as fh:
+        while True:
+            raw = fh.readline(read_bytes)
+            if not raw:
+                if carry:  # the file ends inside a character: the decoder names the byte
+                    decode_utf8(carry, path, offset, lineno)
+                return
+            data = carry + raw
+            ends = data.endswith(b"\n")
+            cut = 0 if ends else _incomplete_tail(data)
+            data, carry = (data[: len(data) - cut], data[len(data) - cut :]) if cut else (data, b"")
+            text = decode_utf8(data, path, offset, lineno)
+            if offset == 0:
+                text = text.removeprefix(_BOM)
+            offset += len(data)
+            yield text, ends
+            if ends:
+                lineno += 1
 
 
 def _iter_lines(path: Path) -> Iterator[tuple[int, str]]:
@@ -138,6 +209,36 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
         yield lineno, value
 
 
+# A .json file larger than this whose top level is an array is read an item at a time (`ijson`); a smaller
+# one, or an object, is parsed whole (`json`: exact line numbers in its errors).
+STREAM_JSON_BYTES = 8 << 20
+
+
+_UTF8_BOM = _BOM.encode("utf-8")
+
+
+def _json_items(path: Path) -> Generator[Any, None, None]:
+    """The items of the JSON array `path` holds, read as a stream."""
+    import ijson
+
+    with _reading(path), _open_binary(path) as fh:
+        if fh.read(3) != _UTF8_BOM:
+            fh.seek(0)
+        try:
+            yield from ijson.items(fh, "item", use_float=True)
+        except (ijson.JSONError, UnicodeDecodeError) as exc:
+            raise InputError(f"{path}: malformed JSON: {exc}") from None
+
+
+def _json_stream(path: Path) -> Generator[Any, None, None] | None:
+    """The items of a large .json array as a stream, else None (read it whole)."""
+    if base_suffix(path) != ".json" or path.stat().st_size <= STREAM_JSON_BYTES:
+        return None
+    with _reading(path), _open_binary(path) as fh:
+        head = fh.read(64).removeprefix(_UTF8_BOM).lstrip(b" \t\r\n")
+    return _json_items(path) if head[:1] == b"[" else None
+
+
 def read_json(path: Path) -> Any:
     text = read_text(path)
     try:
@@ -159,6 +260,11 @@ def iter_records(path: Path) -> Iterator[tuple[str, Any]]:
         for lineno, value in iter_jsonl(path):
             yield f"{path}:{lineno}", value
         return
+    items = _json_stream(path)
+    if items is not None:
+        for i, value in enumerate(items):
+            yield f"{path}[{i}]", value
+        return
     data = read_json(path)
     if isinstance(data, list):
         for i, value in enumerate(data):
@@ -173,6 +279,10 @@ def first_record(path: Path) -> Any:
         for _, value in iter_jsonl(path):
             return value
         return None
+    items = _json_stream(path)
+    if items is not None:
+        with closing(items):
+            return next(items, None)
     data = read_json(path)
     if isinstance(data, list):
         return data[0] if data else None

@@ -3,17 +3,16 @@
 Every write (job or not) runs on one writer thread, so writes are serialised in arrival order. A job reports
 its progress (the running step's done/total, rate and ETA) in its status and as `amsrag.progress` log lines.
 
-With a store the job records outlive the process: an embedded index keeps them in its `jobs.json` (each change
-of status written atomically: a temporary file, flushed to disk, then `os.replace`), a PostgreSQL index in its
-database (`amsrag.serve_jobs`, see serve.pg_jobs). A service started over the same store reports the jobs a
-stopped one left queued or running as failed (`INTERRUPTED`), not unknown. The last `keep` jobs are kept.
+With a store the job records outlive the process: an embedded index keeps them in its `jobs.json` (see
+serve.file_jobs: merged under a file lock, replaced atomically, shared by every service on the directory), a
+PostgreSQL index in its database (`amsrag.serve_jobs`, see serve.pg_jobs). A service reports the jobs a stopped
+one left queued or running as failed (`INTERRUPTED`), not unknown, and another live one's as they are. The last
+`keep` jobs are kept.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import threading
 import time
 import uuid
@@ -73,8 +72,8 @@ class JobStore(Protocol):
     location: str
 
     def load(self, keep: int) -> list[Job]:
-        """The records to show at start (at most `keep`, oldest first); those a stopped service left queued
-        or running come back failed with INTERRUPTED, and are stored so."""
+        """Finished records to hold in memory at start (at most `keep`, oldest first); before that, those a
+        stopped service left queued or running are stored as failed with INTERRUPTED."""
         ...
 
     def save(self, job: Job, jobs: list[Job]) -> None:
@@ -95,51 +94,6 @@ def interrupt(job: Job) -> Job:
     return job
 
 
-class FileJobStore:
-    """The records in one JSON file (an embedded index's `jobs.json`), replaced atomically at each change."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.location = str(path)
-
-    def load(self, keep: int) -> list[Job]:
-        try:
-            records = json.loads(self.path.read_text(encoding="utf-8")) if self.path.exists() else []
-            if not isinstance(records, list):
-                raise ValueError(f"a list of job records expected, got {type(records).__name__}")
-            jobs = [Job.from_record(r) for r in records][-keep:]
-        except (OSError, ValueError, TypeError, KeyError) as exc:  # the service starts without the old records
-            log.warning("job records in %s cannot be read (%s: %s); starting without them", self.path,
-                        type(exc).__name__, exc)
-            return []
-        stopped = [interrupt(job) for job in jobs if job.status in ("queued", "running")]
-        if stopped:
-            log.warning("%d job(s) were interrupted when the service stopped; they are reported as failed",
-                        len(stopped))
-            self._write(jobs)
-        return jobs
-
-    def save(self, job: Job, jobs: list[Job]) -> None:
-        self._write(jobs)
-
-    def _write(self, jobs: list[Job]) -> None:
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        try:
-            with tmp.open("w", encoding="utf-8") as f:
-                f.write(json.dumps([j.record() for j in jobs], ensure_ascii=False, default=str))
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-        finally:
-            tmp.unlink(missing_ok=True)
-
-    def lookup(self, job_id: str) -> Job | None:
-        return None  # one service per index directory: its records are all in memory
-
-    def close(self) -> None:
-        pass
-
-
 class Writer:
     """The single writer thread, and the record of the last `keep` jobs (persisted in `store` when given: a
     JobStore, or the path of a FileJobStore)."""
@@ -154,7 +108,11 @@ class Writer:
         self._on_finish = on_finish or (lambda job: None)
         self._progress_interval = progress_interval
         self._clock = clock
-        self._store: JobStore | None = FileJobStore(store) if isinstance(store, Path) else store
+        if isinstance(store, Path):
+            from amsrag.serve.file_jobs import FileJobStore  # it builds on this module's Job
+
+            store = FileJobStore(store)
+        self._store: JobStore | None = store
         self._save_lock = threading.Lock()
         if self._store is not None:
             try:

@@ -27,7 +27,8 @@ from amsrag.retrieve.filtered import scope
 from amsrag.retrievers import retriever_for
 from amsrag.review import FILE as REVIEW_FILE
 from amsrag.review import ReviewCandidate, ReviewQueue, candidate_of
-from amsrag.serve.jobs import JOBS_FILE, FileJobStore, Job, JobStore, Writer
+from amsrag.serve.file_jobs import FileJobStore
+from amsrag.serve.jobs import JOBS_FILE, Job, JobStore, Writer
 from amsrag.serve.limits import ReadWriteLock
 from amsrag.serve.metrics import Metrics
 from amsrag.serve.sources import SourceRoots
