@@ -508,7 +508,7 @@ def test_citation_links_and_side_panel_in_the_browser(tmp_path) -> None:
         expected = _ask(server, question)
         assert expected["citations"] and expected["quote"], expected
         citation = expected["sources"][0]["citation"]
-        assert citation["url"] == "/v1/sources/kb/harbour.md"
+        assert citation["url"] == "/v1/sources/kb/harbour.md#opening-hours"  # the section's anchor
         quote = expected["quote"]
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS, headless=True, timeout=60_000)
