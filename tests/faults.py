@@ -36,6 +36,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from collections import Counter
@@ -908,6 +909,22 @@ def crash_once(op: str, n: int, event: str, base: Path, work: Path, records: Pat
     if state.ids != committed:
         case.problems.append(f"on disk after the crash: {state.count} passages, neither before nor after")
     case.expected = len(committed)
+    with _IN_PROCESS:
+        _reopen_and_write_again(case, idx, committed, work, records, vectors, before, after)
+    shutil.rmtree(idx, ignore_errors=True)
+    return case
+
+
+# The crashing writes run in subprocesses, in parallel; what runs in this process runs one case at a time.
+# CPython 3.11 keeps the `ast` module's recursion depth in shared state (gh-106905), and its tracebacks
+# call `ast.parse`: two threads formatting an exception at once fail with "SystemError: AST constructor
+# recursion depth mismatch", which is the interpreter's race, not the index's.
+_IN_PROCESS = threading.Lock()
+
+
+def _reopen_and_write_again(case: CrashCase, idx: Path, committed: set[str], work: Path, records: Path,
+                            vectors: Path | None, before: set[str], after: set[str]) -> None:
+    op, n = case.op, case.n
     try:
         facts = check_index(idx, committed)
         case.count_after = facts["passages"]
@@ -929,8 +946,6 @@ def crash_once(op: str, n: int, event: str, base: Path, work: Path, records: Pat
         case.leftovers_after_next_write = state.leftovers()
     except Exception as exc:
         case.problems.append(f"writing after the crash: {type(exc).__name__}: {exc}")
-    shutil.rmtree(idx, ignore_errors=True)
-    return case
 
 
 def _write_in_process(op: str, index: Path, records: Path, vectors: Path | None) -> None:
