@@ -317,23 +317,29 @@ class PgDenseRetriever:
         """HNSW's candidates post-filtered to `rows`; None when k allowed ones need a depth past `HNSW_MAX_EF`."""
         # as many allowed candidates as the unfiltered search weighs (ef_search), so about ef_search / share
         depth = min(HNSW_MAX_EF, int(np.ceil(max(self.index.config.dense.hnsw_ef_search, 2 * k) / share)))
-        params = {"q": qvec, "exact": False, "min_size": 0}  # the HNSW branch of DENSE_SQL
+        want = max(k + 10, k * 2)
         while depth <= HNSW_MAX_EF:
-            sql = DENSE_SQL.format(want=int(depth))
+            # row numbers alone in HNSW order (the candidates' vectors were most of the time), then the first
+            # `want` allowed ones read and re-scored exactly
+            sql = f"SELECT prow FROM passages ORDER BY embedding <=> %(q)s LIMIT {int(depth)}"
 
             def fetch(c: psycopg.Connection, ef: str = str(depth), sql: str = sql) -> list[tuple]:
                 with c.pipeline(), c.transaction():
                     c.execute("SELECT set_config('hnsw.ef_search', %s, true), "
                               "set_config('max_parallel_workers_per_gather', '0', true)", (ef,))
-                    cur = c.execute(sql, params, binary=True)
+                    cur = c.execute(sql, {"q": qvec}, binary=True)
                 return cur.fetchall()
 
             got = self.index.read(fetch)
             found = np.fromiter((r[0] for r in got), dtype=np.int64, count=len(got))
             pos = np.minimum(np.searchsorted(rows, found), len(rows) - 1)
-            allowed = [r for r, ok in zip(got, rows[pos] == found, strict=True) if ok]
+            allowed = found[rows[pos] == found][:want]
             if len(allowed) >= k or len(got) < depth:
-                return self._ranked(allowed, qvec, k)
+                if not len(allowed):
+                    return []
+                params = {"q": qvec, "rows": "{" + ",".join(map(str, allowed.tolist())) + "}"}
+                read = self.index.read(lambda c, p=params: c.execute(DENSE_WITHIN_SQL, p, binary=True).fetchall())
+                return self._ranked(read, qvec, k)
             depth *= 4
         return None
 
