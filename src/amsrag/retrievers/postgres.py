@@ -338,10 +338,13 @@ class PgDenseRetriever:
                 if not len(allowed):
                     return []
                 params = {"q": qvec, "rows": "{" + ",".join(map(str, allowed.tolist())) + "}"}
-                read = self.index.read(lambda c, p=params: c.execute(DENSE_WITHIN_SQL, p, binary=True).fetchall())
-                return self._ranked(read, qvec, k)
+                return self._ranked(self._read_rows(params), qvec, k)
             depth *= 4
         return None
+
+    def _read_rows(self, params: dict[str, Any]) -> list[tuple]:
+        """(row, id, title, vector) of the rows `params` names, by primary key."""
+        return self.index.read(lambda c: c.execute(DENSE_WITHIN_SQL, params, binary=True).fetchall())
 
     def _ranked(self, got: list[tuple], qvec: np.ndarray, k: int) -> list[Hit]:
         """The top `k` of fetched (row, id, title, vector) candidates by exact inner product with `qvec`."""
