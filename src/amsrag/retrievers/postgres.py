@@ -43,7 +43,7 @@ from amsrag.types import Hit
 T = TypeVar("T")
 
 HNSW_MAX_EF = 1000  # pgvector's upper bound for hnsw.ef_search
-HNSW_WITHIN_SHARE = 0.2  # dense within a filter: HNSW post-filtered from this share of the passages, else exact
+HNSW_WITHIN_SHARE = 0.4  # dense within a filter: HNSW post-filtered from this share (at 0.3 slower than exact)
 BM25_PLAN_ENV = "AMSRAG_PG_BM25"  # "memory" (default), "exhaustive" or "pruned" (bm25_top)
 BM25_PLANS = ("memory", "exhaustive", "pruned")
 DESCRIBE_TRIES = 3  # an in-process copy found out of date by the id lookup: read again and rank again
