@@ -897,3 +897,36 @@ def test_dense_search_settings_stay_in_its_transaction(pg_built_index, built_ind
             q, k=5, query_vector=built_index.encoder.encode_query(q))]
     finally:
         one.close()
+
+
+def test_dense_within_a_large_filter_takes_hnsw_and_keeps_the_exact_top_k(pg_url, slice_passages,
+                                                                          slice_vectors) -> None:
+    """A filter allowing at least HNSW_WITHIN_SHARE of the passages: pgvector's HNSW post-filtered (issue 38),
+    only allowed rows, the exact scan's top-k on this small index; a small share still scans exactly."""
+    import numpy as np
+
+    from amsrag.retrievers.postgres import HNSW_WITHIN_SHARE
+    from amsrag.store.postgres.store import PostgresIndex
+
+    config = AmsragConfig.model_validate({"dense": {"hnsw_min_size": 0}})
+    idx = PostgresIndex.create(pg_url, config)
+    try:
+        idx.add(slice_passages, vectors=slice_vectors)
+        dense = retriever_for(idx, "dense")
+        total = len(idx)
+        rows = np.asarray(sorted(h.row for h in dense.search("x", k=total, query_vector=slice_vectors[0], exact=True)),
+                          dtype=np.int64)
+        assert len(rows) == total
+        for share in (0.5, HNSW_WITHIN_SHARE):
+            allowed = rows[:: round(1 / share)]
+            assert len(allowed) >= HNSW_WITHIN_SHARE * total
+            for qvec in slice_vectors[:20]:
+                graph = dense.search_within("q", 5, allowed, qvec, total=total)
+                exact = dense.search_within("q", 5, allowed, qvec)
+                assert {h.row for h in graph} <= set(allowed.tolist())
+                assert [h.id for h in graph] == [h.id for h in exact]
+        few = rows[:3]
+        assert [h.row for h in dense.search_within("q", 5, few, slice_vectors[0], total=total)] == [
+            h.row for h in dense.search_within("q", 5, few, slice_vectors[0])]
+    finally:
+        idx.close()

@@ -56,7 +56,8 @@ def route_of(trace: Trace) -> Route:
 @dataclass(frozen=True, slots=True)
 class Citation:
     """A passage an answer cites, with where it came from when the ingest recorded it (`source`: the file or
-    dataset, `page`, `section`: the heading above it)."""
+    dataset, `page`, `section`: the heading above it, `anchor`: the fragment that opens the file at that section,
+    an HTML heading's id or a Markdown heading's slug; the HTTP API's citation `url` ends in `#anchor`)."""
 
     id: str
     title: str
@@ -65,6 +66,7 @@ class Citation:
     source: str | None = None
     page: int | None = None
     section: str | None = None
+    anchor: str | None = None
 
     @classmethod
     def of(cls, passage: Passage) -> Citation:
@@ -72,7 +74,7 @@ class Citation:
         page = meta.get("page")
         return cls(passage.id, passage.title, passage.text, passage.doc_id, _text_or_none(meta.get("source")),
                    int(page) if isinstance(page, int | str) and str(page).isdigit() else None,
-                   _text_or_none(meta.get("section")))
+                   _text_or_none(meta.get("section")), _text_or_none(meta.get("anchor")))
 
 
 def _where(value: WhereLike) -> Where | None:
@@ -153,7 +155,7 @@ class Index:
         return self.engine.index.get(passage_id)
 
     def citations(self, answer: AnswerResult) -> list[Citation]:
-        """The passages `answer` cites, in its order, with their source, page and section where known."""
+        """The passages `answer` cites, in its order, with their source, page, section and anchor where known."""
         found = (self.engine.index.get(pid) for pid in answer.citations)
         return [Citation.of(p) for p in found if p is not None]
 

@@ -1,5 +1,5 @@
 """What every adapter hands on: `Engine.retrieve`'s passages in its order, each with the metadata the
-frameworks carry (score, rank, route, title, passage id; source, page, section and document when the ingest
+frameworks carry (score, rank, route, title, passage id; source, page, section, anchor and document when the ingest
 recorded them)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from amsrag.pipeline.engine import Engine
     from amsrag.pipeline.results import RetrievalResult
 
-SOURCE_KEYS = ("source", "page", "section")
+SOURCE_KEYS = ("source", "page", "section", "anchor")
 
 
 @dataclass(frozen=True, slots=True)

@@ -95,7 +95,7 @@ def build_server(index: Index, limits: ServeConfig) -> MCPServer:
         return SearchOut(query=result.query, passages=passages, route=RouteOut.of(route_of(result.trace)))
 
     @server.tool(description="Answer a question from the index: the answer, the passages it cites (with their "
-                             "source, page and section), whether it abstained, and the route taken.")
+                             "source, page, section and anchor), whether it abstained, and the route taken.")
     async def ask(question: Question, system: System = "full", where: Filter = None) -> AskOut:
         check_system(system)
         w = scope(where)
@@ -122,7 +122,7 @@ def build_server(index: Index, limits: ServeConfig) -> MCPServer:
             raise ToolError(f"passage {id!r} is outside the filter {w.to_dict()}")
         c = Citation.of(passage)
         return StoredPassageOut(id=c.id, title=c.title, text=c.text, source=c.source, page=c.page,
-                                section=c.section, doc_id=passage.doc_id, metadata=passage.metadata)
+                                section=c.section, anchor=c.anchor, doc_id=passage.doc_id, metadata=passage.metadata)
 
     return server
 

@@ -64,10 +64,13 @@ class PassageOut(BaseModel):
     source: str | None = None
     page: int | None = None
     section: str | None = None
+    anchor: str | None = Field(None, description="the fragment that opens the source file at the section (an HTML "
+                                                 "heading's id, a Markdown heading's slug)")
 
     @classmethod
     def of(cls, c: Citation) -> PassageOut:
-        return cls(id=c.id, title=c.title, text=c.text, source=c.source, page=c.page, section=c.section)
+        return cls(id=c.id, title=c.title, text=c.text, source=c.source, page=c.page, section=c.section,
+                   anchor=c.anchor)
 
 
 class ScoredPassageOut(PassageOut):
@@ -78,7 +81,8 @@ class ScoredPassageOut(PassageOut):
     def retrieved(cls, r: Retrieved) -> ScoredPassageOut:
         meta: dict[str, Any] = r.metadata
         return cls(id=r.id, title=meta["title"], text=r.text, score=r.score, rank=meta["rank"],
-                   source=meta.get("source"), page=meta.get("page"), section=meta.get("section"))
+                   source=meta.get("source"), page=meta.get("page"), section=meta.get("section"),
+                   anchor=meta.get("anchor"))
 
 
 class SearchOut(BaseModel):

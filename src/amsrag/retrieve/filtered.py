@@ -369,7 +369,7 @@ class SearchesWithin(Protocol):
     name: str
 
     def search_within(self, query: str, k: int, rows: np.ndarray,
-                      query_vector: np.ndarray | None = None) -> list[Hit]: ...
+                      query_vector: np.ndarray | None = None, total: int | None = None) -> list[Hit]: ...
 
 
 class Within:
@@ -379,7 +379,7 @@ class Within:
         self.inner, self.allowed, self.name = inner, allowed, inner.name
 
     def search(self, query: str, k: int = 10, query_vector: np.ndarray | None = None) -> list[Hit]:
-        return self.inner.search_within(query, k, self.allowed.rows, query_vector)
+        return self.inner.search_within(query, k, self.allowed.rows, query_vector, total=self.allowed.total)
 
     def batch_search(self, queries: Sequence[str], k: int = 10,
                      query_vectors: np.ndarray | None = None) -> list[list[Hit]]:

@@ -43,6 +43,7 @@ from amsrag.types import Hit
 T = TypeVar("T")
 
 HNSW_MAX_EF = 1000  # pgvector's upper bound for hnsw.ef_search
+HNSW_WITHIN_SHARE = 0.4  # dense within a filter: HNSW post-filtered from this share (at 0.3 slower than exact)
 BM25_PLAN_ENV = "AMSRAG_PG_BM25"  # "memory" (default), "exhaustive" or "pruned" (bm25_top)
 BM25_PLANS = ("memory", "exhaustive", "pruned")
 DESCRIBE_TRIES = 3  # an in-process copy found out of date by the id lookup: read again and rank again
@@ -176,7 +177,7 @@ class PgBM25Retriever:
                 for n, (r, s, pid, title) in enumerate(rows)]
 
     def search_within(self, query: str, k: int, rows: np.ndarray,
-                      query_vector: np.ndarray | None = None) -> list[Hit]:
+                      query_vector: np.ndarray | None = None, total: int | None = None) -> list[Hit]:
         """The top `k` among passage rows `rows` (ascending): the in-process index's scores, the others masked."""
         check_query(query)
         check_k(k)
@@ -290,9 +291,11 @@ class PgDenseRetriever:
         return self._ranked(self.index.read(fetch), qvec, k)
 
     def search_within(self, query: str, k: int, rows: np.ndarray,
-                      query_vector: np.ndarray | None = None) -> list[Hit]:
-        """The top `k` among passage rows `rows` (a metadata filter's): an exact scan of those rows by primary key,
-        so k come back whenever k are allowed."""
+                      query_vector: np.ndarray | None = None, total: int | None = None) -> list[Hit]:
+        """The top `k` among passage rows `rows` (a metadata filter's, ascending): when they are at least
+        `HNSW_WITHIN_SHARE` of the `total` passages, pgvector's HNSW asked for about `hnsw_ef_search`/share
+        candidates (deeper until k are allowed), the allowed kept; else (or when that would pass `HNSW_MAX_EF`)
+        an exact scan of those rows by primary key, so k come back whenever k are allowed."""
         check_query(query)
         check_k(k)
         qvec = check_query_vector(query_vector, 384)
@@ -300,10 +303,48 @@ class PgDenseRetriever:
             qvec = self.index.encoder.encode_query(query)
         if not len(rows):
             return []
+        cfg = self.index.config.dense
+        if total and total >= cfg.hnsw_min_size and len(rows) >= HNSW_WITHIN_SHARE * total:
+            found = self._graph_within(qvec, k, rows, len(rows) / total)
+            if found is not None:
+                return found
         sql = f"{DENSE_WITHIN_SQL} LIMIT {int(max(k + 10, k * 2))}"
         params = {"q": qvec, "rows": self._rows_literal(rows)}
         got = self.index.read(lambda c: c.execute(sql, params, binary=True).fetchall())
         return self._ranked(got, qvec, k)
+
+    def _graph_within(self, qvec: np.ndarray, k: int, rows: np.ndarray, share: float) -> list[Hit] | None:
+        """HNSW's candidates post-filtered to `rows`; None when k allowed ones need a depth past `HNSW_MAX_EF`."""
+        # as many allowed candidates as the unfiltered search weighs (ef_search), so about ef_search / share
+        depth = min(HNSW_MAX_EF, int(np.ceil(max(self.index.config.dense.hnsw_ef_search, 2 * k) / share)))
+        want = max(k + 10, k * 2)
+        while depth <= HNSW_MAX_EF:
+            # row numbers alone in HNSW order (the candidates' vectors were most of the time), then the first
+            # `want` allowed ones read and re-scored exactly
+            sql = f"SELECT prow FROM passages ORDER BY embedding <=> %(q)s LIMIT {int(depth)}"
+
+            def fetch(c: psycopg.Connection, ef: str = str(depth), sql: str = sql) -> list[tuple]:
+                with c.pipeline(), c.transaction():
+                    c.execute("SELECT set_config('hnsw.ef_search', %s, true), "
+                              "set_config('max_parallel_workers_per_gather', '0', true)", (ef,))
+                    cur = c.execute(sql, {"q": qvec}, binary=True)
+                return cur.fetchall()
+
+            got = self.index.read(fetch)
+            found = np.fromiter((r[0] for r in got), dtype=np.int64, count=len(got))
+            pos = np.minimum(np.searchsorted(rows, found), len(rows) - 1)
+            allowed = found[rows[pos] == found][:want]
+            if len(allowed) >= k or len(got) < depth:
+                if not len(allowed):
+                    return []
+                params = {"q": qvec, "rows": "{" + ",".join(map(str, allowed.tolist())) + "}"}
+                return self._ranked(self._read_rows(params), qvec, k)
+            depth *= 4
+        return None
+
+    def _read_rows(self, params: dict[str, Any]) -> list[tuple]:
+        """(row, id, title, vector) of the rows `params` names, by primary key."""
+        return self.index.read(lambda c: c.execute(DENSE_WITHIN_SQL, params, binary=True).fetchall())
 
     def _ranked(self, got: list[tuple], qvec: np.ndarray, k: int) -> list[Hit]:
         """The top `k` of fetched (row, id, title, vector) candidates by exact inner product with `qvec`."""
