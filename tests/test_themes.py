@@ -9,6 +9,7 @@ import pytest
 from sklearn.metrics import adjusted_rand_score
 
 from amsrag.errors import IndexCorruptError, IndexNotFoundError, InputError
+from amsrag.indexes.theme_terms import ctfidf, tokenize
 from amsrag.themes import ThemeConfig, Themes, build_themes, update_themes
 from amsrag.themes.build import k_candidates, pick_k
 from amsrag.themes.search import (
@@ -20,7 +21,6 @@ from amsrag.themes.search import (
     map_reduce_prompts,
     read_question,
 )
-from amsrag.themes.terms import ctfidf, tokenize
 from amsrag.types import Passage
 
 TOPICS = {

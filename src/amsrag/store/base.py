@@ -19,6 +19,7 @@ from amsrag.types import Passage
 
 if TYPE_CHECKING:
     from amsrag.filters import Where
+    from amsrag.indexes.themes import Themes
     from amsrag.retrieve.filtered import AllowedRows
     from amsrag.store.documents import Document, DocumentInfo, DocumentMeta, PutReport
     from amsrag.store.health import CheckReport, RepairReport
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
     from amsrag.structured.base import TableSource
     from amsrag.structured.catalog import TableDeleteReport, TableWriteReport
     from amsrag.structured.table import Table
-    from amsrag.themes.model import Themes
 
 
 @runtime_checkable

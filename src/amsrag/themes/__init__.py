@@ -9,8 +9,8 @@ from amsrag.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from amsrag.config import ThemeConfig
+    from amsrag.indexes.themes import Theme, Themes, UpdateState
     from amsrag.themes.build import PassageBatch, build_themes, update_themes
-    from amsrag.themes.model import Theme, Themes, UpdateState
     from amsrag.themes.search import (
         GlobalResult,
         SelectedTheme,
@@ -27,8 +27,8 @@ __all__ = ["GlobalResult", "PassageBatch", "SelectedTheme", "Theme", "ThemeConfi
            "read_question", "update_themes"]
 __getattr__, __dir__ = lazy_exports(__name__, {
     "ThemeConfig": "amsrag.config", "PassageBatch": "amsrag.themes.build", "build_themes": "amsrag.themes.build",
-    "update_themes": "amsrag.themes.build", "Theme": "amsrag.themes.model", "Themes": "amsrag.themes.model",
-    "UpdateState": "amsrag.themes.model", "GlobalResult": "amsrag.themes.search",
+    "update_themes": "amsrag.themes.build", "Theme": "amsrag.indexes.themes", "Themes": "amsrag.indexes.themes",
+    "UpdateState": "amsrag.indexes.themes", "GlobalResult": "amsrag.themes.search",
     "SelectedTheme": "amsrag.themes.search", "compose_answer": "amsrag.themes.search",
     "global_search": "amsrag.themes.search", "looks_global": "amsrag.themes.search",
     "map_reduce": "amsrag.themes.search", "map_reduce_prompts": "amsrag.themes.search",

@@ -23,9 +23,9 @@ from sklearn.metrics import silhouette_score
 
 from amsrag.config import ThemeConfig
 from amsrag.errors import InputError
+from amsrag.indexes.theme_terms import count_terms, widen
+from amsrag.indexes.themes import Themes, UpdateState, pool_size, ranked_terms
 from amsrag.progress import Advance, NullProgress, Progress
-from amsrag.themes.model import Themes, UpdateState, pool_size, ranked_terms
-from amsrag.themes.terms import count_terms, widen
 
 PassageBatch = tuple[Sequence[str], Sequence[str], np.ndarray]  # (ids, texts, vectors)
 

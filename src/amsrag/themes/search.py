@@ -17,9 +17,9 @@ from typing import Literal, Protocol
 import numpy as np
 
 from amsrag.errors import InputError
+from amsrag.indexes.theme_terms import stem, tokenize
+from amsrag.indexes.themes import Themes
 from amsrag.text.citations import citation_label
-from amsrag.themes.model import Themes
-from amsrag.themes.terms import stem, tokenize
 
 Mode = Literal["corpus", "related"]
 OVERLAP_WEIGHT = 0.3  # score = (1 - w) * cosine + w * term overlap

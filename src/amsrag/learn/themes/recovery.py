@@ -15,10 +15,10 @@ from sklearn.metrics import adjusted_rand_score
 
 from amsrag.config import EmbeddingConfig, ThemeConfig
 from amsrag.embed import MiniLMEncoder
+from amsrag.indexes.theme_terms import stem, stopwords
 from amsrag.ingest import load_qa
 from amsrag.themes import Themes, build_themes
 from amsrag.themes.build import choose_k
-from amsrag.themes.terms import stem, stopwords
 from amsrag.types import Passage
 
 SQUAD_FILE = Path("squad") / "squad_v1.1_subset_20articles.json"

@@ -13,6 +13,8 @@ import numpy as np
 
 from amsrag.embed.encoder import DIMENSION
 from amsrag.errors import IndexCorruptError, InputError
+from amsrag.indexes.themes import CARD_FILE as THEMES_CARD
+from amsrag.indexes.themes import Themes
 from amsrag.store.embedded.core import (
     LIBRARY_FILE,
     LIBRARY_FORMAT,
@@ -27,8 +29,6 @@ from amsrag.store.query_library import QueryLibrary
 from amsrag.structured.catalog import TableDeleteReport, TableWriteReport
 from amsrag.structured.store import TableStore
 from amsrag.structured.table import Table
-from amsrag.themes.model import CARD_FILE as THEMES_CARD
-from amsrag.themes.model import Themes
 
 
 class EmbeddedAttached(EmbeddedPublish):

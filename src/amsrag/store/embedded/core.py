@@ -17,6 +17,7 @@ from amsrag.errors import (
     InputError,
 )
 from amsrag.filters import Where
+from amsrag.indexes.themes import Themes
 from amsrag.retrieve.bm25 import BM25Index
 from amsrag.retrieve.dense import VectorIndex
 from amsrag.retrieve.filtered import AllowedRows
@@ -29,7 +30,6 @@ from amsrag.store.writes import (
     refusing_differences,
 )
 from amsrag.structured.store import TableStore
-from amsrag.themes.model import Themes
 
 COMPONENTS = ("bm25", "dense", "graph")
 DB_FILE = "passages.sqlite"

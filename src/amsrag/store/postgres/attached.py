@@ -13,11 +13,11 @@ from psycopg.types.json import Jsonb
 
 from amsrag.embed.encoder import DIMENSION
 from amsrag.errors import IndexNotFoundError, InputError
+from amsrag.indexes.themes import Themes
 from amsrag.store.postgres.core import TABLES_RECHECK_S, PgCore, _scalar
 from amsrag.store.query_library import QueryLibrary
 from amsrag.structured.catalog import TableDeleteReport, TableWriteReport
 from amsrag.structured.table import Table
-from amsrag.themes.model import Themes
 
 
 class PgAttached(PgCore):
@@ -132,7 +132,7 @@ def _themes_to_meta(themes: Themes) -> dict[str, str]:
     import tempfile
     from pathlib import Path
 
-    from amsrag.themes.model import ARRAYS_FILE, CARD_FILE
+    from amsrag.indexes.themes import ARRAYS_FILE, CARD_FILE
 
     with tempfile.TemporaryDirectory(prefix="amsrag-themes-") as tmp:
         themes.save(tmp)
@@ -145,7 +145,7 @@ def _themes_from_meta(value: dict[str, str]) -> Themes:
     import tempfile
     from pathlib import Path
 
-    from amsrag.themes.model import ARRAYS_FILE, CARD_FILE
+    from amsrag.indexes.themes import ARRAYS_FILE, CARD_FILE
 
     with tempfile.TemporaryDirectory(prefix="amsrag-themes-") as tmp:
         (Path(tmp) / CARD_FILE).write_text(value["card"], encoding="utf-8")

@@ -20,6 +20,7 @@ from amsrag.embed.encoder import Encoder
 from amsrag.embed.factory import encoder_for
 from amsrag.errors import IndexBusyError, InputError
 from amsrag.filters import Where
+from amsrag.indexes.themes import Themes
 from amsrag.retrieve.bm25 import BM25Index, BM25Tokenizer
 from amsrag.retrieve.filtered import AllowedRows
 from amsrag.store.postgres import bm25_blobs, schema
@@ -36,7 +37,6 @@ from amsrag.store.postgres.graph_state import GraphCache
 from amsrag.store.postgres.rows import RowNames
 from amsrag.store.query_library import QueryLibrary
 from amsrag.store.writes import expected_params, param_differences
-from amsrag.themes.model import Themes
 
 T = TypeVar("T")
 ALLOWED_KEPT = 32  # resolved filters kept per store (each a sorted row array)

@@ -29,7 +29,7 @@ from scipy import sparse
 from amsrag.artifacts import write_npz
 from amsrag.config import ThemeConfig
 from amsrag.errors import IndexCorruptError, IndexNotFoundError
-from amsrag.themes.terms import top_terms
+from amsrag.indexes.theme_terms import top_terms
 
 FORMAT_VERSION = 1
 CARD_FILE = "themes.json"
