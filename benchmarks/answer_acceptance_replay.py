@@ -31,10 +31,10 @@ def answer(row: dict, step_threshold: float, rules: bool) -> str | None:
     kind = (chain.get("plan") or {}).get("kind")
     steps = chain.get("steps") or []
     pred = None if row["abstained"] else row["prediction"]
-    if chain.get("used") and steps:
-        if min(s["confidence"] for s in steps) < step_threshold or (rules and kind != "comparison" and question_options(row["question"]) is None \
-                and restates_question(row["prediction"], row["question"])):
-            pred = _plain(chain)
+    repeats = rules and kind != "comparison" and question_options(row["question"]) is None \
+        and restates_question(row["prediction"], row["question"])
+    if chain.get("used") and steps and (min(s["confidence"] for s in steps) < step_threshold or repeats):
+        pred = _plain(chain)
     if rules and pred and kind == "bridge" and len(steps) >= 2 and asks_for_attribute(row["question"]) \
             and any(s.get("answer") and agreed(pred, s["answer"]) for s in steps[:-1]):
         pred = None
