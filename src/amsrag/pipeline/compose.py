@@ -17,12 +17,12 @@ from amsrag.decompose.plan import Plan
 from amsrag.generate import Generation, Generator, generate_answer
 from amsrag.generate.base import ABSTAIN, Completes, EvidencePassage, GeneratorError
 from amsrag.generate.reader_generator import SpanReaderGenerator
-from amsrag.pipeline.chain import ChainRunner, ChainStep, ChainTrace, StepEvidence, StepReading
+from amsrag.pipeline.chain import ChainRunner, ChainStep, ChainTrace, StepEvidence, StepReading, agreed
 from amsrag.pipeline.scored import ScoredPassage
 from amsrag.pipeline.systems import system_spec
 from amsrag.pipeline.trace import ComplexityTrace
 from amsrag.text.language import is_chinese
-from amsrag.text.questions import is_yesno_question
+from amsrag.text.questions import asks_for_attribute, is_yesno_question, question_options, restates_question
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +62,21 @@ def plan_route(label: str, alpha: float, plan: Plan, cfg: DecomposeConfig) -> tu
     if not plan.multi_step or p_multi < cfg.route_up_probability:
         return label, alpha
     return "multi_hop", p_multi
+
+
+def restates_own_words(query: str, plan: Plan, answer: str) -> bool:
+    """Whether a chain's answer only repeats words of the question: not an answer to a bridge or an intersection
+    (a comparison's answer is one of the question's options, and is written in it)."""
+    return plan.kind != "comparison" and question_options(query) is None and restates_question(answer, query)
+
+
+def names_inner_entity(query: str, plan: Plan, chain: ChainTrace, answer: str) -> str | None:
+    """The earlier hop's answer that `answer` names, when a bridge question asks for an attribute (a place, a time,
+    a nationality...) of the entity that hop found: then `answer` is that entity, not the attribute. None
+    otherwise."""
+    if plan.kind != "bridge" or len(chain.steps) < 2 or not answer or not asks_for_attribute(query):
+        return None
+    return next((s.answer for s in chain.steps[:-1] if s.answer and agreed(answer, s.answer)), None)
 
 
 class Composer:
@@ -167,7 +182,8 @@ class Composer:
             chain = replace(chain, confidence=calibration.probability(features))
         # a generator that gives no confidence (a scripted or LLM answer): its answer stands unless it abstained
         comparable = plain.abstained or plain.confidence is not None
-        use = chain.answered and comparable and chain.confidence >= plain_conf + cfg.prefer_chain_margin
+        use = chain.answered and comparable and chain.confidence >= plain_conf + cfg.prefer_chain_margin \
+            and not restates_own_words(query, plan, chain.answer)
         chain = replace(chain, used=use, plain_answer=candidate, plain_confidence=plain.confidence)
         threshold = calibration.thresholds.get(plan.kind) if calibration is not None else None
         result = answered.retrieval
@@ -191,6 +207,10 @@ class Composer:
             g = replace(plain, answer=ABSTAIN if abstain else candidate, abstained=abstain,
                         citations=() if abstain or not cited else (str(cited),),
                         details={**plain.details, "threshold": threshold, "plan_threshold": plan.kind})
+        inner = names_inner_entity(query, plan, chain, g.answer) if not g.abstained else None
+        if inner is not None:
+            g = replace(g, answer=ABSTAIN, abstained=True, citations=(),
+                        details={**g.details, "candidate": g.answer, "inner_entity": inner})
         result = replace(result, trace=replace(result.trace, chain=chain))
         return replace(answered, retrieval=result, generation=g, generate_ms=answered.generate_ms + chain.ms)
 

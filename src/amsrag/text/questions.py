@@ -1,5 +1,6 @@
-"""What the wording of a question says before anything is read: an either-or question's two options, and
-whether it asks for yes or no."""
+"""What the wording of a question says before anything is read: an either-or question's two options, whether it
+asks for yes or no, whether it asks for an attribute rather than the entity it describes, and whether an answer
+merely restates it."""
 
 from __future__ import annotations
 
@@ -45,3 +46,28 @@ def _name_only(text: str) -> str:
 
 def is_yesno_question(question: str) -> bool:
     return bool(_YESNO_START.match(question)) and question_options(question) is None
+
+
+# a question whose answer is a place, a time, a quantity, a reason, a nationality or language, or part of a name:
+# never the person or thing its description names ("the director of film X", "the Senator who ...")
+_ASKS_ATTRIBUTE = re.compile(
+    r"^\s*(?:where|when|why|how\s+(?:many|much|long|old|far|tall|big))\b"
+    r"|\b(?:what|which)\s+(?:year|date|city|country|county|state|town|place|nationality|language)\b"
+    r"|\b(?:birthplace|place\s+of\s+(?:birth|death)|date\s+of\s+(?:birth|death)|nationality|"
+    r"(?:middle|first|last)\s+name)\b", re.I)
+
+
+def asks_for_attribute(question: str) -> bool:
+    """Whether the question asks for a place, a time, a quantity, a reason, a nationality or language, or a part of
+    a name, so that the person or thing it describes is not its answer ("Where was the director of film X born?")."""
+    return bool(_ASKS_ATTRIBUTE.search(question))
+
+
+def restates_question(answer: str, question: str) -> bool:
+    """Whether `answer` is written in the question itself: its words, in order, within the question's
+    ("Barbie Girl" for 'Which group had a single called "Barbie Girl"?'); yes and no never are."""
+    words, asked = re.findall(r"\w+", answer.lower()), re.findall(r"\w+", question.lower())
+    if not words or words in (["yes"], ["no"]):
+        return False
+    n = len(words)
+    return any(asked[i:i + n] == words for i in range(len(asked) - n + 1))
