@@ -32,7 +32,7 @@ def test_a_job_running_when_the_service_stopped_reads_back_as_failed(tmp_path) -
     assert entered.wait(30)
     on_disk = {r["id"]: r for r in json.loads(store.read_text(encoding="utf-8"))}
     assert on_disk[job.id]["status"] == "running"  # what a killed process leaves behind
-    second = Writer(store=store)  # another service over the same directory, while the first runs
+    second = Writer(store=FileJobStore(store))  # another service over the same directory, while the first runs
     seen = second.get(job.id)
     assert seen is not None and seen.status == "running" and seen.error is None
     first_store.close()  # its owner lock goes, as when its process is killed
@@ -41,7 +41,7 @@ def test_a_job_running_when_the_service_stopped_reads_back_as_failed(tmp_path) -
     assert again.error == {"code": "interrupted", "message": INTERRUPTED}
     assert again.to_dict()["status_url"] == f"/v1/jobs/{job.id}"
     assert json.loads(store.read_text(encoding="utf-8"))[0]["status"] == "failed"
-    restarted = Writer(store=store)  # a service started after it: the failed record is held in memory
+    restarted = Writer(store=FileJobStore(store))  # a service started after it: the failed record is held in memory
     assert restarted.get(job.id).status == "failed"
     release.set()
     first.close()
@@ -52,13 +52,13 @@ def test_a_job_running_when_the_service_stopped_reads_back_as_failed(tmp_path) -
 
 def test_job_records_are_bounded_and_finished_ones_survive(tmp_path) -> None:
     store = tmp_path / JOBS_FILE
-    writer = Writer(keep=3, store=store)
+    writer = Writer(keep=3, store=FileJobStore(store))
     jobs = [writer.start_job("add_documents", i, lambda progress, i=i: {"added": i}) for i in range(5)]
     writer.submit(lambda: None).result(timeout=60)  # one writer thread: the jobs before it are done
     writer.close()
     records = json.loads(store.read_text(encoding="utf-8"))
     assert [r["id"] for r in records] == [j.id for j in jobs[-3:]]
-    reopened = Writer(keep=3, store=store)
+    reopened = Writer(keep=3, store=FileJobStore(store))
     assert reopened.get(jobs[-1].id).status == "succeeded" and reopened.get(jobs[-1].id).result == {"added": 4}
     assert reopened.get(jobs[0].id) is None
     reopened.close()
@@ -67,7 +67,7 @@ def test_job_records_are_bounded_and_finished_ones_survive(tmp_path) -> None:
 def test_a_broken_record_file_does_not_stop_the_service(tmp_path) -> None:
     store = tmp_path / JOBS_FILE
     store.write_text("{not json", encoding="utf-8")
-    writer = Writer(store=store)
+    writer = Writer(store=FileJobStore(store))
     job = writer.start_job("add_documents", 1, lambda progress: {"added": 1})
     writer.submit(lambda: None).result(timeout=60)
     writer.close()

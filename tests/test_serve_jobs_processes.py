@@ -15,10 +15,11 @@ JOBS = 40
 ADD_JOBS = """
 import json, sys, time
 from pathlib import Path
+from amsrag.serve.file_jobs import FileJobStore
 from amsrag.serve.jobs import Writer
 
 path, go, n = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
-writer = Writer(keep=1000, store=path)
+writer = Writer(keep=1000, store=FileJobStore(path))
 while not go.exists():  # both processes start adding together
     time.sleep(0.005)
 jobs = [writer.start_job("add_documents", i, lambda progress, i=i: {"added": i}) for i in range(n)]

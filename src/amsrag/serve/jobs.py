@@ -20,7 +20,6 @@ from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol
 
 from amsrag.errors import AmsragError
@@ -95,12 +94,11 @@ def interrupt(job: Job) -> Job:
 
 
 class Writer:
-    """The single writer thread, and the record of the last `keep` jobs (persisted in `store` when given: a
-    JobStore, or the path of a FileJobStore)."""
+    """The single writer thread, and the record of the last `keep` jobs (persisted in `store` when given)."""
 
     def __init__(self, keep: int = 200, on_finish: Callable[[Job], None] | None = None,
                  progress_interval: float = 10.0, clock: Callable[[], float] = time.monotonic,
-                 store: JobStore | Path | None = None) -> None:
+                 store: JobStore | None = None) -> None:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="amsrag-writer")
         self._jobs: OrderedDict[str, Job] = OrderedDict()
         self._lock = threading.Lock()
@@ -108,10 +106,6 @@ class Writer:
         self._on_finish = on_finish or (lambda job: None)
         self._progress_interval = progress_interval
         self._clock = clock
-        if isinstance(store, Path):
-            from amsrag.serve.file_jobs import FileJobStore  # it builds on this module's Job
-
-            store = FileJobStore(store)
         self._store: JobStore | None = store
         self._save_lock = threading.Lock()
         if self._store is not None:
