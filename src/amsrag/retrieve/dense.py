@@ -210,11 +210,12 @@ class VectorIndex:
         index = cls(config, dim, np.load(directory / f"{name}.rows.npy"), map_npy(directory / f"{name}.vectors.npy"),
                     None, np.load(directory / "delta.rows.npy"), np.load(directory / "delta.vectors.npy"),
                     np.load(directory / "dead.npy"), name)
-        if meta["hnsw"]:
-            index.hnsw = index._load_hnsw(directory / f"{name}.hnsw.bin")
+        hnsw = index._load_hnsw(directory / f"{name}.hnsw.bin") if meta["hnsw"] else None
+        if hnsw is not None:
+            index.hnsw = hnsw
             for r in index.dead.tolist():
                 try:
-                    index.hnsw.mark_deleted(int(r))
+                    hnsw.mark_deleted(int(r))
                 except RuntimeError as exc:  # a graph rebuilt at an earlier load was saved with its deletions
                     if "already deleted" not in str(exc):
                         raise
