@@ -162,3 +162,39 @@ def test_a_mapped_base_reads_as_np_load_and_its_released_pages_read_again(tmp_pa
     np.testing.assert_array_equal(index.vectors_for_rows(want), data[rows != 4])
     assert released[0] == (0, 700) and len(released) == 8  # 4,999 rows in blocks of 700, file order
     np.testing.assert_array_equal(mapped[:10], data[:10])  # released pages read back from the file
+
+
+def test_a_graph_this_hnswlib_cannot_read_is_rebuilt_from_the_stored_vectors(tmp_path, slice_vectors, slice_passages,
+                                                                              caplog) -> None:
+    """A base graph file hnswlib refuses (one written by another build of it: hnswlib's and chroma-hnswlib's files
+    differ) is rebuilt from the base's stored vectors with the same settings: the same hits as the saved graph, the
+    deleted rows still deleted, and the next save writes the base afresh, readable again."""
+    n = len(slice_passages)
+    rows = np.arange(1, n + 1)
+    ids = {int(r): p.id for r, p in zip(rows, slice_passages, strict=True)}
+    config = DenseConfig(hnsw_min_size=10)
+    index = VectorIndex.empty(config, 384).updated(rows, slice_vectors, [])
+    first = tmp_path / "g1"
+    first.mkdir()
+    index.save(first)
+    saved = VectorIndex.load(first, config, 384).updated([], np.zeros((0, 384), np.float32), [4])
+    (tmp_path / "g2").mkdir()
+    saved.save(tmp_path / "g2", previous=first)
+    graph = tmp_path / "g2" / f"{index.base_name}.hnsw.bin"
+    graph.unlink()  # the hard link to g1's graph: write another file in its place
+    graph.write_bytes(b"\0" * 64)
+    with caplog.at_level("WARNING", logger="amsrag.retrieve.dense"):
+        rebuilt = VectorIndex.load(tmp_path / "g2", config, 384)
+    assert rebuilt.kind == "hnsw" and "rebuilt from the" in caplog.text and rebuilt.base_name is None
+    reference = VectorIndex.load(tmp_path / "g1", config, 384).updated([], np.zeros((0, 384), np.float32), [4])
+    ra = DenseRetriever(rebuilt, encoder=None, lookup=_Lookup(ids))  # type: ignore[arg-type]
+    rb = DenseRetriever(reference, encoder=None, lookup=_Lookup(ids))  # type: ignore[arg-type]
+    for v in slice_vectors[::7]:
+        hits = [h.row for h in ra.search("q", k=5, query_vector=v)]
+        assert 4 not in hits
+        assert hits == [h.row for h in rb.search("q", k=5, query_vector=v)]
+    third = tmp_path / "g3"
+    third.mkdir()
+    rebuilt.save(third, previous=tmp_path / "g2")
+    assert (third / f"{rebuilt.base_name}.hnsw.bin").stat().st_nlink == 1  # written, not linked to the bad file
+    assert VectorIndex.load(third, config, 384).kind == "hnsw"

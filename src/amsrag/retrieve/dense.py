@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import mmap
 import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -25,6 +27,8 @@ from amsrag.errors import IndexCorruptError, InputError
 from amsrag.retrieve.base import RowLookup, check_k, check_query
 from amsrag.retrieve.topk import topk_indices
 from amsrag.types import Hit
+
+log = logging.getLogger(__name__)
 
 _REBUILD_DELETED_SHARE = 0.2  # rebuild HNSW once this share of its elements are tombstones
 # Passages added since the HNSW graph was last written are searched exactly beside it: this many at
@@ -198,17 +202,44 @@ class VectorIndex:
         if not (directory / "dense.json").exists():  # format 1
             rows = np.load(directory / "rows.npy")
             vectors = np.load(directory / "vectors.npy", mmap_mode="r")
-            return cls(config, dim, rows, vectors, _load_hnsw(directory / "hnsw.bin", config, dim))
+            index = cls(config, dim, rows, vectors)
+            index.hnsw = index._load_hnsw(directory / "hnsw.bin")
+            return index
         meta = json.loads((directory / "dense.json").read_text(encoding="utf-8"))
         name = meta["base"]
-        hnsw = _load_hnsw(directory / f"{name}.hnsw.bin", config, dim) if meta["hnsw"] else None
-        dead = np.load(directory / "dead.npy")
+        index = cls(config, dim, np.load(directory / f"{name}.rows.npy"), map_npy(directory / f"{name}.vectors.npy"),
+                    None, np.load(directory / "delta.rows.npy"), np.load(directory / "delta.vectors.npy"),
+                    np.load(directory / "dead.npy"), name)
+        hnsw = index._load_hnsw(directory / f"{name}.hnsw.bin") if meta["hnsw"] else None
         if hnsw is not None:
-            for r in dead.tolist():
-                hnsw.mark_deleted(int(r))
-        return cls(config, dim, np.load(directory / f"{name}.rows.npy"),
-                   map_npy(directory / f"{name}.vectors.npy"), hnsw,
-                   np.load(directory / "delta.rows.npy"), np.load(directory / "delta.vectors.npy"), dead, name)
+            index.hnsw = hnsw
+            for r in index.dead.tolist():
+                try:
+                    hnsw.mark_deleted(int(r))
+                except RuntimeError as exc:  # a graph rebuilt at an earlier load was saved with its deletions
+                    if "already deleted" not in str(exc):
+                        raise
+        return index
+
+    def _load_hnsw(self, path: Path) -> hnswlib.Index | None:
+        """The saved HNSW graph of the base; rebuilt from the base's stored vectors when this build of hnswlib cannot
+        read the file (one written by another build: hnswlib's and chroma-hnswlib's files differ by a field), the
+        same graph as the same seed and insertion order give. A rebuilt base is saved again at the next write."""
+        if not path.exists():
+            return None
+        hnsw = hnswlib.Index(space="ip", dim=self.dim)
+        try:
+            hnsw.load_index(str(path), max_elements=0, allow_replace_deleted=False)
+        except RuntimeError as exc:
+            t = time.perf_counter()
+            hnsw = self._build_hnsw(self.base_rows, np.ascontiguousarray(self.base_vectors))
+            self.base_name = None  # the next save writes the base, and its graph, afresh
+            log.warning("%s: the HNSW graph cannot be read by this hnswlib (%s); rebuilt from the %d stored vectors "
+                        "in %.1f s; the next write to the index saves it again", path, exc, len(self.base_rows),
+                        time.perf_counter() - t)
+            return hnsw
+        hnsw.set_ef(self.config.hnsw_ef_search)
+        return hnsw
 
     # ---- reading ------------------------------------------------------------------------------
     def _gather(self, rows: np.ndarray, delta_rows: np.ndarray, delta_vectors: np.ndarray) -> np.ndarray:
@@ -273,15 +304,6 @@ class VectorIndex:
         pos = np.minimum(np.searchsorted(self.base_rows, found), len(self.base_rows) - 1)
         found = found[self.base_rows[pos] == found]
         return found[~np.isin(found, self.dead)] if len(self.dead) else found
-
-
-def _load_hnsw(path: Path, config: DenseConfig, dim: int) -> hnswlib.Index | None:
-    if not path.exists():
-        return None
-    hnsw = hnswlib.Index(space="ip", dim=dim)
-    hnsw.load_index(str(path), max_elements=0, allow_replace_deleted=False)
-    hnsw.set_ef(config.hnsw_ef_search)
-    return hnsw
 
 
 def _link_base(previous: Path, directory: Path, name: str, with_hnsw: bool) -> bool:
