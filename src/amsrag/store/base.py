@@ -19,8 +19,8 @@ from amsrag.types import Passage
 
 if TYPE_CHECKING:
     from amsrag.filters import Where
+    from amsrag.indexes.allowed_rows import AllowedRows
     from amsrag.indexes.themes import Themes
-    from amsrag.retrieve.filtered import AllowedRows
     from amsrag.store.documents import Document, DocumentInfo, DocumentMeta, PutReport
     from amsrag.store.health import CheckReport, RepairReport
     from amsrag.store.query_library import QueryLibrary

@@ -22,7 +22,7 @@ from itertools import pairwise
 
 from amsrag.config import BM25Config
 from amsrag.errors import InputError
-from amsrag.retrieve.bm25 import BM25Index, BM25Tokenizer
+from amsrag.indexes.bm25 import BM25Index, BM25Tokenizer
 from amsrag.retrieve.topk import topk_indices
 from amsrag.structured.base import TableHit
 from amsrag.structured.table import TableProfile

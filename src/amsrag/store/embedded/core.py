@@ -17,11 +17,11 @@ from amsrag.errors import (
     InputError,
 )
 from amsrag.filters import Where
+from amsrag.indexes.allowed_rows import AllowedRows
+from amsrag.indexes.bm25 import BM25Index
+from amsrag.indexes.entity_graph import EntityGraph
 from amsrag.indexes.themes import Themes
-from amsrag.retrieve.bm25 import BM25Index
-from amsrag.retrieve.dense import VectorIndex
-from amsrag.retrieve.filtered import AllowedRows
-from amsrag.retrieve.graph import EntityGraph
+from amsrag.indexes.vectors import VectorIndex
 from amsrag.store.embedded.sqlite import PassageTable
 from amsrag.store.query_library import QueryLibrary
 from amsrag.store.writes import (
