@@ -838,7 +838,7 @@ def test_the_structured_route_answers_from_postgres_tables(pg, slice_passages, s
     from amsrag.cli.demo import demo_tables
     from amsrag.pipeline import Engine
     from amsrag.store.postgres.store import PostgresIndex
-    from amsrag.structured.base import SqlRefused
+    from amsrag.tables.base import SqlRefused
 
     pg.add(slice_passages, vectors=slice_vectors)
     pg.put_tables(demo_tables())

@@ -25,9 +25,9 @@ if TYPE_CHECKING:
     from amsrag.store.health import CheckReport, RepairReport
     from amsrag.store.query_library import QueryLibrary
     from amsrag.store.writes import DeleteReport, IngestReport
-    from amsrag.structured.base import TableSource
-    from amsrag.structured.catalog import TableDeleteReport, TableWriteReport
-    from amsrag.structured.table import Table
+    from amsrag.tables.base import TableSource
+    from amsrag.tables.catalog import TableDeleteReport, TableWriteReport
+    from amsrag.tables.table import Table
 
 
 @runtime_checkable

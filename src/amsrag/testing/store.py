@@ -34,7 +34,7 @@ from amsrag.store.base import (
     ThemeStorage,
 )
 from amsrag.store.query_library import QueryLibrary
-from amsrag.structured.table import Table
+from amsrag.tables.table import Table
 from amsrag.testing.store_base import (
     OTHER_MODEL_ID,
     TOL,
