@@ -21,8 +21,8 @@ from collections import Counter
 import numpy as np
 
 from amsrag.config import BM25Config
-from amsrag.retrieve.bm25 import BM25Index, BM25Tokenizer
-from amsrag.retrieve.cjk_tokens import han_runs
+from amsrag.indexes.bm25 import BM25Index, BM25Tokenizer
+from amsrag.indexes.cjk_tokens import han_runs
 from amsrag.text.language import detect_language
 from amsrag.types import PassageRow
 from common import ROOT, load_benchmark, ndcg_at

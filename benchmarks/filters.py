@@ -39,10 +39,13 @@ import numpy as np
 
 from amsrag.config import BM25Config, DenseConfig
 from amsrag.filters import Where, utc_stamp
+from amsrag.indexes.allowed_rows import AllowedRows
+from amsrag.indexes.bm25 import BM25Index
+from amsrag.indexes.vectors import VectorIndex
 from amsrag.retrieve import filtered
-from amsrag.retrieve.bm25 import BM25Index, BM25Retriever
-from amsrag.retrieve.dense import DenseRetriever, VectorIndex
-from amsrag.retrieve.filtered import AllowedRows, FilteredDense, GatheredVectors
+from amsrag.retrieve.bm25 import BM25Retriever
+from amsrag.retrieve.dense import DenseRetriever
+from amsrag.retrieve.filtered import FilteredDense, GatheredVectors
 from amsrag.retrievers import retriever_for
 from amsrag.types import PassageRow
 
@@ -201,7 +204,7 @@ def table(bm25_r: BM25Retriever, dense_r: DenseRetriever, resolve: Callable[[Whe
         allowed = resolve(Where.parse(specs))
         resolve_ms = (time.perf_counter() - t) * 1000
         for name, inner in (("bm25", bm25_r), ("dense", dense_r)):
-            search = allowed.within(inner)
+            search = filtered.ranking_within(allowed, inner)
             ms = timed(lambda q, s=search, nm=name: s.search(q[0], 10, query_vector=q[1] if nm == "dense" else None),
                        pairs)
             p50, ref = float(np.median(ms)), float(np.median(base[name]))

@@ -27,7 +27,7 @@ import numpy as np
 import Stemmer
 
 from amsrag.config import GraphConfig
-from amsrag.retrieve.graph import EntityGraph
+from amsrag.indexes.entity_graph import EntityGraph
 from amsrag.types import PassageRow, content_hash, normalise_whitespace, passage_id_for
 
 SEEDS = 5

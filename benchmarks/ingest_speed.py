@@ -49,8 +49,8 @@ import numpy as np
 
 from amsrag.config import EmbeddingConfig, GraphConfig
 from amsrag.embed.encoder import MiniLMEncoder, load_tokenizer, passage_text_for_embedding
-from amsrag.retrieve.entities import extract_ner, ner_pipeline
-from amsrag.retrieve.graph import EntityGraph
+from amsrag.indexes.entities import extract_ner, ner_pipeline
+from amsrag.indexes.entity_graph import EntityGraph
 from amsrag.types import PassageRow
 from common import CACHE, ROOT, load_benchmark
 

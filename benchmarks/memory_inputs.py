@@ -94,8 +94,8 @@ def run_case(path: str, ner_passages: int) -> dict[str, object]:
     """In the child process: the ingest path over `path`, its counts, times and peak RSS."""
     from amsrag.config import AmsragConfig
     from amsrag.embed.factory import encoder_for
+    from amsrag.indexes.entities import extract_ner
     from amsrag.ingest import iter_passages
-    from amsrag.retrieve.entities import extract_ner
 
     t = time.perf_counter()
     passages = chars = 0

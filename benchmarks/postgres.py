@@ -177,7 +177,8 @@ def synthetic_run(args) -> dict:
     embedded counterpart here, so graph latency is PostgreSQL's only. PostgreSQL's BM25 runs three
     ways: in-process (the default, `memory`), `bm25_top` (pruned) and the exhaustive statement (every
     posting of the query's terms), with identical top-10 checked against the embedded index."""
-    from amsrag.retrieve.bm25 import BM25Index, BM25Retriever
+    from amsrag.indexes.bm25 import BM25Index
+    from amsrag.retrieve.bm25 import BM25Retriever
     from amsrag.types import PassageRow
     from scale import synthesize
 
@@ -279,7 +280,7 @@ def main() -> None:
     source = EmbeddedIndex.open(args.index)
     encode = source.encoder.encode
     if args.hashed_vectors:
-        from amsrag.retrieve.bm25 import BM25Tokenizer
+        from amsrag.indexes.bm25 import BM25Tokenizer
 
         tokenizer = BM25Tokenizer(source.config.bm25)
         encode = lambda texts: hashed_vectors(list(texts), tokenizer)  # noqa: E731

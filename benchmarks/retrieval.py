@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from amsrag.indexes.bm25 import BM25Tokenizer
 from amsrag.progress import RichProgress
-from amsrag.retrieve.bm25 import BM25Tokenizer
 from amsrag.retrievers import retriever_for
 from amsrag.store import EmbeddedIndex
 from common import CACHE, ROOT, Timer, load_benchmark, ndcg_at, percentiles, recall_at

@@ -55,7 +55,7 @@ def build_hashed_index(path: Path) -> EmbeddedIndex:
     about two minutes where MiniLM and NER take half an hour on two cores."""
     from amsrag.config import AmsragConfig
     from amsrag.embed import passage_text_for_embedding
-    from amsrag.retrieve.bm25 import BM25Tokenizer
+    from amsrag.indexes.bm25 import BM25Tokenizer
 
     passages, _ = load_benchmark()
     config = AmsragConfig()

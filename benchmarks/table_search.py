@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 
 from amsrag.ingest.tables import read_csv
-from amsrag.structured.store import TableStore
-from amsrag.structured.table import Table
+from amsrag.tables.store import TableStore
+from amsrag.tables.table import Table
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "wikitablequestions"
 

@@ -29,7 +29,7 @@ from amsrag.learn.tables.data import SqliteRunner
 from amsrag.learn.tables.evaluate import held_out, percentiles
 from amsrag.structured.parser import SemanticParser
 from amsrag.structured.programs import candidate_programs
-from amsrag.structured.table import Table, memory_table
+from amsrag.tables.table import Table, memory_table
 from common import ROOT, SHARED_DATA
 
 DOCS = ROOT / "docs" / "benchmarks"

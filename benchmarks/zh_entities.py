@@ -50,14 +50,14 @@ Extractor = Callable[[Sequence[str]], list[set[str]]]
 
 # ---- extractors --------------------------------------------------------------------------------------------
 def ours(texts: Sequence[str]) -> list[set[str]]:
-    from amsrag.retrieve.entities_zh import extract_ner_zh
+    from amsrag.indexes.entities_zh import extract_ner_zh
 
     return [set(found) for found in extract_ner_zh(texts, GRAPH_LABELS)]
 
 
 def jieba_tags(texts: Sequence[str]) -> list[set[str]]:
     """jieba's proper-noun tags as they come (nr*, ns*, nt, nz; two characters or more)."""
-    from amsrag.retrieve.entities_zh import _tagger
+    from amsrag.indexes.entities_zh import _tagger
 
     tagger = _tagger()
     return [{p.word for p in tagger.cut(t) if p.flag in ("nr", "nrfg", "nrt", "ns", "nsf", "nt", "nz")
@@ -66,7 +66,7 @@ def jieba_tags(texts: Sequence[str]) -> list[set[str]]:
 
 def spacy_en(texts: Sequence[str]) -> list[set[str]]:
     """What the graph ran on Chinese passages before: en_core_web_sm's NER."""
-    from amsrag.retrieve.entities import extract_ner
+    from amsrag.indexes.entities import extract_ner
 
     return [set(found) for found in extract_ner(texts, GRAPH_LABELS, chinese=False)]
 
@@ -97,8 +97,8 @@ def gold_scores(extract: Extractor) -> dict[str, float]:
 def title_gold(paragraphs: list[Any], train_ids: set[str]) -> list[tuple[str, set[str]]]:
     import ahocorasick_rs
 
-    from amsrag.retrieve.entities import is_matchable, title_surfaces
-    from amsrag.retrieve.entities_zh import has_han
+    from amsrag.indexes.entities import is_matchable, title_surfaces
+    from amsrag.indexes.entities_zh import has_han
 
     surfaces = sorted({s for p in paragraphs for s in title_surfaces(p.title) if has_han(s) and is_matchable(s, 3)})
     ac = ahocorasick_rs.AhoCorasick(surfaces)
@@ -149,7 +149,7 @@ def bm25_seeds(paragraphs: list[Any], questions: list[Any]) -> tuple[list[list[t
 def graph_worker(job: Path, out: Path) -> None:
     """Build the graph over the job's passages and rank its questions (run under either source tree)."""
     from amsrag.config import GraphConfig
-    from amsrag.retrieve.graph import EntityGraph
+    from amsrag.indexes.entity_graph import EntityGraph
     from amsrag.types import PassageRow
 
     spec = json.loads(job.read_text(encoding="utf-8"))
@@ -186,7 +186,7 @@ def english_worker(job: Path, out: Path) -> None:
     """Title matching and NER over the job's English paragraphs: a digest of the output and the times."""
     import hashlib
 
-    from amsrag.retrieve.entities import SurfaceMatcher, extract_ner, is_matchable, title_surfaces
+    from amsrag.indexes.entities import SurfaceMatcher, extract_ner, is_matchable, title_surfaces
     from amsrag.types import normalise_whitespace
 
     spec = json.loads(job.read_text(encoding="utf-8"))

@@ -11,8 +11,9 @@ from rank_bm25 import BM25Okapi, BM25Plus
 
 from amsrag.config import BM25Config
 from amsrag.errors import InputError
-from amsrag.retrieve import bm25_segments as segments
-from amsrag.retrieve.bm25 import BM25Index, BM25Retriever, BM25Tokenizer, passage_text_for_bm25
+from amsrag.indexes import bm25_segments as segments
+from amsrag.indexes.bm25 import BM25Index, BM25Tokenizer, passage_text_for_bm25
+from amsrag.retrieve.bm25 import BM25Retriever
 from amsrag.types import PassageRow
 
 

@@ -11,8 +11,8 @@ import pytest
 
 from amsrag.config import AmsragConfig, BM25Config
 from amsrag.errors import IndexMismatchError
-from amsrag.retrieve.bm25 import BM25Index, BM25Tokenizer
-from amsrag.retrieve.cjk_tokens import BIGRAM_MARK, chinese_stopwords
+from amsrag.indexes.bm25 import BM25Index, BM25Tokenizer
+from amsrag.indexes.cjk_tokens import BIGRAM_MARK, chinese_stopwords
 from amsrag.retrievers import retriever_for
 from amsrag.store import EmbeddedIndex
 from amsrag.text.language import detect_language, is_chinese

@@ -197,7 +197,7 @@ def test_a_bridge_asks_its_inner_noun_phrase_first(decomposer, question, first, 
 def test_inner_candidates_include_the_phrase_over_a_name_the_parse_cut():
     from amsrag.decompose.inner import INNER_FEATURES, candidates
     from amsrag.decompose.tagger import Word
-    from amsrag.retrieve.entities import parser_pipeline
+    from amsrag.indexes.entities import parser_pipeline
 
     q = "When was the director of film Last Rampage born?"
     words = [Word(m.start(), m.end(), m.group(0), 0.0) for m in re.finditer(r"\w+|\?", q)]

@@ -10,7 +10,8 @@ import pytest
 from amsrag.config import DenseConfig, EmbeddingConfig
 from amsrag.embed import MiniLMEncoder
 from amsrag.errors import IndexCorruptError, InputError
-from amsrag.retrieve.dense import DenseRetriever, VectorIndex, mapping_of
+from amsrag.indexes.vectors import VectorIndex, mapping_of
+from amsrag.retrieve.dense import DenseRetriever
 from amsrag.retrievers import retriever_for
 
 
@@ -96,7 +97,7 @@ def test_small_changes_keep_the_hnsw_base_and_search_the_delta(tmp_path, slice_v
     """Adds below the delta limit leave the HNSW base untouched (its files hard-linked into the next
     generation) and are found by exact search beside it; past the limit they are inserted into the
     graph and a new base is written. Results match exact search throughout, deleted rows never return."""
-    from amsrag.retrieve import dense
+    from amsrag.indexes import vectors as dense
 
     monkeypatch.setattr(dense, "_delta_limit", lambda base: 15)
     n = len(slice_passages)
@@ -138,7 +139,7 @@ def test_small_changes_keep_the_hnsw_base_and_search_the_delta(tmp_path, slice_v
 def test_a_mapped_base_reads_as_np_load_and_its_released_pages_read_again(tmp_path, monkeypatch) -> None:
     """`map_npy` gives the array `np.load` gives; a large gather releases the pages it has copied
     (block by block) and the values read afterwards are still the file's."""
-    import amsrag.retrieve.dense as dense
+    import amsrag.indexes.vectors as dense
 
     rng = np.random.default_rng(3)
     data = rng.standard_normal((5000, 384)).astype(np.float32)
@@ -183,7 +184,7 @@ def test_a_graph_this_hnswlib_cannot_read_is_rebuilt_from_the_stored_vectors(tmp
     graph = tmp_path / "g2" / f"{index.base_name}.hnsw.bin"
     graph.unlink()  # the hard link to g1's graph: write another file in its place
     graph.write_bytes(b"\0" * 64)
-    with caplog.at_level("WARNING", logger="amsrag.retrieve.dense"):
+    with caplog.at_level("WARNING", logger="amsrag.indexes.vectors"):
         rebuilt = VectorIndex.load(tmp_path / "g2", config, 384)
     assert rebuilt.kind == "hnsw" and "rebuilt from the" in caplog.text and rebuilt.base_name is None
     reference = VectorIndex.load(tmp_path / "g1", config, 384).updated([], np.zeros((0, 384), np.float32), [4])

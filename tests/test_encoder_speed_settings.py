@@ -12,8 +12,8 @@ import pytest
 
 from amsrag.config import EmbeddingConfig, GraphConfig
 from amsrag.embed.encoder import MiniLMEncoder, model_id_for, passage_text_for_embedding, token_batches
-from amsrag.retrieve.entities import extract_ner
-from amsrag.retrieve.graph import ner_workers
+from amsrag.indexes.entities import extract_ner
+from amsrag.indexes.entity_graph import ner_workers
 
 
 def test_token_batches_respect_the_budget_and_cover_every_text() -> None:

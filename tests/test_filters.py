@@ -21,7 +21,8 @@ import pytest
 
 from amsrag.errors import InputError
 from amsrag.filters import Where
-from amsrag.retrieve.filtered import AllowedRows
+from amsrag.indexes.allowed_rows import AllowedRows
+from amsrag.retrieve.filtered import ranking_within
 from amsrag.retrievers import retriever_for
 from amsrag.types import Passage
 
@@ -261,7 +262,7 @@ def test_filtered_bm25_is_the_top_k_of_the_allowed_passages(engine, specs: list[
     where = Where.parse(specs)
     allowed = allowed_passages(engine, where)
     inner = retriever_for(engine.index, "bm25")
-    search = engine.index.allowed_rows(where).within(inner)
+    search = ranking_within(engine.index.allowed_rows(where), inner)
     rows = engine.index.stored_rows()
     for query in QUERIES:
         all_scores = dict(zip(rows, inner.score_rows(query, rows).tolist(), strict=True))
@@ -285,7 +286,7 @@ def dense_brute(engine, allowed: dict[int, Passage], qvec: np.ndarray, k: int) -
 def test_filtered_dense_is_the_top_k_of_the_allowed_passages(engine, specs: list[str], k: int) -> None:
     where = Where.parse(specs)
     allowed = allowed_passages(engine, where)
-    search = engine.index.allowed_rows(where).within(retriever_for(engine.index, "dense"))
+    search = ranking_within(engine.index.allowed_rows(where), retriever_for(engine.index, "dense"))
     for query in QUERIES:
         qvec = engine.index.encoder.encode_query(query)
         hits = search.search(query, k=k, query_vector=qvec)
@@ -300,7 +301,8 @@ def test_filtered_hnsw_walk_and_gather_keep_k(embedded_engine, specs: list[str])
     filter over a tenth of the passages asks the graph for more candidates (or searches exactly when that would
     reach a quarter of the graph), a smaller one gathers its vectors."""
     from amsrag.config import DenseConfig
-    from amsrag.retrieve.dense import DenseRetriever, VectorIndex
+    from amsrag.indexes.vectors import VectorIndex
+    from amsrag.retrieve.dense import DenseRetriever
 
     engine = embedded_engine
     idx = engine.index
@@ -310,7 +312,8 @@ def test_filtered_hnsw_walk_and_gather_keep_k(embedded_engine, specs: list[str])
     assert vectors.kind == "hnsw"
     where = Where.parse(specs)
     allowed = allowed_passages(engine, where)
-    search = AllowedRows.resolve(where, idx.table.row_facets()).within(DenseRetriever(vectors, idx.encoder, idx))
+    resolved = AllowedRows.resolve(where, idx.table.row_facets())
+    search = ranking_within(resolved, DenseRetriever(vectors, idx.encoder, idx))
     for query in QUERIES:
         qvec = idx.encoder.encode_query(query)
         for k in (1, 5, 60):
@@ -324,7 +327,7 @@ def test_kept_gathers_are_bounded_dropped_least_recent_first_and_tied_to_their_o
     import gc
 
     from amsrag.config import DenseConfig
-    from amsrag.retrieve.dense import VectorIndex
+    from amsrag.indexes.vectors import VectorIndex
     from amsrag.retrieve.filtered import GatheredVectors
 
     rng = np.random.default_rng(3)
@@ -377,7 +380,7 @@ def test_a_kept_gather_scores_as_a_fresh_one(embedded_engine, monkeypatch: pytes
 def test_filtered_graph_and_full_system_return_only_allowed_passages(engine, specs: list[str]) -> None:
     where = Where.parse(specs)
     allowed = allowed_passages(engine, where)
-    graph = engine.index.allowed_rows(where).within(retriever_for(engine.index, "graph"))
+    graph = ranking_within(engine.index.allowed_rows(where), retriever_for(engine.index, "graph"))
     for query in QUERIES:
         hits = graph.search(query, k=5)
         assert hits and all(h.row in allowed for h in hits)
@@ -596,7 +599,7 @@ def allowed_docs(target: str, *specs: str, k: int = 10) -> tuple[set[str], list[
 
     with open_index(target) as idx:
         allowed = idx.allowed_rows(Where.parse(list(specs)))
-        hits = allowed.within(retriever_for(idx, "bm25")).search("build servers", k=k)
+        hits = ranking_within(allowed, retriever_for(idx, "bm25")).search("build servers", k=k)
         return {p.doc_id for p in idx.passages_by_rows(allowed.rows.tolist())}, [h.id for h in hits]
 
 
@@ -708,7 +711,7 @@ def test_filtered_dense_follows_passages_added_deleted_and_retagged(empty_target
         assert {p.doc_id for p in allowed.values()} == expect_docs
         resolved = idx.allowed_rows(where)
         assert 0 < len(resolved) <= GATHER_SHARE * len(idx)
-        search = resolved.within(retriever_for(idx, "dense"))
+        search = ranking_within(resolved, retriever_for(idx, "dense"))
         for _ in range(2):  # the second time from the kept gather (embedded)
             for query in QUERIES:
                 qvec = idx.encoder.encode_query(query)

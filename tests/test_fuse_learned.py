@@ -23,8 +23,8 @@ from amsrag.fuse.learned import (
     LearnedRanker,
     default_directory,
 )
+from amsrag.indexes.bm25 import BM25Index
 from amsrag.pipeline.signals import IndexSignals, index_profile
-from amsrag.retrieve.bm25 import BM25Index
 from amsrag.types import Hit, PassageRow
 
 

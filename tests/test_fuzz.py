@@ -17,7 +17,7 @@ from amsrag.ingest.documents import text_document
 from amsrag.ingest.readers import passage_from_record
 from amsrag.pipeline.results import QuestionError, check_question
 from amsrag.querylog import Redactor
-from amsrag.structured.guard import SqlRefused, guard
+from amsrag.tables.guard import SqlRefused, guard
 
 # Every code point, lone surrogates and controls included (what a JSON body or argv can carry).
 ANY_TEXT = st.text(st.characters(codec=None, exclude_categories=()), max_size=300)

@@ -20,16 +20,11 @@ import Stemmer
 
 from amsrag.config import GraphConfig
 from amsrag.errors import IndexCorruptError, InputError
-from amsrag.retrieve.base import Retriever, check_k, check_query
-from amsrag.retrieve.entities import (
-    SurfaceMatcher,
-    entity_key,
-    extract_ner,
-    is_matchable,
-    title_alias,
-    title_surfaces,
-)
-from amsrag.retrieve.graph import EntityGraph, GraphRetriever
+from amsrag.indexes.entities import SurfaceMatcher, entity_key, extract_ner, is_matchable, title_alias, title_surfaces
+from amsrag.indexes.entity_graph import EntityGraph
+from amsrag.indexes.query_checks import check_k, check_query
+from amsrag.retrieve.base import Retriever
+from amsrag.retrieve.graph import GraphRetriever
 from amsrag.types import Hit, PassageRow
 
 FIXTURE = Path(__file__).parent / "fixtures" / "graph_hotpot_slice.jsonl"
@@ -322,7 +317,7 @@ class _Stored:
 
     def __init__(self, rows: Sequence[PassageRow]) -> None:
         from amsrag.config import BM25Config
-        from amsrag.retrieve.bm25 import BM25Index
+        from amsrag.indexes.bm25 import BM25Index
 
         self.by_row = {r.row: r for r in rows}
         self.bm25 = BM25Index.build(rows, BM25Config())

@@ -205,7 +205,7 @@ def test_a_passage_over_a_million_characters_is_stored_with_its_entities(built_i
         report = index.add([huge, small])
         assert report.added == 2 and len(index) == before + 2
         assert index.get("huge").text == huge.text and index.get("small") is not None
-    from amsrag.retrieve.entities import extract_ner
+    from amsrag.indexes.entities import extract_ner
 
     [surfaces] = extract_ner([huge.text], ["PERSON"])
     assert "Charles Babbage" in surfaces

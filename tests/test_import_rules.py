@@ -141,3 +141,28 @@ def test_the_tier_rule_sees_an_upward_import() -> None:
     assert tiers["pipeline"] > tiers["store"] > tiers["text"] and tiers["cli"] == TIER_ORDER["top"]
     assert _upward({"store": {"pipeline", "text"}}, tiers) == [
         f"store (tier {tiers['store']}) -> pipeline (tier {tiers['pipeline']})"]
+
+
+# Packages that search over the store (or build a route on it), which the store and what it persists do not import
+# (issue 41): the store keeps data structures (`indexes/`, `tables/`) and builds no retriever.
+KEEPS_CLEAR_OF = {
+    "store": {"retrieve", "retrievers", "structured", "themes", "ingest"},
+    "indexes": {"retrieve", "retrievers", "structured", "themes", "store", "tables"},
+    "tables": {"retrieve", "retrievers", "structured", "themes", "store"},
+}
+
+
+def _crossings(edges: dict[str, set[str]], rules: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{src} -> {dst}" for src, banned in rules.items() for dst in edges.get(src, set()) & banned)
+
+
+def test_the_store_and_what_it_persists_import_no_searching() -> None:
+    edges, _ = _graph()
+    assert {"store", "indexes", "tables"} <= set(edges)
+    crossed = _crossings(edges, KEEPS_CLEAR_OF)
+    assert not crossed, crossed
+
+
+def test_the_clearance_rule_sees_a_crossing() -> None:
+    assert _crossings({"store": {"retrieve", "indexes"}, "tables": {"indexes"}}, KEEPS_CLEAR_OF) == [
+        "store -> retrieve"]

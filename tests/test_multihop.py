@@ -7,11 +7,11 @@ import re
 import pytest
 
 from amsrag.config import SecondHopConfig
+from amsrag.indexes.entities import entity_key
 from amsrag.pipeline import Engine
 from amsrag.pipeline.multihop import expand
 from amsrag.pipeline.passes import fuse_runs
 from amsrag.pipeline.systems import system_spec
-from amsrag.retrieve.entities import entity_key
 from amsrag.retrievers import retriever_for
 
 BRIDGE_Q = "What job did Jörgen Smit work, where he was working in the world center of the anthroposophical movement?"

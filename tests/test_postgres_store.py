@@ -578,7 +578,8 @@ def test_in_process_bm25_equals_the_sql_plans_and_the_embedded_store(
 def test_in_process_bm25_follows_adds_deletes_and_other_processes(pg, slice_passages, slice_vectors) -> None:
     """Every write updates the stored index in its transaction; another PostgresIndex object (another
     process) sees it on its next search (the generation changed) and reads only the new pieces."""
-    from amsrag.retrieve.bm25 import BM25Index, BM25Retriever
+    from amsrag.indexes.bm25 import BM25Index
+    from amsrag.retrieve.bm25 import BM25Retriever
     from amsrag.store.postgres import bm25_blobs
     from amsrag.store.postgres.store import PostgresIndex
     from amsrag.types import PassageRow
@@ -837,7 +838,7 @@ def test_the_structured_route_answers_from_postgres_tables(pg, slice_passages, s
     from amsrag.cli.demo import demo_tables
     from amsrag.pipeline import Engine
     from amsrag.store.postgres.store import PostgresIndex
-    from amsrag.structured.base import SqlRefused
+    from amsrag.tables.base import SqlRefused
 
     pg.add(slice_passages, vectors=slice_vectors)
     pg.put_tables(demo_tables())

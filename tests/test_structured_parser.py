@@ -14,11 +14,11 @@ from sqlglot import exp
 from amsrag.embed.encoder import MiniLMEncoder
 from amsrag.errors import InputError
 from amsrag.learn.tables.data import SqliteRunner, is_test_table, split_of
-from amsrag.structured.base import ALLOWED_FUNCTIONS
 from amsrag.structured.denotation import denotation_match
 from amsrag.structured.parser import SemanticParser, default_directory
 from amsrag.structured.programs import candidate_programs
-from amsrag.structured.table import Table, memory_table
+from amsrag.tables.base import ALLOWED_FUNCTIONS
+from amsrag.tables.table import Table, memory_table
 
 MEDALS = Table("medals", ("Nation", "Gold", "Silver", "Year"), (
     ("Brazil", "5", "2", "1990"),

@@ -9,10 +9,10 @@ import time
 import pytest
 
 from amsrag.errors import IndexCorruptError, IndexNotFoundError, StorageError
-from amsrag.structured.base import SqlRefused
-from amsrag.structured.guard import check_sql, guard
-from amsrag.structured.store import TableStore, TableStoreClosedError
-from amsrag.structured.table import Table
+from amsrag.tables.base import SqlRefused
+from amsrag.tables.guard import check_sql, guard
+from amsrag.tables.store import TableStore, TableStoreClosedError
+from amsrag.tables.table import Table
 from amsrag.testing.tables import TableStoreConformance, cities, players
 
 
@@ -213,7 +213,7 @@ def test_postgres_reader_role_and_lookup_index(pg_url) -> None:
 def test_a_write_failing_midway_leaves_nothing(tmp_path) -> None:
     """A real failure inside the transaction (the second table's SQL name is taken by a table made
     outside the store): the first table of the batch is not stored, the earlier ones are intact."""
-    from amsrag.structured.catalog import sql_name_for
+    from amsrag.tables.catalog import sql_name_for
 
     store = TableStore.open(tmp_path / "t.sqlite", create=True)
     store.add([cities()])
@@ -235,7 +235,7 @@ def test_postgres_write_failing_midway_leaves_nothing(pg_url) -> None:
     import psycopg
 
     from amsrag.store.postgres.tables import SCHEMA, PgTableStore
-    from amsrag.structured.catalog import sql_name_for
+    from amsrag.tables.catalog import sql_name_for
 
     store = PgTableStore.open(pg_url, create=True)
     store.add([cities()])
@@ -252,8 +252,8 @@ def test_postgres_write_failing_midway_leaves_nothing(pg_url) -> None:
 
 
 def test_catalog_search_tokenises_only_new_tables() -> None:
-    from amsrag.structured.search import CatalogSearch
-    from amsrag.structured.table import profile_table
+    from amsrag.tables.search import CatalogSearch
+    from amsrag.tables.table import profile_table
 
     tables = {t.table_id: t for t in (cities(), players())}
     asked: list[list[str]] = []

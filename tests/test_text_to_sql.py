@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from amsrag.structured.base import SqlRefused
-from amsrag.structured.store import TableStore
-from amsrag.structured.table import Table
 from amsrag.structured.text_to_sql import extract_sql, llm_answer, sql_prompt
+from amsrag.tables.base import SqlRefused
+from amsrag.tables.store import TableStore
+from amsrag.tables.table import Table
 
 
 @pytest.fixture()

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from amsrag.config import GraphConfig
-from amsrag.retrieve import entities
-from amsrag.retrieve.entities import (
+from amsrag.indexes import entities
+from amsrag.indexes.entities import (
     SurfaceMatcher,
     entity_key,
     extract_ner,
@@ -23,8 +23,8 @@ from amsrag.retrieve.entities import (
     ner_routes,
     title_surfaces,
 )
-from amsrag.retrieve.entities_zh import extract_ner_zh, han_share, has_han, is_mixed, zh_entities
-from amsrag.retrieve.graph import EntityGraph
+from amsrag.indexes.entities_zh import extract_ner_zh, han_share, has_han, is_mixed, zh_entities
+from amsrag.indexes.entity_graph import EntityGraph
 from amsrag.types import PassageRow
 
 LABELS = GraphConfig().ner_labels
@@ -193,7 +193,7 @@ class TokenSource:
 
     def __init__(self, rows: Sequence[PassageRow]) -> None:
         from amsrag.config import BM25Config
-        from amsrag.retrieve.bm25 import BM25Tokenizer
+        from amsrag.indexes.bm25 import BM25Tokenizer
 
         self.tokenizer = BM25Tokenizer(BM25Config())
         self.by_row = {r.row: r for r in rows}
@@ -220,8 +220,8 @@ def test_update_finds_a_new_chinese_title_in_old_passages(fake_nlp: FakeNlp) -> 
 
 # ---- what the manifest records ---------------------------------------------------------------------------------------
 def test_graph_params_record_the_chinese_settings() -> None:
-    from amsrag.retrieve.entities import CJK_MATCHING_VERSION
-    from amsrag.retrieve.entities_zh import ZH_NER_VERSION
+    from amsrag.indexes.entities import CJK_MATCHING_VERSION
+    from amsrag.indexes.entities_zh import ZH_NER_VERSION
 
     on = EntityGraph.expected_params(GraphConfig())
     assert on["ner_zh"] is True and on["zh_ner"] == ZH_NER_VERSION and on["jieba_version"]
@@ -232,7 +232,7 @@ def test_graph_params_record_the_chinese_settings() -> None:
 
 
 def test_chinese_settings_never_refuse_an_index() -> None:
-    from amsrag.retrieve.graph import ZH_PARAMS
+    from amsrag.indexes.entity_graph import ZH_PARAMS
     from amsrag.store.writes import param_differences, refusing_differences, zh_graph_problem
 
     expected = EntityGraph.expected_params(GraphConfig())
@@ -285,7 +285,7 @@ def test_passage_labels_of_chinese_text() -> None:
 
 def test_ner_version_names_the_chinese_extractor() -> None:
     from amsrag.correct.text import ner_version
-    from amsrag.retrieve.entities_zh import ZH_NER_VERSION, zh_ner_info
+    from amsrag.indexes.entities_zh import ZH_NER_VERSION, zh_ner_info
 
     assert ZH_NER_VERSION in ner_version() and f"jieba=={zh_ner_info()['jieba_version']}" in ner_version()
 

@@ -136,6 +136,7 @@ class Index:
 
     def search(self, query: str, retriever: str = "bm25", k: int = 10, where: WhereLike = None) -> list[Hit]:
         """One retriever's ranked hits (bm25, dense or graph), without routing or fusion (`where`: as `ask`'s)."""
+        from amsrag.retrieve.filtered import ranking_within
         from amsrag.retrievers import retriever_for
         from amsrag.types import RETRIEVERS
 
@@ -147,7 +148,7 @@ class Index:
         scope = _where(where)
         found = retriever_for(self.engine.index, retriever)
         if scope is not None:
-            found = self.engine.index.allowed_rows(scope).within(found)
+            found = ranking_within(self.engine.index.allowed_rows(scope), found)
         return found.search(query, k=k)
 
     def passage(self, passage_id: str) -> Passage | None:

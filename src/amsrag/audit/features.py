@@ -27,7 +27,7 @@ from amsrag.correct.sufficiency import find_bridge
 from amsrag.correct.text import answer_type, content_terms, entity_coverage, query_entities
 from amsrag.generate.metrics import normalize_answer
 from amsrag.generate.reader_spans import SpanSupport
-from amsrag.retrieve.entities import entity_key
+from amsrag.indexes.entities import entity_key
 from amsrag.text.questions import is_yesno_question, question_options
 from amsrag.text.sentences import split_sentences
 

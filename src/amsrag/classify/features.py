@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from amsrag.retrieve.entities_zh import is_mostly_han
+from amsrag.indexes.entities_zh import is_mostly_han
 
 FEATURE_VERSION = 2
 # The classifier's budget: features (and the embedding the classifier computes itself) see at most this many
@@ -250,14 +250,14 @@ _ZH_CONJUNCTIONS = frozenset({"和", "与", "及", "以及", "并且", "而且",
 
 def _zh_names(question: str, tokens: list[tuple[str, str]]) -> int:
     """Named things in a Chinese question: 《…》 titles, jieba's joined proper nouns, Latin-script names."""
-    from amsrag.retrieve.entities_zh import entities_of_tagged, latin_names, work_titles
+    from amsrag.indexes.entities_zh import entities_of_tagged, latin_names, work_titles
 
     outside = _ZH_TITLE.sub("，", question)
     return len(work_titles(question)) + len(entities_of_tagged(tokens)) + len(latin_names(outside))
 
 
 def _zh_tokens(question: str) -> list[tuple[str, str]]:
-    from amsrag.retrieve.entities_zh import tagged
+    from amsrag.indexes.entities_zh import tagged
 
     return tagged(_ZH_TITLE.sub("，", question))
 

@@ -21,7 +21,7 @@ from amsrag.artifacts import ArtifactFormat, check_features, load_artifact, save
 from amsrag.calibration import softmax
 from amsrag.classify.task_features import FEATURE_NAMES, TASK_FEATURE_VERSION, task_features
 from amsrag.embed.encoder import DIMENSION
-from amsrag.structured.base import TableHit
+from amsrag.tables.base import TableHit
 from amsrag.types import COMPLEXITIES, TASK_KINDS, TaskKind
 
 ARTIFACT_VERSION = 1

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from amsrag.structured.base import TableHit
+from amsrag.tables.base import TableHit
 
 TASK_FEATURE_VERSION = 2
 

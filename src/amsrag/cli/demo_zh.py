@@ -71,7 +71,7 @@ def open_or_build_zh_index(index_dir: Path, fresh: bool, err: Console, quiet: bo
 
 def _old_bm25_hits(index, question: str) -> int:
     """Passages BM25 matches with the tokenizer amsrag had before (`cjk = "none"`)."""
-    from amsrag.retrieve.bm25 import BM25Index
+    from amsrag.indexes.bm25 import BM25Index
     from amsrag.types import PassageRow
 
     rows = [PassageRow(i, p.id, p.title, p.text) for i, p in enumerate(index.iter_passages())]

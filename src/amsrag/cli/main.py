@@ -148,6 +148,7 @@ def search(
     """Run one retriever and print its ranked hits."""
     from amsrag.filters import Where
     from amsrag.pipeline.results import check_question
+    from amsrag.retrieve.filtered import ranking_within
     from amsrag.retrievers import retriever_for
     from amsrag.store.open import open_index
 
@@ -157,7 +158,7 @@ def search(
         r = retriever_for(idx, retriever)
         allowed = idx.allowed_rows(scope) if scope else None
         if allowed is not None:
-            r = allowed.within(r)
+            r = ranking_within(allowed, r)
         t = time.perf_counter()
         hits = r.search(query, k=k)
         ms = (time.perf_counter() - t) * 1000

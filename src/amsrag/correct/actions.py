@@ -23,7 +23,7 @@ from amsrag.config import CorrectiveConfig
 from amsrag.correct.evaluator import RetrievalEvaluator, passage_field
 from amsrag.correct.text import content_terms, query_entities, tokenizer
 from amsrag.embed.tokens import TokenCounter
-from amsrag.retrieve.entities_zh import has_han
+from amsrag.indexes.entities_zh import has_han
 
 Action = Literal["correct", "ambiguous", "incorrect"]
 _WORD = re.compile(r"[\w'’\-]+")

@@ -20,7 +20,7 @@ from amsrag.correct.text import (
     mentions,
     type_match,
 )
-from amsrag.retrieve.entities import entity_key, title_surfaces
+from amsrag.indexes.entities import entity_key, title_surfaces
 
 FEATURE_VERSION = 1
 FEATURE_NAMES: tuple[str, ...] = (

@@ -19,7 +19,7 @@ from typing import Any
 
 from amsrag.correct.evaluator import passage_field
 from amsrag.correct.text import content_terms, mentions, query_entities, surface_entities
-from amsrag.retrieve.entities import entity_key, extract_ner, title_surfaces
+from amsrag.indexes.entities import entity_key, extract_ner, title_surfaces
 
 _BRIDGE_LABELS = ("PERSON", "ORG", "GPE", "LOC", "NORP", "FAC", "EVENT", "WORK_OF_ART", "PRODUCT", "LAW")
 

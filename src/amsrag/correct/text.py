@@ -13,9 +13,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from amsrag.config import BM25Config
-from amsrag.retrieve.bm25 import BM25Tokenizer
-from amsrag.retrieve.entities import entity_key, ner_pipeline, ner_routes, title_surfaces
-from amsrag.retrieve.entities_zh import zh_entities, zh_ner_info
+from amsrag.indexes.bm25 import BM25Tokenizer
+from amsrag.indexes.entities import entity_key, ner_pipeline, ner_routes, title_surfaces
+from amsrag.indexes.entities_zh import zh_entities, zh_ner_info
 
 # Expected answer type -> spaCy labels that satisfy it.
 ANSWER_TYPES: dict[str, frozenset[str]] = {
@@ -215,7 +215,7 @@ def passage_labels(texts: Sequence[str], batch_size: int = 64) -> list[frozenset
 
 def ner_version() -> str:
     """What `passage_labels` output depends on (cache key)."""
-    from amsrag.retrieve.entities import spacy_info
+    from amsrag.indexes.entities import spacy_info
 
     info, zh = spacy_info(), zh_ner_info()
     return (f"labels-2|{info['spacy_model']}=={info['spacy_model_version']}|spacy=={info['spacy_version']}"

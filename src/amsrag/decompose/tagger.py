@@ -399,7 +399,7 @@ class TaggerDecomposer:
             outside = [w.text.lower() for k, w in enumerate(words) if (k < i or k > j) and w.text.isalnum()]
             return any(w not in _OUTER_STOP for w in outside)
 
-        from amsrag.retrieve.entities import parser_pipeline
+        from amsrag.indexes.entities import parser_pipeline
 
         chosen = best_inner(candidates(parser_pipeline()(question), words), self.model.inner_w, self.model.inner_b)
         if chosen is not None:

@@ -21,8 +21,9 @@ import numpy as np
 
 from amsrag.embed.cache import CachedEncoder, shared_cache
 from amsrag.generate.base import Generation, generate_answer
+from amsrag.indexes.allowed_rows import AllowedRows
 from amsrag.pipeline.trace import AuditTrace
-from amsrag.retrieve.filtered import AllowedRows, scope
+from amsrag.retrieve.filtered import scope
 from amsrag.types import Passage
 
 CHUNK = 10  # queries per task sent to a worker process

@@ -21,8 +21,8 @@ import numpy as np
 
 from amsrag.config import AmsragConfig
 from amsrag.evaluate.metrics import ndcg_at, recall_at
+from amsrag.indexes.bm25 import BM25Index
 from amsrag.ingest.cmrc import Cmrc, CmrcQuestion, load_cmrc
-from amsrag.retrieve.bm25 import BM25Index
 from amsrag.retrievers import retriever_for
 from amsrag.types import Passage, PassageRow
 

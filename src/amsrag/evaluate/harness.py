@@ -16,8 +16,8 @@ from amsrag.progress import NullProgress, Progress
 
 if TYPE_CHECKING:
     from amsrag.evaluate.builder import EvalQuery
+    from amsrag.indexes.allowed_rows import AllowedRows
     from amsrag.pipeline import Engine
-    from amsrag.retrieve.filtered import AllowedRows
 
 # (engine, calibration questions, progress) -> (the tuned config, what was tuned): `train route tune` in memory
 Tuner = Callable[["Engine", Sequence["EvalQuery"], Progress | None], tuple[Any, dict[str, Any]]]

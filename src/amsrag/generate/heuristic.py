@@ -25,7 +25,7 @@ from amsrag.embed.encoder import Encoder, passage_text_for_embedding
 from amsrag.generate.answer_types import FALLBACK_LABELS, QuestionType, question_type
 from amsrag.generate.base import ABSTAIN, EvidencePassage, Generation, check_passages
 from amsrag.generate.metrics import normalize_answer
-from amsrag.retrieve.entities import parser_pipeline
+from amsrag.indexes.entities import parser_pipeline
 
 if TYPE_CHECKING:
     from spacy.language import Language

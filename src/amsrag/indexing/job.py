@@ -36,8 +36,8 @@ from amsrag.progress import Advance, NullProgress, Progress
 from amsrag.store.base import Store
 from amsrag.store.documents import Document, DocumentMeta
 from amsrag.store.writes import with_language
-from amsrag.structured.catalog import TableWriteReport
-from amsrag.structured.table import Table
+from amsrag.tables.catalog import TableWriteReport
+from amsrag.tables.table import Table
 from amsrag.types import Passage
 
 log = logging.getLogger("amsrag.indexing")

@@ -23,7 +23,7 @@ from amsrag.ingest.formats import PassedOver
 from amsrag.progress import Progress
 from amsrag.store.base import Store
 from amsrag.store.documents import DocumentInfo, DocumentMeta
-from amsrag.structured.table import Table
+from amsrag.tables.table import Table
 
 
 def sync_folders(index: Store, folders: Sequence[Path | str], fmt: str = "auto", delete: bool = True,

@@ -10,7 +10,7 @@ from pathlib import Path
 from amsrag.ingest.api import InputRoot
 from amsrag.ingest.document_tables import TABLE_MARK
 from amsrag.ingest.tables import TABLE_SUFFIXES, read_jsonl_tables, read_table_file, table_files
-from amsrag.structured.table import Table
+from amsrag.tables.table import Table
 
 
 @dataclass(frozen=True, slots=True)

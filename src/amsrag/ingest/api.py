@@ -17,7 +17,7 @@ from amsrag.ingest.documents import read_document
 from amsrag.ingest.formats import DATASET_FORMATS, PassedOver, check_format, detect_format, directory_files
 from amsrag.ingest.parsers import DOCUMENT_FORMATS, ParseBudget, parse_document
 from amsrag.ingest.readers import check_size, file_fingerprint, read_passage_jsonl
-from amsrag.structured.table import Table
+from amsrag.tables.table import Table
 from amsrag.types import Passage, QASet, passage_id_for
 
 

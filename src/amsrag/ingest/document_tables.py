@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from amsrag.ingest.parsers.base import ParsedDocument
 from amsrag.ingest.tables import build_table
-from amsrag.structured.table import Table
+from amsrag.tables.table import Table
 from amsrag.text.citations import SECTION_JOIN
 
 TABLE_MARK = "#table-"

@@ -33,8 +33,8 @@ from urllib.parse import quote
 
 from amsrag.errors import InputError
 from amsrag.ingest.readers import iter_jsonl
-from amsrag.structured.catalog import MAX_CELL_CHARS, MAX_COLUMNS
-from amsrag.structured.table import Table, column_headers
+from amsrag.tables.catalog import MAX_CELL_CHARS, MAX_COLUMNS
+from amsrag.tables.table import Table, column_headers
 
 MAX_ROWS = 1_000_000
 TABLE_SUFFIXES: tuple[str, ...] = (".csv", ".tsv", ".xlsx", ".sqlite", ".db")

@@ -32,6 +32,7 @@ from amsrag.generate import Generation, Generator, make_generator
 from amsrag.generate.quote import find_quote
 from amsrag.generate.span_reader import SpanReaderGenerator
 from amsrag.generate.targ import TargGate
+from amsrag.indexes.allowed_rows import AllowedRows
 from amsrag.pipeline.answering import Reading, closed_book_answer, reader_for_route
 from amsrag.pipeline.auditing import AnswerAudit
 from amsrag.pipeline.compose import Composer
@@ -48,7 +49,7 @@ from amsrag.pipeline.routing import QueryRouting
 from amsrag.pipeline.systems import system_spec
 from amsrag.pipeline.trace import AuditTrace, ComplexityTrace, TargTrace, Timings, Trace
 from amsrag.retrieve.external import ExternalSources
-from amsrag.retrieve.filtered import AllowedRows, current_scope, scope
+from amsrag.retrieve.filtered import current_scope, scope
 from amsrag.route import Router
 from amsrag.store.base import QueryIndex, Store
 from amsrag.text.language import is_chinese

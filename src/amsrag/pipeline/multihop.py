@@ -17,7 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from amsrag.config import SecondHopConfig
 from amsrag.fuse import FusedItem, FusedList, WeightedRRF
-from amsrag.retrieve.entities import entity_key
+from amsrag.indexes.entities import entity_key
 from amsrag.retrievers import scoped_retriever
 from amsrag.store.base import PassageIndex
 from amsrag.types import Hit

@@ -34,7 +34,7 @@ from amsrag.pipeline.trace_parts import (
 )
 from amsrag.route.taxonomy import TaxonomyDecision, decide, thresholds_of
 from amsrag.store.base import PassageIndex, QueryIndex
-from amsrag.structured.base import StructuredAnswer, TableHit, TableSource
+from amsrag.tables.base import StructuredAnswer, TableHit, TableSource
 
 if TYPE_CHECKING:
     from amsrag.structured.parser import SemanticParser

@@ -10,8 +10,7 @@ from typing import Protocol, Self, runtime_checkable
 import numpy as np
 
 from amsrag.config import GraphConfig
-from amsrag.errors import InputError
-from amsrag.types import Hit, is_blank
+from amsrag.types import Hit
 
 
 @runtime_checkable
@@ -48,18 +47,6 @@ class GraphRanker(Protocol):
     def with_config(self, config: GraphConfig) -> Self:
         """The same graph ranking with `config`'s query-time settings (structural ones stay)."""
         ...
-
-
-def check_query(query: str) -> str:
-    if not isinstance(query, str) or is_blank(query):
-        raise InputError("query is empty: give a question or keywords to search for")
-    return query.strip()
-
-
-def check_k(k: int) -> int:
-    if not isinstance(k, int) or k < 1:
-        raise InputError(f"k must be a positive integer, got {k!r}")
-    return k
 
 
 def rank_rows(rows: np.ndarray, scores: np.ndarray, ids: Sequence[str], k: int) -> list[tuple[int, float, str]]:

@@ -1,5 +1,5 @@
-"""Retrieval inside a metadata filter: the allowed store rows (`AllowedRows`) and retrievers that rank
-within them, so a filtered top-k holds k passages whenever k allowed passages match.
+"""Retrieval inside a metadata filter: retrievers that rank within the allowed store rows
+(`amsrag.indexes.allowed_rows.AllowedRows`), so a filtered top-k holds k passages whenever k allowed passages match.
 
 BM25 scores every passage anyway: disallowed rows are masked before the top-k. Dense search is exact
 over the gathered allowed vectors when they are few (the gather kept for the next query under the same
@@ -13,121 +13,30 @@ the index size), keeping only allowed hits.
 
 from __future__ import annotations
 
-import json
 import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from amsrag.filters import Where
-from amsrag.retrieve.base import Retriever, RowLookup, check_k, check_query, to_hits
+from amsrag.indexes.allowed_rows import AllowedRows
+from amsrag.indexes.query_checks import check_k, check_query
+from amsrag.indexes.topk import topk_indices
+from amsrag.indexes.vectors import VectorIndex
+from amsrag.retrieve.base import Retriever, RowLookup, to_hits
 from amsrag.retrieve.bm25 import BM25Retriever
-from amsrag.retrieve.dense import DenseRetriever, VectorIndex, check_query_vector
+from amsrag.retrieve.dense import DenseRetriever, check_query_vector
 from amsrag.retrieve.graph import GraphRetriever
-from amsrag.retrieve.topk import topk_indices
 from amsrag.types import Hit
 
 GATHER_SHARE = 0.1  # dense: exact search over the gathered allowed vectors up to this share of the index
 GATHER_KEPT_BYTES = 256 << 20  # gathered allowed vectors kept across queries, in all (least recently used out)
 GATHER_KEPT_MAX = 64 << 20  # the largest gather kept (a larger one is gathered again for each query)
 DEEPEN = 4  # a deepened search asks for this many times more hits each round
-
-
-@dataclass(frozen=True, eq=False)
-class AllowedRows:
-    """The store rows a filter allows (`rows`, ascending) out of `total` stored passages."""
-
-    where: Where
-    rows: np.ndarray
-    total: int
-    _masks: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
-    _wrapped: dict[int, tuple[Retriever, Retriever]] = field(default_factory=dict, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    @classmethod
-    def resolve(cls, where: Where, facets: Iterable[Sequence[Any]]) -> AllowedRows:
-        """The rows among `facets` (row, document key, metadata `source`, metadata `type`, and the document
-        row's modification time and tags, as a list or a JSON array, None without a row) that `where` allows."""
-        total = 0
-        allowed: list[int] = []
-        tag_sets: dict[Any, tuple[str, ...]] = {}  # a document's tags, read once per distinct value
-        for row, doc_id, source, kind, modified, stored_tags in facets:
-            total += 1
-            tags: tuple[str, ...] = ()
-            if where.tag and stored_tags is not None:
-                key = stored_tags if isinstance(stored_tags, str) else tuple(stored_tags)
-                if key not in tag_sets:
-                    tag_sets[key] = tuple(json.loads(key)) if isinstance(key, str) else key
-                tags = tag_sets[key]
-            if where.allows(doc_id, source, kind, modified, tags):
-                allowed.append(int(row))
-        return cls(where, np.asarray(sorted(allowed), dtype=np.int64), total)
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def __contains__(self, row: object) -> bool:
-        if not isinstance(row, (int, np.integer)) or not len(self.rows):
-            return False
-        i = int(np.searchsorted(self.rows, row))
-        return i < len(self.rows) and int(self.rows[i]) == int(row)
-
-    def contains(self, rows: np.ndarray) -> np.ndarray:
-        """Which of `rows` are allowed, a bool array aligned with them (a binary search each: for the few
-        rows of one query; `mask` keeps the answer for a whole index's rows)."""
-        rows = np.asarray(rows, dtype=np.int64)
-        if not len(self.rows):
-            return np.zeros(rows.shape, dtype=bool)
-        pos = np.minimum(np.searchsorted(self.rows, rows), len(self.rows) - 1)
-        return np.asarray(self.rows[pos] == rows)
-
-    def _masked(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        key = id(rows)
-        with self._lock:
-            kept = self._masks.get(key)
-            if kept is not None and kept[0] is rows:
-                return kept
-        m = np.isin(rows, self.rows)
-        found = (rows, m, rows[m])
-        with self._lock:
-            if len(self._masks) > 8:
-                self._masks.clear()
-            self._masks[key] = found
-        return found
-
-    def mask(self, rows: np.ndarray) -> np.ndarray:
-        """Which of `rows` are allowed (a bool array aligned with them); kept for arrays asked again
-        (a retriever's row array is the same object for a whole index generation)."""
-        return self._masked(rows)[1]
-
-    def among(self, rows: np.ndarray) -> np.ndarray:
-        """The allowed ones of `rows`, in their order (kept as `mask` is)."""
-        return self._masked(rows)[2]
-
-    def within(self, retriever: Retriever) -> Retriever:
-        """`retriever` ranking within these rows (made once per retriever object)."""
-        key = id(retriever)
-        with self._lock:
-            kept = self._wrapped.get(key)
-            if kept is not None and kept[0] is retriever:
-                return kept[1]
-        wrapped = filtered(retriever, self, max(1, self.total))
-        with self._lock:
-            self._wrapped[key] = (retriever, wrapped)
-        return wrapped
-
-    def keep(self, hits: Sequence[Hit]) -> list[Hit]:
-        return [h for h in hits if h.row in self]
-
-    def trace(self) -> dict[str, Any]:
-        """What the trace says about the filter: the filter and how many rows it allowed."""
-        return {"where": self.where.to_dict(), "allowed": len(self.rows), "passages": self.total}
 
 
 class GatheredVectors:
@@ -385,6 +294,11 @@ class Within:
                      query_vectors: np.ndarray | None = None) -> list[list[Hit]]:
         vecs = list(query_vectors) if query_vectors is not None else [None] * len(queries)
         return [self.search(q, k, query_vector=v) for q, v in zip(queries, vecs, strict=True)]
+
+
+def ranking_within(allowed: AllowedRows, retriever: Retriever) -> Retriever:
+    """`retriever` ranking within `allowed` (made once per retriever object and allowed rows)."""
+    return allowed.derived(retriever, lambda inner: filtered(inner, allowed, max(1, allowed.total)))
 
 
 def filtered(retriever: Retriever, allowed: AllowedRows, size: int) -> Retriever:

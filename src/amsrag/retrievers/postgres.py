@@ -19,12 +19,10 @@ import psycopg
 from amsrag.config import AmsragConfig, GraphConfig
 from amsrag.embed.encoder import Encoder
 from amsrag.errors import IndexCorruptError, InputError
-from amsrag.retrieve.base import check_k, check_query
-from amsrag.retrieve.bm25 import BM25Index, BM25Tokenizer
-from amsrag.retrieve.dense import check_query_vector
-from amsrag.retrieve.entities import query_ner_keys
-from amsrag.retrieve.graph import STRUCTURAL_FIELDS
-from amsrag.retrieve.pagerank import (
+from amsrag.indexes.bm25 import BM25Index, BM25Tokenizer
+from amsrag.indexes.entities import query_ner_keys
+from amsrag.indexes.entity_graph import STRUCTURAL_FIELDS
+from amsrag.indexes.pagerank import (
     MENTION,
     TITLE,
     extract_subgraph,
@@ -33,7 +31,9 @@ from amsrag.retrieve.pagerank import (
     top_candidates,
     top_passages,
 )
-from amsrag.retrieve.topk import topk_indices
+from amsrag.indexes.query_checks import check_k, check_query
+from amsrag.indexes.topk import topk_indices
+from amsrag.retrieve.dense import check_query_vector
 from amsrag.store.postgres.bm25_blobs import BM25State
 from amsrag.store.postgres.graph_state import GENERATION_KEY, GraphCache, GraphState
 from amsrag.store.postgres.graph_state import generation as graph_generation

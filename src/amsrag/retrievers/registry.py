@@ -10,7 +10,7 @@ from amsrag.errors import InputError
 from amsrag.retrieve.base import Retriever
 from amsrag.retrieve.bm25 import BM25Retriever
 from amsrag.retrieve.dense import DenseRetriever
-from amsrag.retrieve.filtered import current_scope
+from amsrag.retrieve.filtered import current_scope, ranking_within
 from amsrag.retrieve.graph import GraphRetriever
 from amsrag.store.base import PassageIndex
 from amsrag.types import RETRIEVERS
@@ -83,4 +83,4 @@ def scoped_retriever(index: PassageIndex, name: str) -> Retriever:
     (`amsrag.retrieve.filtered.scope`)."""
     retriever = retriever_for(index, name)
     allowed = current_scope()
-    return retriever if allowed is None else allowed.within(retriever)
+    return retriever if allowed is None else ranking_within(allowed, retriever)

@@ -19,15 +19,15 @@ from amsrag.types import Passage
 
 if TYPE_CHECKING:
     from amsrag.filters import Where
+    from amsrag.indexes.allowed_rows import AllowedRows
     from amsrag.indexes.themes import Themes
-    from amsrag.retrieve.filtered import AllowedRows
     from amsrag.store.documents import Document, DocumentInfo, DocumentMeta, PutReport
     from amsrag.store.health import CheckReport, RepairReport
     from amsrag.store.query_library import QueryLibrary
     from amsrag.store.writes import DeleteReport, IngestReport
-    from amsrag.structured.base import TableSource
-    from amsrag.structured.catalog import TableDeleteReport, TableWriteReport
-    from amsrag.structured.table import Table
+    from amsrag.tables.base import TableSource
+    from amsrag.tables.catalog import TableDeleteReport, TableWriteReport
+    from amsrag.tables.table import Table
 
 
 @runtime_checkable

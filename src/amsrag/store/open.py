@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 
 from amsrag.config import AmsragConfig
 from amsrag.errors import AmsragError, InputError
+from amsrag.indexes.entities_zh import is_mostly_han
+from amsrag.indexes.entity_graph import ZH_PARAMS
 from amsrag.progress import NullProgress, Progress
-from amsrag.retrieve.entities_zh import is_mostly_han
-from amsrag.retrieve.graph import ZH_PARAMS
 from amsrag.store.base import Store
 from amsrag.store.embedded import EmbeddedIndex
 from amsrag.store.writes import IngestReport, expected_params

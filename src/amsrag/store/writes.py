@@ -11,8 +11,8 @@ from typing import Any, Protocol
 from amsrag.config import AmsragConfig
 from amsrag.embed.encoder import DIMENSION, model_id_for
 from amsrag.errors import InputError
-from amsrag.retrieve.bm25 import BM25Index
-from amsrag.retrieve.graph import ZH_PARAMS, EntityGraph
+from amsrag.indexes.bm25 import BM25Index
+from amsrag.indexes.entity_graph import ZH_PARAMS, EntityGraph
 from amsrag.text.language import detect_language
 from amsrag.types import Passage, is_blank
 

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from amsrag.structured.base import QueryRows, SqlRunner
 from amsrag.structured.denotation import normalize, parse_amount
 from amsrag.structured.programs import KINDS, Condition, Mentions, Program, content_words, fold
-from amsrag.structured.table import ColumnProfile, TableProfile
+from amsrag.tables.base import QueryRows, SqlRunner
+from amsrag.tables.table import ColumnProfile, TableProfile
 
 FEATURES_VERSION = 3
 

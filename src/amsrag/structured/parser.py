@@ -24,10 +24,10 @@ import numpy as np
 from amsrag.artifacts import file_sha256
 from amsrag.embed.encoder import Encoder
 from amsrag.errors import InputError
-from amsrag.structured.base import SqlRunner, StructuredAnswer
 from amsrag.structured.features import FEATURES, FEATURES_VERSION, Executed, execute, featurize, question_context
 from amsrag.structured.programs import Mentions, Program, candidate_programs
-from amsrag.structured.table import TableProfile
+from amsrag.tables.base import SqlRunner, StructuredAnswer
+from amsrag.tables.table import TableProfile
 
 CARD_FILE = "parser.json"
 LIGHTGBM_FILE = "parser.txt"

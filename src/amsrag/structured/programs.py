@@ -1,4 +1,4 @@
-"""Candidate programs for a question over one table: SQL in the layout of `structured.table`, each with a kind.
+"""Candidate programs for a question over one table: SQL in the layout of `tables.table`, each with a kind.
 
 The kinds follow the floating parser (Pasupat & Liang 2015) and its successors: lookup, filtered count,
 superlative (argmax / argmin over a `_num` column, optionally filtered), most / least frequent value,
@@ -19,8 +19,8 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from amsrag.structured.base import SqlRunner
-from amsrag.structured.table import ColumnProfile, TableProfile, parse_number
+from amsrag.tables.base import SqlRunner
+from amsrag.tables.table import ColumnProfile, TableProfile, parse_number
 
 MAX_CANDIDATES = 300
 MAX_CONDITIONS = 6  # matched (column, value) pairs kept, best first

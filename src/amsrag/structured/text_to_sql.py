@@ -11,8 +11,8 @@ import re
 from collections.abc import Callable
 
 from amsrag.errors import InputError
-from amsrag.structured.base import SqlRunner, StructuredAnswer
-from amsrag.structured.table import TableProfile
+from amsrag.tables.base import SqlRunner, StructuredAnswer
+from amsrag.tables.table import TableProfile
 
 SAMPLE_ROWS = 3
 LLM_CONFIDENCE = 0.5  # an LLM's SQL carries no calibrated confidence; the route's gate sees this constant

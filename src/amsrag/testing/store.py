@@ -34,7 +34,7 @@ from amsrag.store.base import (
     ThemeStorage,
 )
 from amsrag.store.query_library import QueryLibrary
-from amsrag.structured.table import Table
+from amsrag.tables.table import Table
 from amsrag.testing.store_base import (
     OTHER_MODEL_ID,
     TOL,
@@ -132,7 +132,7 @@ class HealthConformance(StoreHooks):
     def test_graph_from_before_the_chinese_settings(self, make_index: IndexFactory, chinese: bool) -> None:
         """A graph recorded without its Chinese entity settings opens and answers as before; `check` reports it
         (only when the index holds Chinese text) and `repair --component graph` brings it up to date."""
-        from amsrag.retrieve.graph import ZH_PARAMS
+        from amsrag.indexes.entity_graph import ZH_PARAMS
 
         passages = self.ZH_PASSAGES if chinese else {("en", "Ada Lovelace"): self.ZH_PASSAGES[("en", "Ada Lovelace")],
                                                      ("en2", "Charles Babbage"): "Charles Babbage designed engines."}

@@ -23,9 +23,9 @@ from typing import Any, ClassVar
 import pytest
 
 from amsrag.errors import InputError
-from amsrag.structured.base import SqlRefused, SqlTimeout
-from amsrag.structured.guard import SqlExecutionError
-from amsrag.structured.table import Table, profile_table
+from amsrag.tables.base import SqlRefused, SqlTimeout
+from amsrag.tables.guard import SqlExecutionError
+from amsrag.tables.table import Table, profile_table
 
 StoreFactory = Callable[[], Any]
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from amsrag.ingest.parsers.base import Grid
-from amsrag.structured.catalog import MAX_CELL_CHARS, MAX_COLUMNS
+from amsrag.tables.catalog import MAX_CELL_CHARS, MAX_COLUMNS
 
 MIN_COLUMNS = 2
 MIN_DATA_ROWS = 2

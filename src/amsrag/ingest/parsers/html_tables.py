@@ -13,7 +13,7 @@ from typing import Any
 
 from amsrag.ingest.parsers.base import Grid
 from amsrag.ingest.parsers.grids import MAX_GRID_ROWS, real_grid
-from amsrag.structured.catalog import MAX_COLUMNS
+from amsrag.tables.catalog import MAX_COLUMNS
 
 _LAYOUT_INSIDE = "h1, h2, h3, h4, h5, h6, ul, ol, dl, pre, blockquote"
 _CELLS = ("td", "th")

@@ -137,8 +137,8 @@ def question_rows(q: PoolQuestion, reader: SpanReader, config: AuditDataConfig) 
 def entity_answer(q: PoolQuestion, seed: int, wrong_f1: float) -> str | None:
     """A named entity or number of the gold passages that is not the answer (seeded; expected type first)."""
     from amsrag.correct.text import ANSWER_TYPES, answer_type
+    from amsrag.indexes.entities import ner_pipeline
     from amsrag.learn.common import seeded_rank
-    from amsrag.retrieve.entities import ner_pipeline
 
     texts = [p.text for p in q.paragraphs if p.gold]
     found: dict[str, str] = {}

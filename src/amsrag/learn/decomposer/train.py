@@ -219,7 +219,7 @@ def _read_states(path: Path) -> dict[str, TokenStates]:
 
 def inner_candidates(r: Encoded, tag_w: np.ndarray, tag_b: np.ndarray) -> list[Candidate]:
     """A bridge row's noun-phrase candidates, scored by the given tag head."""
-    from amsrag.retrieve.entities import parser_pipeline
+    from amsrag.indexes.entities import parser_pipeline
 
     z = token_features(r.states, r.example.question) @ tag_w.T + tag_b
     z = z - z.max(axis=1, keepdims=True)

@@ -146,7 +146,7 @@ def _nq_negatives(questions: list[PoolQuestion], pool: list[Paragraph], wiki: li
     import bm25s
 
     from amsrag.config import BM25Config
-    from amsrag.retrieve.bm25 import BM25Tokenizer
+    from amsrag.indexes.bm25 import BM25Tokenizer
 
     tok = BM25Tokenizer(BM25Config.model_validate({}))
     vocab: dict[str, int] = {}

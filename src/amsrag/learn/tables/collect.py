@@ -14,7 +14,7 @@ from amsrag.learn.common import embed_questions
 from amsrag.learn.tables.data import Question, Split, SqliteRunner, split_of
 from amsrag.structured.denotation import denotation_match
 from amsrag.structured.parser import build_candidates, column_texts
-from amsrag.structured.table import Table, TableProfile, memory_table
+from amsrag.tables.table import Table, TableProfile, memory_table
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Literal
 
 from amsrag.errors import InputError
-from amsrag.structured.base import DEFAULT_ROW_LIMIT, QueryRows
 from amsrag.structured.denotation import split_target
-from amsrag.structured.table import Table, column_headers
+from amsrag.tables.base import DEFAULT_ROW_LIMIT, QueryRows
+from amsrag.tables.table import Table, column_headers
 
 WTQ_DIR = "wikitablequestions"
 QUESTIONS_FILE = "training.tsv"

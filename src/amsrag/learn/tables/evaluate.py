@@ -18,7 +18,7 @@ from amsrag.embed.encoder import MiniLMEncoder
 from amsrag.learn.tables.data import SqliteRunner, is_test_table, load_questions, load_tables
 from amsrag.structured.denotation import denotation_match
 from amsrag.structured.parser import SemanticParser, build_candidates, column_texts
-from amsrag.structured.table import memory_table
+from amsrag.tables.table import memory_table
 
 
 def percentiles(ms: list[float]) -> dict[str, float]:

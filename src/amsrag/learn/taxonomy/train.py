@@ -26,7 +26,7 @@ from amsrag.embed.encoder import Encoder, MiniLMEncoder
 from amsrag.learn.common import standardise
 from amsrag.learn.taxonomy.data import TaskRow, aggregation_rows, rows_hash, structured_rows, text_rows
 from amsrag.route.taxonomy import task_cost, tune_min_confidence
-from amsrag.structured.base import TableHit
+from amsrag.tables.base import TableHit
 from amsrag.types import TASK_KINDS
 
 log = logging.getLogger(__name__)
@@ -37,7 +37,7 @@ SEARCH_K = 3
 def table_context(data_dir: Path, workdir: Path, splits: Sequence[str]) -> dict[str, Any]:
     """One table store per WTQ split named (train / calibration / test), holding that split's tables."""
     from amsrag.learn.tables.data import load_tables, split_of
-    from amsrag.structured.store import TableStore
+    from amsrag.tables.store import TableStore
 
     tables = load_tables(data_dir)
     stores = {}

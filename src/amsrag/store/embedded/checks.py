@@ -11,13 +11,13 @@ import numpy as np
 
 from amsrag.embed.encoder import DIMENSION, passage_text_for_embedding
 from amsrag.errors import IndexCorruptError
+from amsrag.indexes.bm25 import BM25Index
+from amsrag.indexes.entities import has_spaceless
+from amsrag.indexes.entities_zh import is_mostly_han
+from amsrag.indexes.entity_graph import EntityGraph
+from amsrag.indexes.graph_parts import NerCache
+from amsrag.indexes.vectors import VectorIndex
 from amsrag.progress import NullProgress, Progress
-from amsrag.retrieve.bm25 import BM25Index
-from amsrag.retrieve.dense import VectorIndex
-from amsrag.retrieve.entities import has_spaceless
-from amsrag.retrieve.entities_zh import is_mostly_han
-from amsrag.retrieve.graph import EntityGraph
-from amsrag.retrieve.graph_parts import NerCache
 from amsrag.store.embedded.core import COMPONENTS
 from amsrag.store.embedded.manifest import read_manifest
 from amsrag.store.embedded.publish import EmbeddedPublish, _sha256

@@ -26,10 +26,10 @@ from amsrag.errors import (
     IndexCorruptError,
     StorageError,
 )
+from amsrag.indexes.bm25 import BM25Index
+from amsrag.indexes.entity_graph import EntityGraph
+from amsrag.indexes.vectors import VectorIndex
 from amsrag.progress import NullProgress, Progress
-from amsrag.retrieve.bm25 import BM25Index
-from amsrag.retrieve.dense import VectorIndex
-from amsrag.retrieve.graph import EntityGraph
 from amsrag.store.embedded.core import (
     COMPONENTS,
     LIBRARY_FILE,

@@ -16,8 +16,8 @@ from amsrag.errors import IndexNotFoundError, InputError
 from amsrag.indexes.themes import Themes
 from amsrag.store.postgres.core import TABLES_RECHECK_S, PgCore, _scalar
 from amsrag.store.query_library import QueryLibrary
-from amsrag.structured.catalog import TableDeleteReport, TableWriteReport
-from amsrag.structured.table import Table
+from amsrag.tables.catalog import TableDeleteReport, TableWriteReport
+from amsrag.tables.table import Table
 
 
 class PgAttached(PgCore):

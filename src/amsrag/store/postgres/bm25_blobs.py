@@ -1,4 +1,4 @@
-"""The embedded store's segmented BM25 index (`amsrag.retrieve.bm25.BM25Index`) kept in PostgreSQL.
+"""The embedded store's segmented BM25 index (`amsrag.indexes.bm25.BM25Index`) kept in PostgreSQL.
 
 The table `bm25_blobs` (schema v5) holds the index's pieces, each under a name that says what it
 holds, so a process that has a piece never reads it again:
@@ -27,8 +27,8 @@ import psycopg
 
 from amsrag.config import BM25Config
 from amsrag.errors import IndexCorruptError
-from amsrag.retrieve.bm25 import BM25Index, CollectionStats
-from amsrag.retrieve.bm25_segments import Segment
+from amsrag.indexes.bm25 import BM25Index, CollectionStats
+from amsrag.indexes.bm25_segments import Segment
 from amsrag.types import PassageRow
 
 FORMAT = 1

@@ -14,10 +14,10 @@ from psycopg.types.json import Jsonb
 
 from amsrag.embed.encoder import passage_text_for_embedding
 from amsrag.errors import AmsragError, InputError
+from amsrag.indexes.bm25 import passage_text_for_bm25
+from amsrag.indexes.entities import SPACELESS_CLASS
+from amsrag.indexes.entities_zh import is_mostly_han
 from amsrag.progress import NullProgress, Progress
-from amsrag.retrieve.bm25 import passage_text_for_bm25
-from amsrag.retrieve.entities import SPACELESS_CLASS
-from amsrag.retrieve.entities_zh import is_mostly_han
 from amsrag.store.health import CheckReport, RepairReport
 from amsrag.store.postgres import bm25_blobs, schema
 from amsrag.store.postgres.bm25_blobs import BM25State

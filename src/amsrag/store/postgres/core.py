@@ -20,9 +20,9 @@ from amsrag.embed.encoder import Encoder
 from amsrag.embed.factory import encoder_for
 from amsrag.errors import IndexBusyError, InputError
 from amsrag.filters import Where
+from amsrag.indexes.allowed_rows import AllowedRows
+from amsrag.indexes.bm25 import BM25Index, BM25Tokenizer
 from amsrag.indexes.themes import Themes
-from amsrag.retrieve.bm25 import BM25Index, BM25Tokenizer
-from amsrag.retrieve.filtered import AllowedRows
 from amsrag.store.postgres import bm25_blobs, schema
 from amsrag.store.postgres.bm25_blobs import BM25State
 from amsrag.store.postgres.connection import (

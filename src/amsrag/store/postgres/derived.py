@@ -15,9 +15,9 @@ import scipy.sparse as sp
 from psycopg.types.json import Jsonb
 
 from amsrag.embed.encoder import DIMENSION, passage_text_for_embedding
+from amsrag.indexes.bm25 import passage_text_for_bm25
+from amsrag.indexes.entity_graph import EntityGraph, NerCache, text_checksum
 from amsrag.progress import Progress
-from amsrag.retrieve.bm25 import passage_text_for_bm25
-from amsrag.retrieve.graph import EntityGraph, NerCache, text_checksum
 from amsrag.store.postgres import graph_state, schema
 from amsrag.store.postgres.bm25_blobs import BM25State
 from amsrag.store.postgres.connection import connect

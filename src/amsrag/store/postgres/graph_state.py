@@ -20,8 +20,8 @@ import psycopg
 import scipy.sparse as sp
 
 from amsrag.errors import IndexCorruptError
-from amsrag.retrieve.entities import SurfaceMatcher
-from amsrag.retrieve.pagerank import entity_idf, entity_major
+from amsrag.indexes.entities import SurfaceMatcher
+from amsrag.indexes.pagerank import entity_idf, entity_major
 from amsrag.types import normalise_whitespace
 
 GENERATION_KEY = "graph_generation"

@@ -229,7 +229,7 @@ ALTER TABLE bm25_postings ALTER COLUMN imp SET NOT NULL;
 CREATE INDEX bm25_postings_impact ON bm25_postings (tid, imp DESC) INCLUDE (prow, tf, dl);
 """
 
-# BM25 scored in-process: the embedded store's segmented index (amsrag.retrieve.bm25.BM25Index) as
+# BM25 scored in-process: the embedded store's segmented index (amsrag.indexes.bm25.BM25Index) as
 # named pieces (see bm25_blobs.py), updated by every write in its transaction; `bm25_generation` counts
 # those writes. The migration builds the index from the stored passages (`migrate`'s `after` hook).
 _V5 = """

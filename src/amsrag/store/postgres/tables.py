@@ -1,4 +1,4 @@
-"""The table store in PostgreSQL: the same API as `structured.store.TableStore`, in schema `amsrag_tables`.
+"""The table store in PostgreSQL: the same API as `tables.store.TableStore`, in schema `amsrag_tables`.
 
     amsrag_tables.catalog(table_id PRIMARY KEY, sql_name UNIQUE, doc_id, content_sha256, profile_json jsonb,
                           search_values jsonb)
@@ -31,8 +31,8 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from amsrag.errors import AmsragError, IndexBusyError, IndexNotFoundError, InputError, StorageError
 from amsrag.store.postgres.connection import CONNECT_TIMEOUT_S
-from amsrag.structured.base import DEFAULT_ROW_LIMIT, DEFAULT_TIMEOUT_S, QueryRows, SqlRunner, SqlTimeout, TableHit
-from amsrag.structured.catalog import (
+from amsrag.tables.base import DEFAULT_ROW_LIMIT, DEFAULT_TIMEOUT_S, QueryRows, SqlRunner, SqlTimeout, TableHit
+from amsrag.tables.catalog import (
     TableDeleteReport,
     TableWriteReport,
     content_sha256,
@@ -42,10 +42,10 @@ from amsrag.structured.catalog import (
     sql_name_for,
     validate_tables,
 )
-from amsrag.structured.guard import SqlExecutionError, guard
-from amsrag.structured.search import CatalogSearch, TableSearch
-from amsrag.structured.store import INDEX_MIN_ROWS
-from amsrag.structured.table import Table, TableProfile, profile_table, row_values
+from amsrag.tables.guard import SqlExecutionError, guard
+from amsrag.tables.search import CatalogSearch, TableSearch
+from amsrag.tables.store import INDEX_MIN_ROWS
+from amsrag.tables.table import Table, TableProfile, profile_table, row_values
 
 T = TypeVar("T")
 SCHEMA = "amsrag_tables"

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from amsrag.errors import InputError
-from amsrag.structured.table import Table
+from amsrag.tables.table import Table
 
 MAX_COLUMNS = 200
 MAX_CELL_CHARS = 10_000

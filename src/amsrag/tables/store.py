@@ -3,14 +3,14 @@
     tables_catalog(table_id PRIMARY KEY, sql_name UNIQUE, doc_id, content_sha256, profile_json,
                    search_values)  -- search_values: the cells the table is found by (JSON list)
     tables_meta(key PRIMARY KEY, value)  -- schema_version, generation (bumped by every write)
-    t_<12 hex of sha256(table_id)>      -- one per table, in the layout of `structured.table`
+    t_<12 hex of sha256(table_id)>      -- one per table, in the layout of `tables.table`
 
 Value lookups are indexed as `lower(cN) = lower(?)` / `lower(cN) IN (lower(?), ...)`: every column
 that is not a number column, in a table of at least `INDEX_MIN_ROWS` rows, has an index on
 `lower(cN)` (the same expression index the PostgreSQL store has, so one program runs fast on both).
 `cN = ? COLLATE NOCASE` gives the same rows (ASCII case folding, like SQLite's lower()) but is not
 indexed. Writes are one `BEGIN IMMEDIATE` transaction each (all or
-nothing). Statements from outside run through `runner()`: the guard (`structured.guard`) first,
+nothing). Statements from outside run through `runner()`: the guard (`tables.guard`) first,
 then a separate read-only connection (`mode=ro`, `PRAGMA query_only`, an authorizer that allows
 reading the store's user tables and calling the allowed functions only, no ATTACH, a 10 MB value
 limit) interrupted after its time budget.
@@ -32,7 +32,7 @@ from urllib.parse import quote
 
 from amsrag.errors import AmsragError, IndexCorruptError, IndexNotFoundError, InputError, StorageError
 from amsrag.sqlite_wal import use_wal
-from amsrag.structured.base import (
+from amsrag.tables.base import (
     ALLOWED_FUNCTIONS,
     DEFAULT_ROW_LIMIT,
     DEFAULT_TIMEOUT_S,
@@ -41,7 +41,7 @@ from amsrag.structured.base import (
     SqlTimeout,
     TableHit,
 )
-from amsrag.structured.catalog import (
+from amsrag.tables.catalog import (
     TableDeleteReport,
     TableWriteReport,
     content_sha256,
@@ -51,8 +51,8 @@ from amsrag.structured.catalog import (
     sql_name_for,
     validate_tables,
 )
-from amsrag.structured.search import CatalogSearch, TableSearch
-from amsrag.structured.table import (
+from amsrag.tables.search import CatalogSearch, TableSearch
+from amsrag.tables.table import (
     Table,
     TableProfile,
     create_statement,
@@ -326,7 +326,7 @@ class TableStore:
         return runner
 
     def search(self, question: str, k: int = 5) -> list[TableHit]:
-        """The `k` stored tables that best match `question` (BM25, see `structured.search`)."""
+        """The `k` stored tables that best match `question` (BM25, see `tables.search`)."""
         return self._searcher().search(question, k)
 
     def _searcher(self) -> TableSearch:
@@ -414,7 +414,7 @@ class SqliteTableRunner:
                 names = frozenset(r[0].lower() for r in conn.execute(f"SELECT sql_name FROM {CATALOG}"))
             except sqlite3.DatabaseError as exc:
                 raise IndexCorruptError(f"table store {self.path}: {exc}") from exc
-            from amsrag.structured.guard import guard  # sqlglot: only when a statement runs
+            from amsrag.tables.guard import guard  # sqlglot: only when a statement runs
 
             checked = guard(sql, names, "sqlite", self.row_limit + 1, list(params))
             self._allowed = names
@@ -438,7 +438,7 @@ class SqliteTableRunner:
             except sqlite3.Error as exc:
                 if timed_out:
                     raise SqlTimeout(f"the statement ran longer than {self.timeout_s:g} s and was stopped") from None
-                from amsrag.structured.guard import SqlExecutionError
+                from amsrag.tables.guard import SqlExecutionError
 
                 raise SqlExecutionError(f"the statement failed: {exc}") from None
             finally:

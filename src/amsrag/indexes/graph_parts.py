@@ -19,7 +19,7 @@ from typing import Protocol
 
 import numpy as np
 
-from amsrag.retrieve.entities import SurfaceMatcher, collapsed_key, entity_key, key_is_matchable, title_surfaces
+from amsrag.indexes.entities import SurfaceMatcher, collapsed_key, entity_key, key_is_matchable, title_surfaces
 from amsrag.types import PassageRow, normalise_whitespace
 
 NerCache = dict[int, tuple[int, tuple[str, ...]]]  # row -> (crc32 of the text, NER surfaces)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import ahocorasick_rs
 import numpy as np
 
-from amsrag.retrieve.entities_zh import extract_ner_zh, has_han, is_mixed, is_mostly_han
+from amsrag.indexes.entities_zh import extract_ner_zh, has_han, is_mixed, is_mostly_han
 
 if TYPE_CHECKING:
     from spacy.language import Language

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from amsrag.errors import InputError
-from amsrag.structured.table import TableProfile
+from amsrag.tables.table import TableProfile
 
 # SQL functions a statement may call (upper case); anything else is refused by the guard.
 ALLOWED_FUNCTIONS: frozenset[str] = frozenset({

@@ -36,7 +36,7 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import SqlglotError
 from sqlglot.tokens import TokenType
 
-from amsrag.structured.base import ALLOWED_FUNCTIONS, DEFAULT_ROW_LIMIT, SqlRefused
+from amsrag.tables.base import ALLOWED_FUNCTIONS, DEFAULT_ROW_LIMIT, SqlRefused
 
 DIALECTS = ("sqlite", "postgres")
 MAX_SQL_CHARS = 20_000

@@ -6,7 +6,7 @@ they weigh double), and up to `catalog.SEARCH_VALUES` of its distinct cell value
 numbers a question mentions), each value and column name also as the bigrams of its tokens (so
 "usl a-league" in a question matches that cell better than the words apart). Tokens are the
 passage BM25's (lower case, English stop words removed, Snowball stems) plus those bigrams, the
-question's likewise; scores are `retrieve.bm25.BM25Index`'s (lucene, k1 1.5, b 1.0: a table's
+question's likewise; scores are `indexes.bm25.BM25Index`'s (lucene, k1 1.5, b 1.0: a table's
 length is normalised fully, or large tables win every question). Both table stores build one
 `TableSearch` lazily from their catalog and build it again when the catalog changes.
 
@@ -22,10 +22,10 @@ from itertools import pairwise
 
 from amsrag.config import BM25Config
 from amsrag.errors import InputError
-from amsrag.retrieve.bm25 import BM25Index, BM25Tokenizer
-from amsrag.retrieve.topk import topk_indices
-from amsrag.structured.base import TableHit
-from amsrag.structured.table import TableProfile
+from amsrag.indexes.bm25 import BM25Index, BM25Tokenizer
+from amsrag.indexes.topk import topk_indices
+from amsrag.tables.base import TableHit
+from amsrag.tables.table import TableProfile
 from amsrag.types import PassageRow
 
 TITLE_WEIGHT = 2  # title and column-name tokens count this many times
