@@ -207,7 +207,9 @@ class Composer:
             g = replace(plain, answer=ABSTAIN if abstain else candidate, abstained=abstain,
                         citations=() if abstain or not cited else (str(cited),),
                         details={**plain.details, "threshold": threshold, "plan_threshold": plan.kind})
-        inner = names_inner_entity(query, plan, chain, g.answer) if not g.abstained else None
+        # the span reader's slip (reading the described entity for its attribute); an answer from a generator that
+        # gives no confidence (an LLM) stands as it was given
+        inner = names_inner_entity(query, plan, chain, g.answer) if comparable and not g.abstained else None
         if inner is not None:
             g = replace(g, answer=ABSTAIN, abstained=True, citations=(),
                         details={**g.details, "candidate": g.answer, "inner_entity": inner})
