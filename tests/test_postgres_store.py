@@ -900,13 +900,14 @@ def test_dense_search_settings_stay_in_its_transaction(pg_built_index, built_ind
         one.close()
 
 
-def test_dense_within_a_large_filter_takes_hnsw_and_keeps_the_exact_top_k(pg_url, slice_passages,
-                                                                          slice_vectors) -> None:
-    """A filter allowing at least HNSW_WITHIN_SHARE of the passages: pgvector's HNSW post-filtered (issue 38),
-    only allowed rows, the exact scan's top-k on this small index; a small share still scans exactly."""
+def test_dense_within_a_large_filter_scans_hnsw_iteratively_and_keeps_the_exact_top_k(pg_url, slice_passages,
+                                                                                     slice_vectors) -> None:
+    """A filter allowing at least HNSW_WITHIN_SHARE of the passages: pgvector's iterative HNSW scan with the allowed
+    rows as a bitmap in SQL (issue 38), only allowed rows, the exact scan's top-k on this small index; the plan is
+    the HNSW index, not a sort of every passage; a small share still scans exactly; the settings stay local."""
     import numpy as np
 
-    from amsrag.retrievers.postgres import HNSW_WITHIN_SHARE
+    from amsrag.retrievers.postgres import DENSE_ITERATIVE_SQL, HNSW_WITHIN_SHARE, ITERATIVE_SETTINGS_SQL
     from amsrag.store.postgres.store import PostgresIndex
 
     config = AmsragConfig.model_validate({"dense": {"hnsw_min_size": 0}})
@@ -918,16 +919,38 @@ def test_dense_within_a_large_filter_takes_hnsw_and_keeps_the_exact_top_k(pg_url
         rows = np.asarray(sorted(h.row for h in dense.search("x", k=total, query_vector=slice_vectors[0], exact=True)),
                           dtype=np.int64)
         assert len(rows) == total
-        for share in (0.5, HNSW_WITHIN_SHARE):
-            allowed = rows[:: round(1 / share)]
+        for share, offset in ((0.5, 1), (HNSW_WITHIN_SHARE, 0), (HNSW_WITHIN_SHARE, 1)):
+            allowed = rows[offset:: round(1 / share)]
             assert len(allowed) >= HNSW_WITHIN_SHARE * total
+            kept = set(allowed.tolist())
             for qvec in slice_vectors[:20]:
                 graph = dense.search_within("q", 5, allowed, qvec, total=total)
                 exact = dense.search_within("q", 5, allowed, qvec)
-                assert {h.row for h in graph} <= set(allowed.tolist())
+                assert {h.row for h in graph} <= kept and len(graph) == 5
                 assert [h.id for h in graph] == [h.id for h in exact]
+        bits = np.packbits(np.isin(np.arange(rows[-1] + 1), rows[::2]), bitorder="little").tobytes()
+
+        def plan(c) -> str:
+            with c.transaction():
+                c.execute(ITERATIVE_SETTINGS_SQL, ("400",))
+                found = c.execute(f"EXPLAIN {DENSE_ITERATIVE_SQL} LIMIT 20",
+                                  {"q": slice_vectors[0], "bits": bits, "last": int(rows[-1])}).fetchall()
+            return "\n".join(r[0] for r in found)
+
+        explained = idx.read(plan)
+        assert "hnsw" in explained and "Seq Scan" not in explained and "Sort" not in explained, explained
         few = rows[:3]
         assert [h.row for h in dense.search_within("q", 5, few, slice_vectors[0], total=total)] == [
             h.row for h in dense.search_within("q", 5, few, slice_vectors[0])]
+        one = PostgresIndex.open(pg_url, pool_size=1, pool_min=1)  # every read on one connection
+        try:
+            settings = ("SELECT current_setting('hnsw.ef_search', true), current_setting('hnsw.iterative_scan', true), "
+                        "current_setting('enable_seqscan'), current_setting('max_parallel_workers_per_gather')")
+            before = one.read(lambda c: c.execute(settings).fetchone())
+            assert len(retriever_for(one, "dense").search_within("q", 5, rows[::2], slice_vectors[0], total=total)) == 5
+            after = one.read(lambda c: c.execute(settings).fetchone())
+            assert after[2:] == before[2:] == ("on", after[3]) and after[:2] == ("40", "off")  # pgvector's defaults
+        finally:
+            one.close()
     finally:
         idx.close()
