@@ -56,7 +56,7 @@ def check_report(out: Path, systems: list[str], n_queries: int) -> dict:
 
 
 @pytest.mark.slow
-def test_eval_on_the_slice_index(built_index, tmp_path):
+def test_eval_on_the_slice_index(built_index, tmp_path, monkeypatch):
     out = tmp_path / "out"
     systems = ["bm25", "dense", "graph", "A0", "A1", "A3", "full", "full@0.95/0.65", "adaptive-rag"]
     result = CliRunner().invoke(app, [
@@ -72,12 +72,16 @@ def test_eval_on_the_slice_index(built_index, tmp_path):
     assert full["by_class"]["multi_hop"]["n"] == 6 and full["by_dataset"]["nq"]["n"] == 10
     assert a0["n_scored"]["all_gold@5"] == 6  # the multi-hop questions have two gold passages
     assert not math.isnan(report["classifier"]["calibrated"]["three_way"]["accuracy"])
-    # the limit takes a seeded sample; bad options are clear errors (exit code 2)
-    result = CliRunner().invoke(app, [
-        "eval", "--index", str(built_index.path), "--qa", str(SLICE / "questions.jsonl"), "--out", str(out / "l"),
-        "--systems", "A0,full", "--limit", "5", "--cache", str(tmp_path / "cache"), "--data", str(tmp_path / "x"),
-        "--bootstrap", "200", "--no-answers", "--sizes", "nq=7,hotpotqa=4", "--tune"])
+    # the limit takes a seeded sample; bad options are clear errors (exit code 2); without matplotlib (the
+    # `plots` extra) the report comes without figures and says how to get them
+    with monkeypatch.context() as blocked:
+        blocked.setitem(sys.modules, "matplotlib", None)
+        result = CliRunner().invoke(app, [
+            "eval", "--index", str(built_index.path), "--qa", str(SLICE / "questions.jsonl"), "--out", str(out / "l"),
+            "--systems", "A0,full", "--limit", "5", "--cache", str(tmp_path / "cache"), "--data", str(tmp_path / "x"),
+            "--bootstrap", "200", "--no-answers", "--sizes", "nq=7,hotpotqa=4", "--tune"])
     assert result.exit_code == 0, result.output
+    assert "pip install 'amsrag[plots]'" in result.output and not list((out / "l").glob("*.png"))
     limited = json.loads((out / "l" / "report.json").read_text())
     assert limited["n_queries"] == 5 and limited["systems"]["full"]["em"] is None
     # --tune: route tune in memory on the 5 held-back questions, not on the eval queries

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -65,6 +66,16 @@ def test_report_over_real_answers_writes_the_markdown_and_figures(logged, tmp_pa
     assert "![route_mix.png](route_mix.png)" in md and "| escalation rate |" in md
     assert sum(b["answers"] for b in report["buckets"]) == 45
     assert set(report["totals"]) == {"escalated", "gray_zone", "flagged", "disagreement", "sufficiency_failed"}
+
+
+@pytest.mark.slow
+def test_without_matplotlib_the_report_is_written_and_says_how_to_draw_its_figures(logged, tmp_path,
+                                                                                   monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # how Python blocks an import: as if not installed
+    report = _report(logged, tmp_path / "out")
+    assert {Path(f).name for f in report["files"]} == {"report.md"}
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "![" not in md and "pip install 'amsrag[plots]'" in md and "| escalation rate |" in md
 
 
 @pytest.mark.slow

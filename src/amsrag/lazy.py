@@ -5,6 +5,7 @@ themes, spaCy, onnxruntime) and `amsrag --help` stays fast."""
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -26,6 +27,19 @@ def lazy_exports(package: str, exports: Mapping[str, str]) -> tuple[Callable[[st
         return sorted(set(vars(sys.modules[package])) | set(exports))
 
     return __getattr__, __dir__
+
+
+def installed(module: str) -> bool:
+    """Whether `module` (an optional extra's library) can be imported, without importing it. A `None` entry in
+    `sys.modules` (how an import is blocked) counts as absent."""
+    if module in sys.modules:
+        return sys.modules[module] is not None
+    return importlib.util.find_spec(module) is not None
+
+
+def extra_hint(extra: str) -> str:
+    """How to install an optional extra of amsrag, for a message."""
+    return f"pip install 'amsrag[{extra}]'"
 
 
 _LEAN: list[bool] = [False]

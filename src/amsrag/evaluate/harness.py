@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from amsrag.errors import InputError
 from amsrag.filters import Where
+from amsrag.lazy import extra_hint, installed
 from amsrag.progress import NullProgress, Progress
 
 if TYPE_CHECKING:
@@ -240,9 +241,12 @@ def run_eval(opts: EvalOptions, progress: Progress | None = None, log=print,
     opts.out.mkdir(parents=True, exist_ok=True)
     write_predictions(result, opts.out / PREDICTIONS_FILE)
     (opts.out / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
-    plots.quality_vs_calls(report, opts.out / "quality_vs_calls.png")
-    plots.latency_breakdown(report, opts.out / "latency_breakdown.png")
-    plots.reliability(result.predictions, [q.complexity for q in queries], opts.out / "reliability.png")
+    if installed("matplotlib"):
+        plots.quality_vs_calls(report, opts.out / "quality_vs_calls.png")
+        plots.latency_breakdown(report, opts.out / "latency_breakdown.png")
+        plots.reliability(result.predictions, [q.complexity for q in queries], opts.out / "reliability.png")
+    else:
+        log(f"figures not drawn: matplotlib is not installed ({extra_hint('plots')})")
     n_answered = len(queries) if mask is None else sum(mask)
     mode = (f"`{result.generator}` generator reading each system's k = 5 passages, as `Engine.ask` does (identical "
             f"inputs answered once), on {n_answered} of the {len(queries)} queries (the same ones for every system), "

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from amsrag.audit.signals import INSUFFICIENT_ACTIONS, RATES, ProxySignals
+from amsrag.lazy import extra_hint, installed
 from amsrag.monitor.drift import (
     DriftDetector,
     DriftReference,
@@ -161,7 +162,7 @@ def write_report(report: dict[str, Any], out_dir: Path) -> list[Path]:
 
     out_dir.mkdir(parents=True, exist_ok=True)
     figures: list[Path] = []
-    if report["entries"]:
+    if report["entries"] and installed("matplotlib"):
         figures.append(plots.signals_over_time(report, out_dir / "signals_over_time.png"))
         if report["support_by_route"]:
             figures.append(plots.support_by_route(report, out_dir / "citation_support_by_route.png"))
@@ -171,7 +172,8 @@ def write_report(report: dict[str, Any], out_dir: Path) -> list[Path]:
         if report["series"]["drift"]:
             figures.append(plots.drift_psi(report, out_dir / "drift_psi.png"))
     md = out_dir / "report.md"
-    md.write_text(markdown(report, [f.name for f in figures]), "utf-8")
+    note = "" if installed("matplotlib") else f"Not drawn: matplotlib is not installed ({extra_hint('plots')})."
+    md.write_text(markdown(report, [f.name for f in figures], note), "utf-8")
     return [md, *figures]
 
 
@@ -179,7 +181,7 @@ def _pct(x: float | None) -> str:
     return "—" if x is None else f"{x:.1%}"
 
 
-def markdown(report: dict[str, Any], figures: list[str]) -> str:
+def markdown(report: dict[str, Any], figures: list[str], figures_note: str = "") -> str:
     v = report["verdict"]
     lines = [f"# Monitor report: {report['index']}", ""]
     if not report["entries"]:
@@ -217,7 +219,8 @@ def markdown(report: dict[str, Any], figures: list[str]) -> str:
     for k in mix["reference"]:
         lines.append(f"| {k} | {_pct(mix['reference'][k])} | {_pct(mix['log'].get(k))} | "
                      f"{_pct(mix['window'].get(k))} |")
-    lines += ["", "## Figures", ""] + [f"![{name}]({name})" for name in figures]
+    lines += ["", "## Figures", "", *([figures_note] if figures_note else [])]
+    lines += [f"![{name}]({name})" for name in figures]
     lines += ["", "## Per time bucket", "", "| start (UTC) | answers | " + " | ".join(RATE_TITLES[r] for r in RATES)
               + " |", "|---|---:|" + "---:|" * len(RATES)]
     for row in report["buckets"]:

@@ -13,6 +13,7 @@ from typing import Any
 
 from amsrag.config import AmsragConfig
 from amsrag.embed.encoder import MINILM_MODEL
+from amsrag.lazy import extra_hint
 from amsrag.text.language import UNDETERMINED, detect_language
 
 ENGLISH_ONLY_ENCODERS = frozenset({MINILM_MODEL})
@@ -38,7 +39,7 @@ def question_language(question: str, config: AmsragConfig) -> LanguageTrace:
         warnings.append(
             f"the question is in {name}, and this index's dense encoder ({config.embedding.model}) reads English "
             f"only: dense retrieval and the classifier see little of it. Build the index with "
-            f"`[embedding] model = \"{MULTILINGUAL_ENCODER}\"` for {name} documents.")
+            f"`[embedding] model = \"{MULTILINGUAL_ENCODER}\"` for {name} documents ({extra_hint('multilingual')}).")
     if lang.code == "zh" and config.bm25.cjk == "none":
         warnings.append("this index's BM25 keeps each run of Chinese characters as one token (it was built before "
                         "amsrag segmented Chinese, or with `bm25.cjk = \"none\"`): rebuild it to search Chinese.")
@@ -57,4 +58,5 @@ def index_language_warnings(config: AmsragConfig, languages: Mapping[str, int]) 
     shown = ", ".join(f"{LANGUAGE_NAMES.get(c, c)} {n}" for c, n in sorted(other.items(), key=lambda kv: -kv[1])[:4])
     return [f"{sum(other.values())} of {total} passages are not in English ({shown}), and this index's dense "
             f"encoder ({config.embedding.model}) reads English only: build it with "
-            f"`[embedding] model = \"{MULTILINGUAL_ENCODER}\"` (a --config file) so dense retrieval finds them."]
+            f"`[embedding] model = \"{MULTILINGUAL_ENCODER}\"` (a --config file; {extra_hint('multilingual')}) "
+            f"so dense retrieval finds them."]
