@@ -121,6 +121,64 @@ def test_html_main_content_headings_and_whole_code_blocks(counter: TokenCounter)
     check_offsets("policy-diversions.html", got)
 
 
+def test_epub_chapters_in_reading_order_with_their_sections(counter: TokenCounter) -> None:
+    got = passages_of("trees.epub", counter)
+    assert [p.metadata["section"] for p in got] == ["Classification"] * 3 + ["Morphology"] * 4  # the spine's order
+    assert all(p.title.startswith("Trees › ") and p.metadata["type"] == "epub" and "page" not in p.metadata
+               for p in got)
+    rings = containing(got, "growth rings")
+    assert rings.metadata["section"] == "Morphology" and rings.metadata["source"] == "trees.epub"
+    text = "\n".join(p.text for p in got)
+    assert "Reading System does not support canvas" not in text  # a reading system's fallback, not the book
+    assert "Classification Morphology" not in text  # the title page's table of contents (a nav)
+    check_offsets("trees.epub", got)
+
+
+def epub_variant(tmp_path: Path, name: str, replace: dict[str, bytes | None]) -> Path:
+    """trees.epub with some entries replaced (bytes) or left out (None)."""
+    out = tmp_path / name
+    with zipfile.ZipFile(DOCS / "trees.epub") as src, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            data = replace.get(info.filename, src.read(info))
+            if data is not None:
+                dst.writestr(info.filename, data)
+        for entry, data in replace.items():
+            if entry not in src.namelist() and data is not None:
+                dst.writestr(entry, data)
+    return out
+
+
+def encryption_of(uri: str) -> bytes:
+    return (b'<encryption xmlns="urn:oasis:names:tc:opendocument:xmlns:container" '
+            b'xmlns:enc="http://www.w3.org/2001/04/xmlenc#"><enc:EncryptedData><enc:CipherData>'
+            b'<enc:CipherReference URI="' + uri.encode() + b'"/></enc:CipherData></enc:EncryptedData></encryption>')
+
+
+def test_bad_epubs_are_skipped_with_their_reason(tmp_path: Path) -> None:
+    as_epub = tmp_path / "book.epub"
+    shutil.copy(DOCS / "policy-diversions.html", as_epub)
+    assert skipped(as_epub, "epub").startswith("not an EPUB (not a zip archive")
+    assert skipped(epub_variant(tmp_path, "odt.epub", {"mimetype": b"application/vnd.oasis.opendocument.text"}),
+                   "epub").startswith("not an EPUB (its mimetype")
+    assert skipped(epub_variant(tmp_path, "drm.epub", {"META-INF/encryption.xml": encryption_of("EPUB/c2.xhtml")}),
+                   "epub") == "encrypted (DRM): 1 of its 3 chapters"
+    fonts_only = epub_variant(tmp_path, "fonts.epub", {"META-INF/encryption.xml": encryption_of("EPUB/font.otf")})
+    assert parse_document(fonts_only, "epub").title == "Trees"  # obfuscated fonts leave the text readable
+    assert "'EPUB/c1.xhtml' is missing" in skipped(epub_variant(tmp_path, "cut.epub", {"EPUB/c1.xhtml": None}),
+                                                   "epub")
+    assert "names no package document" in skipped(
+        epub_variant(tmp_path, "nocontainer.epub", {"META-INF/container.xml": b"<container/>"}), "epub")
+    package = zipfile.ZipFile(DOCS / "trees.epub").read("EPUB/package.opf")
+    laughs = b'<?xml version="1.0"?><!DOCTYPE p [<!ENTITY a "aaaa">]>' + package.split(b"?>", 1)[1]
+    assert "declares XML entities" in skipped(epub_variant(tmp_path, "laughs.epub", {"EPUB/package.opf": laughs}),
+                                              "epub")
+    assert "not well-formed XML" in skipped(
+        epub_variant(tmp_path, "badxml.epub", {"EPUB/package.opf": package[:200]}), "epub")
+    assert "more than ingest.max_file_mb" in skipped(DOCS / "trees.epub", "epub", ParseBudget(max_package_bytes=4096))
+    assert "more than ingest.max_markup_mb" in skipped(DOCS / "trees.epub", "epub", ParseBudget(max_markup_bytes=3000))
+    assert "characters of text" in skipped(DOCS / "trees.epub", "epub", ParseBudget(max_text_chars=1000))
+
+
 def test_docx_heading_path_lists_and_tables(counter: TokenCounter) -> None:
     got = passages_of("handbook.docx", counter)
     build = containing(got, "rebuild its firmware")
@@ -194,7 +252,7 @@ def test_bad_documents_are_skipped_with_their_reason(tmp_path: Path) -> None:
 
 def folder_with_bad_documents(root: Path) -> Path:
     root.mkdir(parents=True)
-    for name in ("debian-reference-p30-33.pdf", "slides.pptx", "encrypted.pdf", "image-only.pdf"):
+    for name in ("debian-reference-p30-33.pdf", "slides.pptx", "encrypted.pdf", "image-only.pdf", "trees.epub"):
         shutil.copy(DOCS / name, root / name)
     (root / "manual").mkdir()
     shutil.copy(DOCS / "policy-diversions.html", root / "manual" / "diversions.html")
@@ -224,7 +282,9 @@ def test_folder_indexes_around_bad_documents_and_keeps_citations(backend: str, t
     assert {(s["file"], s["reason"].split(" (")[0]) for s in report["skipped_files"]} == {
         ("kb/encrypted.pdf", "encrypted"), ("kb/image-only.pdf", "no text layer"), ("kb/broken.docx", "corrupt DOCX")}
     sources = {p.metadata["source"] for p in stored.values()}
-    assert sources == {"debian-reference-p30-33.pdf", "slides.pptx", "manual/diversions.html"}
+    assert sources == {"debian-reference-p30-33.pdf", "slides.pptx", "manual/diversions.html", "trees.epub"}
+    rings = next(p for p in stored.values() if "growth rings" in p.text)
+    assert (rings.doc_id, rings.metadata["section"], rings.metadata["type"]) == ("kb/trees.epub", "Morphology", "epub")
     root = next(p for p in stored.values() if "also called superuser" in p.text)
     assert root.doc_id == "kb/debian-reference-p30-33.pdf"
     assert {k: root.metadata[k] for k in ("page", "section", "type")} == {

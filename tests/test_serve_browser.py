@@ -339,8 +339,8 @@ def test_filter_in_the_browser(built_index, tmp_path, slice_questions, slice_pas
                 page.click("#ask-button")
                 page.wait_for_selector("#status.error", timeout=30_000)
                 assert page.inner_text("#status") == ("invalid_input: `where.kind`: unknown field 'kind'; filter by "
-                                                      "source (glob), type (pdf, html, docx, pptx, markdown, text), "
-                                                      "doc (glob of the document key), tag, or modified "
+                                                      "source (glob), type (pdf, html, docx, pptx, epub, markdown, "
+                                                      "text), doc (glob of the document key), tag, or modified "
                                                       "(modified>=DATE, modified<DATE, …)")
                 assert "invalid" in page.get_attribute("#where", "class")
                 page.fill("#where", "type=pfd")

@@ -58,10 +58,10 @@ from amsrag.errors import InputError
 
 FIELDS = ("source", "type", "doc", "tag", "modified")
 LIST_FIELDS = ("source", "type", "doc", "tag")  # FIELD=VALUE[,VALUE…]; `modified` takes bounds
-TYPES = ("pdf", "html", "docx", "pptx", "markdown", "text")  # `Passage.metadata["type"]` of document files
+TYPES = ("pdf", "html", "docx", "pptx", "epub", "markdown", "text")  # `Passage.metadata["type"]` of document files
 BOUNDS = {">=": "gte", ">": "gt", "<=": "lte", "<": "lt"}  # CLI operator -> JSON key, in canonical order
 _OPERATORS = {v: k for k, v in BOUNDS.items()}
-_FIELD_HELP = ("source (glob), type (pdf, html, docx, pptx, markdown, text), doc (glob of the document key), "
+_FIELD_HELP = ("source (glob), type (pdf, html, docx, pptx, epub, markdown, text), doc (glob of the document key), "
                "tag, or modified (modified>=DATE, modified<DATE, …)")
 _SPEC = re.compile(r"([^=<>]*?)\s*(>=|<=|=|>|<)(.*)", re.DOTALL)
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")

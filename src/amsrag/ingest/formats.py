@@ -24,6 +24,7 @@ FORMAT_DESCRIPTIONS: dict[str, str] = {
     "html": "HTML (.html, .htm, .xhtml): the main content, split at headings",
     "docx": "Word (.docx; the documents extra): split at heading styles",
     "pptx": "PowerPoint (.pptx; the documents extra): one page per slide",
+    "epub": "EPUB books (.epub): the chapters in reading order, split at headings",
     "hotpotqa": "HotpotQA (Hugging Face, original and IRCoT layouts; also 2WikiMultihopQA)",
     "musique": "MuSiQue {id, paragraphs[{idx, title, paragraph_text, is_supporting}], answer, ...}",
     "nq": "NQ-open with ctxs (lost-in-the-middle), and question-only NQ / TriviaQA / PopQA files",

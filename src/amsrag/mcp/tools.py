@@ -30,7 +30,7 @@ class WhereIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     source: Values = Field(None, description="globs of the file's path inside its folder or of its document key "
                                              "(`guides/*.pdf`; `*` also matches `/`)")
-    type: Values = Field(None, description="input formats: pdf, html, docx, pptx, markdown, text")
+    type: Values = Field(None, description="input formats: pdf, html, docx, pptx, epub, markdown, text")
     doc: Values = Field(None, description="globs of the document key (`NAME/relative/path`)")
     tag: Values = Field(None, description="document tags, any of them (exact, case-sensitive)")
     modified: ModifiedIn | None = None

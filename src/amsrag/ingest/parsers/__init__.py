@@ -1,4 +1,5 @@
-"""Document parsers: PDF (pypdfium2), HTML (selectolax), DOCX (python-docx), PPTX (python-pptx).
+"""Document parsers: PDF (pypdfium2), HTML (selectolax), DOCX (python-docx), PPTX (python-pptx), EPUB (zipfile
+and the HTML parser).
 
 `parse_document` reads a file of one of `DOCUMENT_FORMATS` into ordered blocks; see `base`.
 """
@@ -17,6 +18,7 @@ DOCUMENT_SUFFIXES: dict[str, tuple[str, ...]] = {
     "html": (".html", ".htm", ".xhtml"),
     "docx": (".docx",),
     "pptx": (".pptx",),
+    "epub": (".epub",),
 }
 DOCUMENT_FORMATS: tuple[str, ...] = tuple(DOCUMENT_SUFFIXES)
 
@@ -30,6 +32,10 @@ def _parser(fmt: str) -> Parser:
         from amsrag.ingest.parsers.html import parse_html
 
         return parse_html
+    if fmt == "epub":
+        from amsrag.ingest.parsers.epub import parse_epub
+
+        return parse_epub
     from amsrag.ingest.parsers.office import parse_docx, parse_pptx
 
     return parse_docx if fmt == "docx" else parse_pptx

@@ -175,9 +175,25 @@ class _Walker:
                 self.walk(child)
 
 
-def parse_html(path: Path, budget: ParseBudget) -> ParsedDocument:
+def html_blocks(markup: str, budget: TextBudget, drop: tuple[str, ...] = ()) -> tuple[str, list[Block]]:
+    """The `<title>` and the content blocks of one HTML page (`drop`: more tags to leave out with their text)."""
     from selectolax.lexbor import LexborHTMLParser
 
+    tree = LexborHTMLParser(markup)
+    title_node = tree.css_first("title")
+    title = _squash(title_node.text()) if title_node is not None else ""
+    tree.strip_tags([*_DROP_TAGS, *drop])
+    for node in tree.css("[class], [id], [role]"):
+        if _is_chrome(node):
+            node.decompose()
+    root = _content_root(tree)
+    walker = _Walker(budget, root)
+    walker.walk(root)
+    walker.flush()
+    return title, walker.blocks
+
+
+def parse_html(path: Path, budget: ParseBudget) -> ParsedDocument:
     size = path.stat().st_size
     if size > budget.max_markup_bytes:
         raise SkippedDocument(path, f"{mib(size)} of HTML, more than ingest.max_markup_mb "
@@ -186,19 +202,9 @@ def parse_html(path: Path, budget: ParseBudget) -> ParsedDocument:
     head = data[:2048].lstrip().lower()
     if head.startswith((b"%pdf", b"pk\x03\x04")) or b"\x00" in data[:4096]:
         raise SkippedDocument(path, "not HTML (binary content); check the file's extension")
-    tree = LexborHTMLParser(data.decode("utf-8", errors="replace"))
-    title_node = tree.css_first("title")
-    title = _squash(title_node.text()) if title_node is not None else ""
-    tree.strip_tags(list(_DROP_TAGS))
-    for node in tree.css("[class], [id], [role]"):
-        if _is_chrome(node):
-            node.decompose()
-    root = _content_root(tree)
-    walker = _Walker(TextBudget(path, budget), root)
-    walker.walk(root)
-    walker.flush()
-    first_heading = next((b for b in walker.blocks if b.kind == "heading"), None)
+    title, blocks = html_blocks(data.decode("utf-8", errors="replace"), TextBudget(path, budget))
+    first_heading = next((b for b in blocks if b.kind == "heading"), None)
     if first_heading is not None and first_heading.level == 1:
         title = first_heading.text  # <title> often adds the site's name
     title = title or path.stem
-    return ParsedDocument(title=title, blocks=walker.blocks)
+    return ParsedDocument(title=title, blocks=blocks)
