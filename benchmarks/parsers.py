@@ -214,7 +214,7 @@ def amsrag_pdf_text(path: Path, pages: int) -> list[str]:
     from amsrag.ingest.blocks import extracted_text
     from amsrag.ingest.parsers import ParseBudget, parse_document
 
-    return [extracted_text(parse_document(path, "pdf", ParseBudget(max_pages=100_000)))]
+    return [extracted_text(parse_document(path, "pdf", ParseBudget(max_pages=100_000, ocr_pages=0)))]
 
 
 PDF_LIBRARIES: dict[str, Callable[[Path, int], list[str]]] = {

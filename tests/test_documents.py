@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import sys
 import zipfile
 from pathlib import Path
 
@@ -245,6 +246,63 @@ def test_bad_documents_are_skipped_with_their_reason(tmp_path: Path) -> None:
     binary_html = tmp_path / "saved.html"
     shutil.copy(DOCS / "image-only.pdf", binary_html)
     assert skipped(binary_html, "html").startswith("not HTML")
+
+
+# ---------------------------------------------------------------- OCR of scanned PDFs (the ocr extra)
+
+
+def scan_of(source: Path, out: Path, pages: int = 1, dpi: int = 300) -> Path:
+    """An image-only PDF of `source`'s first pages, as a scanner would make it (grey bitmaps, no text layer)."""
+    import pypdfium2 as pdfium
+
+    doc = pdfium.PdfDocument(str(source))
+    images = [doc[i].render(scale=dpi / 72, grayscale=True).to_pil() for i in range(pages)]
+    doc.close()
+    images[0].save(out, "PDF", resolution=dpi, save_all=True, append_images=images[1:])
+    return out
+
+
+def test_ocr_lines_are_rebuilt_from_boxes_in_reading_order() -> None:
+    from amsrag.ingest.parsers.ocr import lines_of
+
+    def box(x: float, y: float, w: float = 50, h: float = 20) -> list[list[float]]:
+        return [[x, y], [x + w, y], [x + w, y + h], [x, y + h]]
+
+    result = [[box(200, 102), "shell.", 0.97], [box(10, 100), "Now you are in the", 0.99],
+              [box(10, 140), "foo:~$ ls\uff0c", 0.9], [box(300, 141), "~", 0.2]]  # a speck read as "~"
+    assert lines_of(result) == ["Now you are in the shell.", "foo:~$ ls,"]
+    assert lines_of([]) == []
+
+
+@pytest.mark.slow
+def test_a_scanned_pdf_is_read_by_ocr_with_its_pages(tmp_path: Path, counter: TokenCounter,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from amsrag.ingest.parsers import ocr
+
+    if not ocr.available():
+        pytest.skip("the ocr extra is not installed")  # the test extra installs it: CI runs this test
+    source = DOCS / "debian-reference-p30-33.pdf"
+    scan = scan_of(source, tmp_path / "scan.pdf")
+    assert "no text layer" in skipped(scan, "pdf", ParseBudget(ocr_pages=0)) and "OCR is off" in skipped(
+        scan, "pdf", ParseBudget(ocr_pages=0))
+    two = scan_of(source, tmp_path / "two.pdf", pages=2)
+    assert "of 2 pages, more than ingest.ocr_max_pages (1)" in skipped(two, "pdf", ParseBudget(ocr_pages=1))
+    with monkeypatch.context() as absent:
+        absent.setitem(sys.modules, ocr.MODULE, None)
+        assert "pip install 'amsrag[ocr]'" in skipped(scan, "pdf")
+    parsed = parse_document(scan, "pdf")
+    assert parsed.pages == 1 and {b.page for b in parsed.blocks} == {1}
+    import pypdfium2 as pdfium
+
+    original = pdfium.PdfDocument(str(source))
+    layer = re.findall(r"[a-z]{4,}", original[0].get_textpage().get_text_range().lower())
+    original.close()
+    words = re.findall(r"[a-z]{4,}", extracted_text(parsed).lower())
+    recall = sum(min(words.count(w), layer.count(w)) for w in set(layer)) / len(layer)
+    assert recall >= 0.85, recall  # the words of the page's own text layer read back from its image (0.90)
+    got = document_passages(parsed, "docs/scan.pdf", "scan.pdf", "pdf", None, counter)
+    shell = containing(got, "Now you are in the shell")
+    assert shell.metadata["page"] == 1 and shell.metadata["type"] == "pdf"
 
 
 # ---------------------------------------------------------------- through an index, on both backends

@@ -129,3 +129,6 @@ class IngestConfig(Section):
         16.0, gt=0, description="HTML file size, DOCX / PPTX XML unzipped: a larger document is skipped (parsing "
         "HTML peaks at ~16x its size: 850 MB for a 50 MB page); DOCX / PPTX media count against max_file_mb")
     max_text_mb: float = Field(32.0, gt=0, description="text extracted from one document; past it the file is skipped")
+    ocr_max_pages: int = Field(
+        100, ge=0, description="pages of a PDF without a text layer (a scan) read by OCR, with the ocr extra "
+        "(RapidOCR on onnxruntime, ~5-20 s a page on one core); a longer scan is skipped, 0 turns OCR off")

@@ -57,6 +57,7 @@ class ParseBudget:
     max_markup_bytes: int = 16 << 20  # HTML file size; DOCX / PPTX XML parts once unzipped
     max_text_chars: int = 32 << 20
     max_package_bytes: int = 256 << 20  # DOCX / PPTX with their media once unzipped (ingest.max_file_mb)
+    ocr_pages: int = 100  # scanned PDF pages read by OCR per file (ingest.ocr_max_pages; 0: no OCR)
 
 
 class SkippedDocument(InputError):

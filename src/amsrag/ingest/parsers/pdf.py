@@ -166,6 +166,37 @@ def _info_title(doc: Any) -> str:
     return " ".join(str(title or "").split())
 
 
+def _has_text(page_lines: Sequence[Sequence[str]], pages: int) -> bool:
+    letters = sum(sum(c.isalnum() for c in line) for lines in page_lines for line in lines)
+    return letters >= _MIN_TEXT_PER_PAGE * max(pages, 1)
+
+
+def _ocr(path: Path, doc: Any, pages: int, budget: ParseBudget) -> list[list[str]]:
+    """The lines of every page of a PDF without a text layer, read by OCR (`ocr`); SkippedDocument when OCR is
+    off, not installed, over its page budget or finds no text either."""
+    from amsrag.ingest.parsers import ocr
+    from amsrag.lazy import extra_hint
+
+    scanned = "no text layer (an image-only or scanned PDF"
+    if budget.ocr_pages == 0:
+        raise SkippedDocument(path, f"{scanned}; OCR is off: ingest.ocr_max_pages = 0)")
+    if not ocr.available():
+        raise SkippedDocument(path, f"{scanned}; {extra_hint('ocr')} reads it by OCR)")
+    if pages > budget.ocr_pages:
+        raise SkippedDocument(path, f"{scanned} of {pages:,} pages, more than ingest.ocr_max_pages "
+                                    f"({budget.ocr_pages:,}) to read by OCR)")
+    page_lines = []
+    for index in range(pages):
+        page = doc[index]
+        try:
+            page_lines.append(ocr.page_lines(page, path.name, index + 1))
+        finally:
+            page.close()
+    if not _has_text(page_lines, pages):
+        raise SkippedDocument(path, f"{scanned}; OCR found no text either)")
+    return page_lines
+
+
 def parse_pdf(path: Path, budget: ParseBudget) -> ParsedDocument:
     doc = _open(path)
     try:
@@ -176,14 +207,14 @@ def parse_pdf(path: Path, budget: ParseBudget) -> ParsedDocument:
         page_lines = [_page_lines(doc, i) for i in range(pages)]
         for lines in page_lines:
             text_budget.take("\n".join(lines))
+        if not _has_text(page_lines, pages):
+            page_lines = _ocr(path, doc, pages, budget)
+            for lines in page_lines:
+                text_budget.take("\n".join(lines))
         outline = _outline(doc, pages)
         title = _info_title(doc)
     finally:
         doc.close()
-    if sum(sum(c.isalnum() for c in line) for lines in page_lines for line in lines) < _MIN_TEXT_PER_PAGE * max(
-        pages, 1
-    ):
-        raise SkippedDocument(path, "no text layer (an image-only or scanned PDF; amsrag has no OCR)")
     running = running_lines(page_lines)
     if all(not any(line.strip() for line in _strip_running(lines, running)) for lines in page_lines):
         running = set()  # nothing but repeated lines (a template, a test sheet): they are its content
