@@ -144,11 +144,13 @@ def test_the_tier_rule_sees_an_upward_import() -> None:
 
 
 # Packages that search over the store (or build a route on it), which the store and what it persists do not import
-# (issue 41): the store keeps data structures (`indexes/`, `tables/`) and builds no retriever.
+# (issue 41): the store keeps data structures (`indexes/`, `tables/`) and builds no retriever. `indexes/` and
+# `tables/` stand side by side on `config/` (what searches tables with BM25 is the store's `table_search.py`), so
+# neither adds a floor under the store.
 KEEPS_CLEAR_OF = {
     "store": {"retrieve", "retrievers", "structured", "themes", "ingest"},
     "indexes": {"retrieve", "retrievers", "structured", "themes", "store", "tables"},
-    "tables": {"retrieve", "retrievers", "structured", "themes", "store"},
+    "tables": {"retrieve", "retrievers", "structured", "themes", "store", "indexes"},
 }
 
 
@@ -164,5 +166,5 @@ def test_the_store_and_what_it_persists_import_no_searching() -> None:
 
 
 def test_the_clearance_rule_sees_a_crossing() -> None:
-    assert _crossings({"store": {"retrieve", "indexes"}, "tables": {"indexes"}}, KEEPS_CLEAR_OF) == [
-        "store -> retrieve"]
+    assert _crossings({"store": {"retrieve", "indexes"}, "tables": {"indexes", "config"}}, KEEPS_CLEAR_OF) == [
+        "store -> retrieve", "tables -> indexes"]

@@ -1,4 +1,4 @@
-"""The table store in PostgreSQL: the same API as `tables.store.TableStore`, in schema `amsrag_tables`.
+"""The table store in PostgreSQL: the same API as `store.embedded.tables.TableStore`, in schema `amsrag_tables`.
 
     amsrag_tables.catalog(table_id PRIMARY KEY, sql_name UNIQUE, doc_id, content_sha256, profile_json jsonb,
                           search_values jsonb)
@@ -30,7 +30,9 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from amsrag.errors import AmsragError, IndexBusyError, IndexNotFoundError, InputError, StorageError
+from amsrag.store.embedded.tables import INDEX_MIN_ROWS
 from amsrag.store.postgres.connection import CONNECT_TIMEOUT_S
+from amsrag.store.table_search import CatalogSearch, TableSearch
 from amsrag.tables.base import DEFAULT_ROW_LIMIT, DEFAULT_TIMEOUT_S, QueryRows, SqlRunner, SqlTimeout, TableHit
 from amsrag.tables.catalog import (
     TableDeleteReport,
@@ -43,8 +45,6 @@ from amsrag.tables.catalog import (
     validate_tables,
 )
 from amsrag.tables.guard import SqlExecutionError, guard
-from amsrag.tables.search import CatalogSearch, TableSearch
-from amsrag.tables.store import INDEX_MIN_ROWS
 from amsrag.tables.table import Table, TableProfile, profile_table, row_values
 
 T = TypeVar("T")

@@ -32,6 +32,7 @@ from urllib.parse import quote
 
 from amsrag.errors import AmsragError, IndexCorruptError, IndexNotFoundError, InputError, StorageError
 from amsrag.sqlite_wal import use_wal
+from amsrag.store.table_search import CatalogSearch, TableSearch
 from amsrag.tables.base import (
     ALLOWED_FUNCTIONS,
     DEFAULT_ROW_LIMIT,
@@ -51,7 +52,6 @@ from amsrag.tables.catalog import (
     sql_name_for,
     validate_tables,
 )
-from amsrag.tables.search import CatalogSearch, TableSearch
 from amsrag.tables.table import (
     Table,
     TableProfile,
@@ -326,7 +326,7 @@ class TableStore:
         return runner
 
     def search(self, question: str, k: int = 5) -> list[TableHit]:
-        """The `k` stored tables that best match `question` (BM25, see `tables.search`)."""
+        """The `k` stored tables that best match `question` (BM25, see `store.table_search`)."""
         return self._searcher().search(question, k)
 
     def _searcher(self) -> TableSearch:
