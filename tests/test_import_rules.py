@@ -168,3 +168,44 @@ def test_the_store_and_what_it_persists_import_no_searching() -> None:
 def test_the_clearance_rule_sees_a_crossing() -> None:
     assert _crossings({"store": {"retrieve", "indexes"}, "tables": {"indexes", "config"}}, KEEPS_CLEAR_OF) == [
         "store -> retrieve", "tables -> indexes"]
+
+
+# The package graph stands in at most nine floors (issue 41): a package's floor is one above the highest it
+# imports, the ground floor 0. What keeps it there: the front doors stand side by side on `access/` and `api/`
+# (the MCP server imports neither the HTTP service nor the framework adapters), the monitor draws through
+# `plotting.py` (not `evaluate/`), and `tables/` stands beside `indexes/` (above).
+MAX_FLOOR = 8
+STAND_APART = {
+    "mcp": {"serve", "integrations"},
+    "serve": {"mcp"},
+    "monitor": {"evaluate"},
+    "access": {"serve", "mcp", "cli", "monitor", "evaluate", "learn", "api", "integrations"},
+}
+
+
+def _floors(edges: dict[str, set[str]]) -> dict[str, int]:
+    """Each package's floor over an acyclic graph (the circle test above guards that)."""
+    floors: dict[str, int] = {}
+
+    def floor(node: str) -> int:
+        if node not in floors:
+            floors[node] = 1 + max((floor(nxt) for nxt in edges.get(node, ())), default=-1)
+        return floors[node]
+
+    for node in sorted(edges):
+        floor(node)
+    return floors
+
+
+def test_the_package_graph_stands_in_nine_floors() -> None:
+    edges, _ = _graph()
+    floors = _floors(edges)
+    assert floors["cli"] <= MAX_FLOOR, sorted(floors.items(), key=lambda kv: -kv[1])[:6]
+    crossed = _crossings(edges, STAND_APART)
+    assert not crossed, crossed
+
+
+def test_the_floor_rules_see_a_tenth_floor_and_a_crossing() -> None:
+    chain = {f"p{i}": {f"p{i + 1}"} for i in range(9)}
+    assert _floors(chain)["p0"] == 9 and _floors({"a": {"b", "c"}, "b": {"c"}})["a"] == 2
+    assert _crossings({"mcp": {"serve", "api", "access"}, "monitor": {"pipeline"}}, STAND_APART) == ["mcp -> serve"]
