@@ -4,7 +4,8 @@
   points down (function-level imports count: a lazy import is still a dependency);
 - no module imports another package's private names (`_name`, or a `_module`);
 - the training wing (`learn/`) and the command line (`cli/`) are imported by nothing else in the package:
-  running a query never loads fitting code.
+  running a query never loads fitting code;
+- the packages stand in at most nine floors, the front doors (`serve/`, `mcp/`) side by side on `access/`.
 """
 
 from __future__ import annotations
