@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from amsrag.ingest.tables import read_csv
-from amsrag.tables.store import TableStore
+from amsrag.store.embedded.tables import TableStore
 from amsrag.tables.table import Table
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "wikitablequestions"

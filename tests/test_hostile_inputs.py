@@ -164,7 +164,7 @@ def test_a_foreign_host_header_reaches_no_endpoint(keyless) -> None:
 
 
 def test_allowed_host_names() -> None:
-    from amsrag.serve.limits import allowed_host_names
+    from amsrag.access.limits import allowed_host_names
 
     assert allowed_host_names([], "127.0.0.1", False) == {"localhost", "127.0.0.1", "::1"}
     assert allowed_host_names([], "10.0.0.5", True) is None  # keys on every endpoint: any name

@@ -4,7 +4,8 @@
   points down (function-level imports count: a lazy import is still a dependency);
 - no module imports another package's private names (`_name`, or a `_module`);
 - the training wing (`learn/`) and the command line (`cli/`) are imported by nothing else in the package:
-  running a query never loads fitting code.
+  running a query never loads fitting code;
+- the packages stand in at most nine floors, the front doors (`serve/`, `mcp/`) side by side on `access/`.
 """
 
 from __future__ import annotations
@@ -144,11 +145,13 @@ def test_the_tier_rule_sees_an_upward_import() -> None:
 
 
 # Packages that search over the store (or build a route on it), which the store and what it persists do not import
-# (issue 41): the store keeps data structures (`indexes/`, `tables/`) and builds no retriever.
+# (issue 41): the store keeps data structures (`indexes/`, `tables/`) and builds no retriever. `indexes/` and
+# `tables/` stand side by side on `config/` (what searches tables with BM25 is the store's `table_search.py`), so
+# neither adds a floor under the store.
 KEEPS_CLEAR_OF = {
     "store": {"retrieve", "retrievers", "structured", "themes", "ingest"},
     "indexes": {"retrieve", "retrievers", "structured", "themes", "store", "tables"},
-    "tables": {"retrieve", "retrievers", "structured", "themes", "store"},
+    "tables": {"retrieve", "retrievers", "structured", "themes", "store", "indexes"},
 }
 
 
@@ -164,5 +167,46 @@ def test_the_store_and_what_it_persists_import_no_searching() -> None:
 
 
 def test_the_clearance_rule_sees_a_crossing() -> None:
-    assert _crossings({"store": {"retrieve", "indexes"}, "tables": {"indexes"}}, KEEPS_CLEAR_OF) == [
-        "store -> retrieve"]
+    assert _crossings({"store": {"retrieve", "indexes"}, "tables": {"indexes", "config"}}, KEEPS_CLEAR_OF) == [
+        "store -> retrieve", "tables -> indexes"]
+
+
+# The package graph stands in at most nine floors (issue 41): a package's floor is one above the highest it
+# imports, the ground floor 0. What keeps it there: the front doors stand side by side on `access/` and `api/`
+# (the MCP server imports neither the HTTP service nor the framework adapters), the monitor draws through
+# `plotting.py` (not `evaluate/`), and `tables/` stands beside `indexes/` (above).
+MAX_FLOOR = 8
+STAND_APART = {
+    "mcp": {"serve", "integrations"},
+    "serve": {"mcp"},
+    "monitor": {"evaluate"},
+    "access": {"serve", "mcp", "cli", "monitor", "evaluate", "learn", "api", "integrations"},
+}
+
+
+def _floors(edges: dict[str, set[str]]) -> dict[str, int]:
+    """Each package's floor over an acyclic graph (the circle test above guards that)."""
+    floors: dict[str, int] = {}
+
+    def floor(node: str) -> int:
+        if node not in floors:
+            floors[node] = 1 + max((floor(nxt) for nxt in edges.get(node, ())), default=-1)
+        return floors[node]
+
+    for node in sorted(edges):
+        floor(node)
+    return floors
+
+
+def test_the_package_graph_stands_in_nine_floors() -> None:
+    edges, _ = _graph()
+    floors = _floors(edges)
+    assert floors["cli"] <= MAX_FLOOR, sorted(floors.items(), key=lambda kv: -kv[1])[:6]
+    crossed = _crossings(edges, STAND_APART)
+    assert not crossed, crossed
+
+
+def test_the_floor_rules_see_a_tenth_floor_and_a_crossing() -> None:
+    chain = {f"p{i}": {f"p{i + 1}"} for i in range(9)}
+    assert _floors(chain)["p0"] == 9 and _floors({"a": {"b", "c"}, "b": {"c"}})["a"] == 2
+    assert _crossings({"mcp": {"serve", "api", "access"}, "monitor": {"pipeline"}}, STAND_APART) == ["mcp -> serve"]

@@ -202,7 +202,7 @@ def test_table_files_and_suffixes(tmp_path) -> None:
 
 
 def test_read_tables_into_the_store(tmp_path) -> None:
-    from amsrag.tables.store import TableStore
+    from amsrag.store.embedded.tables import TableStore
 
     p = write(tmp_path / "kb" / "590.csv", WTQ_LINE)
     with TableStore.open(tmp_path / "tables.sqlite", create=True) as store:

@@ -69,7 +69,7 @@ def test_the_metadata_comes_from_the_passages_the_engine_read(api_index) -> None
     as reading them again, for every system, also after the corrective step's merges."""
     from dataclasses import replace
 
-    from amsrag.integrations.passages import retrieved
+    from amsrag.api.passages import retrieved
 
     engine = api_index.engine
     for question, system in zip(QUESTIONS, ("full", "fixed", "A4", "bm25"), strict=True):

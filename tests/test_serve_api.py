@@ -11,10 +11,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from amsrag.access.settings import serve_config
 from amsrag.config import ServeConfig
 from amsrag.errors import InputError
 from amsrag.pipeline import Engine
-from amsrag.serve import Service, create_app, serve_config
+from amsrag.serve import Service, create_app
 from amsrag.serve.background import BackgroundServer
 
 KEY = "test-key-0123456789abcdef"

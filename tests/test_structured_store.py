@@ -9,9 +9,9 @@ import time
 import pytest
 
 from amsrag.errors import IndexCorruptError, IndexNotFoundError, StorageError
+from amsrag.store.embedded.tables import TableStore, TableStoreClosedError
 from amsrag.tables.base import SqlRefused
 from amsrag.tables.guard import check_sql, guard
-from amsrag.tables.store import TableStore, TableStoreClosedError
 from amsrag.tables.table import Table
 from amsrag.testing.tables import TableStoreConformance, cities, players
 
@@ -252,7 +252,7 @@ def test_postgres_write_failing_midway_leaves_nothing(pg_url) -> None:
 
 
 def test_catalog_search_tokenises_only_new_tables() -> None:
-    from amsrag.tables.search import CatalogSearch
+    from amsrag.store.table_search import CatalogSearch
     from amsrag.tables.table import profile_table
 
     tables = {t.table_id: t for t in (cities(), players())}

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from amsrag.store.embedded.tables import TableStore
 from amsrag.structured.text_to_sql import extract_sql, llm_answer, sql_prompt
 from amsrag.tables.base import SqlRefused
-from amsrag.tables.store import TableStore
 from amsrag.tables.table import Table
 
 

@@ -4,7 +4,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from amsrag.indexes.topk import topk_indices
+from amsrag.topk import topk_indices
 
 
 @given(st.lists(st.integers(0, 5), min_size=0, max_size=60), st.integers(1, 20))

@@ -17,7 +17,7 @@ from amsrag.errors import AmsragError, InputError
 from amsrag.serve.discovery import read_discovery
 
 KEY_ENV = "AMSRAG_API_KEY"  # the key this client sends
-KEYS_ENV = "AMSRAG_API_KEYS"  # the keys a service accepts (serve.launch); the first is sent when KEY_ENV is unset
+KEYS_ENV = "AMSRAG_API_KEYS"  # the keys a service accepts (access.settings); the first is sent when KEY_ENV is unset
 TIMEOUT_S = 300.0  # a generator may take long; the service's own request timeout ends a stuck request first
 
 

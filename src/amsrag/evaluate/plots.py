@@ -7,21 +7,10 @@ from typing import Any
 
 import numpy as np
 
+from amsrag.plotting import pyplot
 from amsrag.types import COMPLEXITIES
 
 STAGE_ORDER = ("embed", "classify", "retrieve:bm25", "retrieve:dense", "retrieve:graph", "fusion", "mmr")
-
-
-def pyplot():
-    """matplotlib.pyplot on the Agg backend (files only, no display)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 
 
 def quality_vs_calls(report: dict[str, Any], path: Path) -> Path:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from haystack import Document, component
 
-from amsrag.integrations.passages import engine_of, retrieve
+from amsrag.api.passages import engine_of, retrieve
 
 if TYPE_CHECKING:
     from amsrag.api import Index

@@ -15,7 +15,7 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict
 
-from amsrag.integrations.passages import engine_of, retrieve
+from amsrag.api.passages import engine_of, retrieve
 
 
 class AmsragRetriever(BaseRetriever):

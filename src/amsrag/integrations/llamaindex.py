@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
-from amsrag.integrations.passages import engine_of, retrieve
+from amsrag.api.passages import engine_of, retrieve
 
 if TYPE_CHECKING:
     from amsrag.api import Index

@@ -16,11 +16,14 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from amsrag.access.errors import ApiError, error_response
+from amsrag.access.limits import KeyCheck
+from amsrag.access.settings import serve_config
 from amsrag.api import Citation, Index, route_of
+from amsrag.api.passages import retrieved
 from amsrag.config import ServeConfig
 from amsrag.errors import AmsragError
 from amsrag.filters import Where
-from amsrag.integrations.passages import retrieved
 from amsrag.mcp.tools import (
     AskOut,
     AskPartOut,
@@ -32,8 +35,6 @@ from amsrag.mcp.tools import (
     WhereIn,
 )
 from amsrag.pipeline.systems import SYSTEMS
-from amsrag.serve.errors import ApiError, error_response
-from amsrag.serve.limits import KeyCheck
 from amsrag.types import Passage
 from amsrag.version import __version__
 
@@ -152,8 +153,6 @@ Transport = Literal["stdio", "http"]
 def run(index_dir: str, transport: Transport = "stdio", host: str | None = None, port: int | None = None,
         path: str = "/mcp") -> None:
     """Serve the index over `transport` until stopped (stdio: until the client closes the stream)."""
-    from amsrag.serve.launch import serve_config
-
     index = Index.open(index_dir)
     try:
         if transport == "stdio":

@@ -7,8 +7,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from amsrag.api import Citation, Route
+from amsrag.api.passages import Retrieved
 from amsrag.filters import Where
-from amsrag.integrations.passages import Retrieved
 
 Values = list[str] | str | None
 

@@ -1,4 +1,4 @@
-"""The monitor report's figures (matplotlib on the Agg backend, as `amsrag.evaluate.plots` draws)."""
+"""The monitor report's figures (matplotlib on the Agg backend, `amsrag.plotting`, as the evaluation draws)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from amsrag.audit.signals import RATES
-from amsrag.evaluate.plots import pyplot
+from amsrag.plotting import pyplot
 
 SHORT = {"escalated": "escalated", "gray_zone": "gray zone", "flagged": "flagged", "disagreement": "disagreement",
          "sufficiency_failed": "insufficient"}

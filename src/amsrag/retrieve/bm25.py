@@ -8,8 +8,8 @@ import numpy as np
 
 from amsrag.indexes.bm25 import BM25Index
 from amsrag.indexes.query_checks import check_k, check_query
-from amsrag.indexes.topk import topk_indices
 from amsrag.retrieve.base import RowLookup
+from amsrag.topk import topk_indices
 from amsrag.types import Hit
 
 

@@ -9,9 +9,9 @@ import numpy as np
 from amsrag.embed.encoder import Encoder
 from amsrag.errors import InputError
 from amsrag.indexes.query_checks import check_k, check_query
-from amsrag.indexes.topk import topk_indices
 from amsrag.indexes.vectors import VectorIndex
 from amsrag.retrieve.base import RowLookup
+from amsrag.topk import topk_indices
 from amsrag.types import Hit
 
 

@@ -25,12 +25,12 @@ import numpy as np
 
 from amsrag.indexes.allowed_rows import AllowedRows
 from amsrag.indexes.query_checks import check_k, check_query
-from amsrag.indexes.topk import topk_indices
 from amsrag.indexes.vectors import VectorIndex
 from amsrag.retrieve.base import Retriever, RowLookup, to_hits
 from amsrag.retrieve.bm25 import BM25Retriever
 from amsrag.retrieve.dense import DenseRetriever, check_query_vector
 from amsrag.retrieve.graph import GraphRetriever
+from amsrag.topk import topk_indices
 from amsrag.types import Hit
 
 GATHER_SHARE = 0.1  # dense: exact search over the gathered allowed vectors up to this share of the index

@@ -32,12 +32,12 @@ from amsrag.indexes.pagerank import (
     top_passages,
 )
 from amsrag.indexes.query_checks import check_k, check_query
-from amsrag.indexes.topk import topk_indices
 from amsrag.retrieve.dense import check_query_vector
 from amsrag.store.postgres.bm25_blobs import BM25State
 from amsrag.store.postgres.graph_state import GENERATION_KEY, GraphCache, GraphState
 from amsrag.store.postgres.graph_state import generation as graph_generation
 from amsrag.store.postgres.rows import RowNames
+from amsrag.topk import topk_indices
 from amsrag.types import Hit
 
 T = TypeVar("T")

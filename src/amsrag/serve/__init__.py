@@ -7,11 +7,11 @@ from amsrag.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from amsrag.serve.app import create_app
-    from amsrag.serve.launch import run, serve_config
+    from amsrag.serve.launch import run
     from amsrag.serve.service import Service
 
-__all__ = ["Service", "create_app", "run", "serve_config"]
+__all__ = ["Service", "create_app", "run"]
 __getattr__, __dir__ = lazy_exports(__name__, {
-    "create_app": "amsrag.serve.app", "run": "amsrag.serve.launch", "serve_config": "amsrag.serve.launch",
+    "create_app": "amsrag.serve.app", "run": "amsrag.serve.launch",
     "Service": "amsrag.serve.service",
 })

@@ -20,11 +20,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from amsrag.access.errors import ApiError, error_body
+from amsrag.access.limits import BodyLimit, HostCheck, KeyCheck, allowed_host_names, is_loopback
 from amsrag.errors import AmsragError, IndexBusyError, IndexCorruptError
 from amsrag.filters import Where
 from amsrag.pipeline.results import QuestionError, check_question
-from amsrag.serve.errors import COMMON_ERRORS, REVIEW_ERRORS, ApiError, error_body
-from amsrag.serve.limits import Admission, BodyLimit, HostCheck, KeyCheck, allowed_host_names, is_loopback
+from amsrag.serve.errors import COMMON_ERRORS, REVIEW_ERRORS
+from amsrag.serve.limits import Admission
 from amsrag.serve.service import Service
 from amsrag.serve.sources import media_type, safe_headers
 from amsrag.version import __version__

@@ -1,30 +1,11 @@
-"""API errors: every failure leaves the server as `{"error": {"code": "stable_code", "message": ...}}`."""
+"""The HTTP service's error responses as its OpenAPI document lists them (the error itself, and the body every
+failure leaves the server as: `amsrag.access.errors`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from pydantic import BaseModel, Field
-from starlette.responses import JSONResponse
-
-
-class ApiError(Exception):
-    """An error with an HTTP status and a stable machine-readable code."""
-
-    def __init__(self, status: int, code: str, message: str, headers: dict[str, str] | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-        self.headers = headers or {}
-
-
-def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:
-    return {"error": {"code": code, "message": message, **extra}}
-
-
-def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse(error_body(code, message), status_code=status, headers=headers)
 
 
 class ErrorDetail(BaseModel):

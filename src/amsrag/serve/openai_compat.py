@@ -21,11 +21,11 @@ from fastapi import FastAPI
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from amsrag.access.errors import ApiError
 from amsrag.filters import Where
 from amsrag.pipeline.results import check_question
 from amsrag.pipeline.systems import SYSTEMS
 from amsrag.serve.app import WHERE_HELP
-from amsrag.serve.errors import ApiError
 from amsrag.serve.limits import Admission
 from amsrag.serve.service import Service
 

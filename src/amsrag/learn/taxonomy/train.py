@@ -37,7 +37,7 @@ SEARCH_K = 3
 def table_context(data_dir: Path, workdir: Path, splits: Sequence[str]) -> dict[str, Any]:
     """One table store per WTQ split named (train / calibration / test), holding that split's tables."""
     from amsrag.learn.tables.data import load_tables, split_of
-    from amsrag.tables.store import TableStore
+    from amsrag.store.embedded.tables import TableStore
 
     tables = load_tables(data_dir)
     stores = {}

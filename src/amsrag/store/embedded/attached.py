@@ -25,9 +25,9 @@ from amsrag.store.embedded.core import (
 )
 from amsrag.store.embedded.manifest import write_atomic
 from amsrag.store.embedded.publish import EmbeddedPublish
+from amsrag.store.embedded.tables import TableStore
 from amsrag.store.query_library import QueryLibrary
 from amsrag.tables.catalog import TableDeleteReport, TableWriteReport
-from amsrag.tables.store import TableStore
 from amsrag.tables.table import Table
 
 

@@ -23,13 +23,13 @@ from amsrag.indexes.entity_graph import EntityGraph
 from amsrag.indexes.themes import Themes
 from amsrag.indexes.vectors import VectorIndex
 from amsrag.store.embedded.sqlite import PassageTable
+from amsrag.store.embedded.tables import TableStore
 from amsrag.store.query_library import QueryLibrary
 from amsrag.store.writes import (
     expected_params,
     param_differences,
     refusing_differences,
 )
-from amsrag.tables.store import TableStore
 
 COMPONENTS = ("bm25", "dense", "graph")
 DB_FILE = "passages.sqlite"
@@ -41,7 +41,7 @@ ALLOWED_KEPT = 32  # resolved filters kept per index (each a sorted row array)
 STAGE_TIMEOUT_S = 900.0  # staging waits for another writer's commit this long
 LIBRARY_FILE = "query_library.npz"
 LIBRARY_FORMAT = 1
-TABLES_FILE = "tables.sqlite"  # the index's tables (amsrag.tables.store), created by the first table added
+TABLES_FILE = "tables.sqlite"  # the index's tables (amsrag.store.embedded.tables), created by the first table added
 THEMES_DIR = "themes"  # the corpus themes of the global route (amsrag.themes), kept by amsrag.indexing.themes
 
 

@@ -1,4 +1,4 @@
-"""The table store in PostgreSQL: the same API as `tables.store.TableStore`, in schema `amsrag_tables`.
+"""The table store in PostgreSQL: the same API as `store.embedded.tables.TableStore`, in schema `amsrag_tables`.
 
     amsrag_tables.catalog(table_id PRIMARY KEY, sql_name UNIQUE, doc_id, content_sha256, profile_json jsonb,
                           search_values jsonb)
@@ -29,23 +29,20 @@ import psycopg
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from amsrag.errors import AmsragError, IndexBusyError, IndexNotFoundError, InputError, StorageError
+from amsrag.errors import AmsragError, IndexBusyError, IndexNotFoundError, StorageError
+from amsrag.store.embedded.tables import INDEX_MIN_ROWS
 from amsrag.store.postgres.connection import CONNECT_TIMEOUT_S
+from amsrag.store.table_search import CatalogSearch, TableSearch
+from amsrag.store.table_writes import TableLifecycle
 from amsrag.tables.base import DEFAULT_ROW_LIMIT, DEFAULT_TIMEOUT_S, QueryRows, SqlRunner, SqlTimeout, TableHit
 from amsrag.tables.catalog import (
     TableDeleteReport,
     TableWriteReport,
-    content_sha256,
     doc_id_of,
-    plan_writes,
     search_values,
-    sql_name_for,
-    validate_tables,
 )
 from amsrag.tables.guard import SqlExecutionError, guard
-from amsrag.tables.search import CatalogSearch, TableSearch
-from amsrag.tables.store import INDEX_MIN_ROWS
-from amsrag.tables.table import Table, TableProfile, profile_table, row_values
+from amsrag.tables.table import Table, TableProfile, row_values
 
 T = TypeVar("T")
 SCHEMA = "amsrag_tables"
@@ -96,6 +93,7 @@ class PgTableStore:
         self.reader_role = reader_role
         self._closed = False
         self._search = CatalogSearch()
+        self._writes = TableLifecycle(self._transaction, PgTableStatements(reader_role))
 
     @classmethod
     def open(cls, target: str | ConnectionPool, create: bool = False, pool_size: int = 4) -> PgTableStore:
@@ -220,60 +218,10 @@ class PgTableStore:
     # ---------------------------------------------------------------- writing
     def add(self, tables: Sequence[Table], replace: bool = False) -> TableWriteReport:
         """Store `tables` in one transaction (all or nothing); see `TableStore.add`."""
-        tables = list(tables)
-        validate_tables(tables)
-        if not tables:
-            return TableWriteReport()
-        hashes = [content_sha256(t) for t in tables]
-        added = replaced = skipped = n_rows = 0
-        written: list[str] = []
-        with self._transaction() as conn:
-            stored = {r[0]: (r[1], r[2]) for r in conn.execute(
-                f"SELECT table_id, sql_name, content_sha256 FROM {SCHEMA}.catalog WHERE table_id = ANY(%s)",
-                ([t.table_id for t in tables],)).fetchall()}
-            plan, skipped = plan_writes(tables, hashes, stored, replace)
-            for t, h, existed in plan:
-                name = sql_name_for(t.table_id)
-                if existed:
-                    conn.execute(f"DROP TABLE IF EXISTS {SCHEMA}.{stored[t.table_id][0]}")
-                    conn.execute(f"DELETE FROM {SCHEMA}.catalog WHERE table_id = %s", (t.table_id,))
-                    replaced += 1
-                else:
-                    other = conn.execute(f"SELECT table_id FROM {SCHEMA}.catalog WHERE sql_name = %s",
-                                         (name,)).fetchone()
-                    if other is not None:
-                        raise InputError(f"tables {t.table_id!r} and {other[0]!r} hash to the same SQL name {name}")
-                    added += 1
-                profile = profile_table(t, name)
-                conn.execute(pg_create_statement(profile))
-                cols = ["row_id"] + [x for c in profile.columns for x in (c.sql_name, c.num_name)]
-                with conn.cursor() as cur, cur.copy(f"COPY {SCHEMA}.{name} ({', '.join(cols)}) FROM STDIN") as copy:
-                    for values in row_values(t):
-                        copy.write_row(values)
-                for stmt in pg_index_statements(profile):
-                    conn.execute(stmt)
-                if self.reader_role:
-                    conn.execute(f"GRANT SELECT ON {SCHEMA}.{name} TO {READER_ROLE}")
-                conn.execute(f"INSERT INTO {SCHEMA}.catalog VALUES (%s, %s, %s, %s, %s, %s)",
-                             (t.table_id, name, doc_id_of(t), h, Jsonb(profile.to_dict()), Jsonb(search_values(t))))
-                n_rows += len(t.rows)
-                written.append(t.table_id)
-        return TableWriteReport(added, replaced, skipped, n_rows, tuple(written))
+        return self._writes.add(tables, replace)
 
     def delete(self, table_ids: Sequence[str]) -> TableDeleteReport:
-        ids = list(dict.fromkeys(table_ids))
-        if not ids:
-            raise InputError("no table ids to delete")
-        with self._transaction() as conn:
-            stored = dict(conn.execute(f"SELECT table_id, sql_name FROM {SCHEMA}.catalog WHERE table_id = ANY(%s)",
-                                       (ids,)).fetchall())
-            missing = [i for i in ids if i not in stored]
-            if missing:
-                raise InputError(f"{len(missing)} table id(s) not in the store, e.g. {missing[0]!r}; nothing deleted")
-            for i in ids:
-                conn.execute(f"DROP TABLE {SCHEMA}.{stored[i]}")
-            conn.execute(f"DELETE FROM {SCHEMA}.catalog WHERE table_id = ANY(%s)", (ids,))
-        return TableDeleteReport(len(ids), tuple(ids))
+        return self._writes.delete(table_ids)
 
     # ---------------------------------------------------------------- querying
     def runner(self, timeout_s: float = DEFAULT_TIMEOUT_S, row_limit: int = DEFAULT_ROW_LIMIT) -> PgTableRunner:
@@ -296,6 +244,47 @@ class PgTableStore:
             return {t: list(v) for t, v in rows}
 
         return self._search.searcher(self.generation(), entries, values_of)
+
+
+class PgTableStatements:
+    """PostgreSQL's SQL of a table write (`store.table_writes.TableStatements`); `reader_role`: grant the reader
+    role SELECT on every table written."""
+
+    def __init__(self, reader_role: bool) -> None:
+        self.reader_role = reader_role
+
+    def stored(self, conn: psycopg.Connection[Any], ids: Sequence[str]) -> dict[str, tuple[str, str]]:
+        return {r[0]: (r[1], r[2]) for r in conn.execute(
+            f"SELECT table_id, sql_name, content_sha256 FROM {SCHEMA}.catalog WHERE table_id = ANY(%s)",
+            (list(ids),)).fetchall()}
+
+    def remove_replaced(self, conn: psycopg.Connection[Any], table_id: str, sql_name: str) -> None:
+        conn.execute(f"DROP TABLE IF EXISTS {SCHEMA}.{sql_name}")
+        conn.execute(f"DELETE FROM {SCHEMA}.catalog WHERE table_id = %s", (table_id,))
+
+    def sql_name_owner(self, conn: psycopg.Connection[Any], sql_name: str) -> str | None:
+        other = conn.execute(f"SELECT table_id FROM {SCHEMA}.catalog WHERE sql_name = %s", (sql_name,)).fetchone()
+        return None if other is None else str(other[0])
+
+    def write_table(self, conn: psycopg.Connection[Any], table: Table, profile: TableProfile, sha256: str) -> None:
+        name = profile.sql_name
+        conn.execute(pg_create_statement(profile))
+        cols = ["row_id"] + [x for c in profile.columns for x in (c.sql_name, c.num_name)]
+        with conn.cursor() as cur, cur.copy(f"COPY {SCHEMA}.{name} ({', '.join(cols)}) FROM STDIN") as copy:
+            for values in row_values(table):
+                copy.write_row(values)
+        for stmt in pg_index_statements(profile):
+            conn.execute(stmt)
+        if self.reader_role:
+            conn.execute(f"GRANT SELECT ON {SCHEMA}.{name} TO {READER_ROLE}")
+        conn.execute(f"INSERT INTO {SCHEMA}.catalog VALUES (%s, %s, %s, %s, %s, %s)",
+                     (table.table_id, name, doc_id_of(table), sha256, Jsonb(profile.to_dict()),
+                      Jsonb(search_values(table))))
+
+    def remove(self, conn: psycopg.Connection[Any], sql_names: dict[str, str]) -> None:
+        for sql_name in sql_names.values():
+            conn.execute(f"DROP TABLE {SCHEMA}.{sql_name}")
+        conn.execute(f"DELETE FROM {SCHEMA}.catalog WHERE table_id = ANY(%s)", (list(sql_names),))
 
 
 class PgTableRunner:

@@ -23,9 +23,9 @@ from itertools import pairwise
 from amsrag.config import BM25Config
 from amsrag.errors import InputError
 from amsrag.indexes.bm25 import BM25Index, BM25Tokenizer
-from amsrag.indexes.topk import topk_indices
 from amsrag.tables.base import TableHit
 from amsrag.tables.table import TableProfile
+from amsrag.topk import topk_indices
 from amsrag.types import PassageRow
 
 TITLE_WEIGHT = 2  # title and column-name tokens count this many times

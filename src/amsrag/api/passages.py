@@ -1,6 +1,6 @@
-"""What every adapter hands on: `Engine.retrieve`'s passages in its order, each with the metadata the
-frameworks carry (score, rank, route, title, passage id; source, page, section, anchor and document when the ingest
-recorded them)."""
+"""What every adapter (`amsrag.integrations`, the MCP server) hands on: `Engine.retrieve`'s passages in its
+order, each with the metadata the frameworks carry (score, rank, route, title, passage id; source, page, section,
+anchor and document when the ingest recorded them)."""
 
 from __future__ import annotations
 

@@ -30,8 +30,10 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import quote
 
-from amsrag.errors import AmsragError, IndexCorruptError, IndexNotFoundError, InputError, StorageError
+from amsrag.errors import AmsragError, IndexCorruptError, IndexNotFoundError, StorageError
 from amsrag.sqlite_wal import use_wal
+from amsrag.store.table_search import CatalogSearch, TableSearch
+from amsrag.store.table_writes import TableLifecycle
 from amsrag.tables.base import (
     ALLOWED_FUNCTIONS,
     DEFAULT_ROW_LIMIT,
@@ -44,20 +46,14 @@ from amsrag.tables.base import (
 from amsrag.tables.catalog import (
     TableDeleteReport,
     TableWriteReport,
-    content_sha256,
     doc_id_of,
-    plan_writes,
     search_values,
-    sql_name_for,
-    validate_tables,
 )
-from amsrag.tables.search import CatalogSearch, TableSearch
 from amsrag.tables.table import (
     Table,
     TableProfile,
     create_statement,
     insert_statement,
-    profile_table,
     row_values,
 )
 
@@ -111,6 +107,7 @@ class TableStore:
         self._lock = threading.RLock()
         self._search = CatalogSearch()
         self._runners: weakref.WeakSet[SqliteTableRunner] = weakref.WeakSet()
+        self._writes = TableLifecycle(self._transaction, SqliteTableStatements())
 
     # ---------------------------------------------------------------- opening
     @classmethod
@@ -259,61 +256,11 @@ class TableStore:
     def add(self, tables: Sequence[Table], replace: bool = False) -> TableWriteReport:
         """Store `tables` in one transaction (all or nothing). A table id stored with the same content is
         skipped; with other content it is an InputError, unless `replace` (the old table is dropped)."""
-        tables = list(tables)
-        validate_tables(tables)
-        if not tables:
-            return TableWriteReport()
-        hashes = [content_sha256(t) for t in tables]
-        added = replaced = skipped = n_rows = 0
-        written: list[str] = []
-        with self._transaction() as conn:
-            stored = _stored(conn, [t.table_id for t in tables])
-            plan, skipped = plan_writes(tables, hashes, stored, replace)
-            for t, h, existed in plan:
-                name = sql_name_for(t.table_id)
-                if existed:
-                    conn.execute(f"DROP TABLE IF EXISTS {stored[t.table_id][0]}")
-                    conn.execute(f"DELETE FROM {CATALOG} WHERE table_id = ?", (t.table_id,))
-                    replaced += 1
-                else:
-                    other = conn.execute(f"SELECT table_id FROM {CATALOG} WHERE sql_name = ?", (name,)).fetchone()
-                    if other is not None:
-                        raise InputError(f"tables {t.table_id!r} and {other[0]!r} hash to the same SQL name {name}")
-                    added += 1
-                profile = profile_table(t, name)
-                conn.execute(create_statement(profile))
-                insert = insert_statement(profile)
-                batch: list[tuple[object, ...]] = []
-                for values in row_values(t):
-                    batch.append(values)
-                    if len(batch) >= INSERT_BATCH:
-                        conn.executemany(insert, batch)
-                        batch = []
-                if batch:
-                    conn.executemany(insert, batch)
-                for stmt in index_statements(profile):
-                    conn.execute(stmt)
-                conn.execute(f"INSERT INTO {CATALOG} VALUES (?, ?, ?, ?, ?, ?)",
-                             (t.table_id, name, doc_id_of(t), h, json.dumps(profile.to_dict(), ensure_ascii=False),
-                              json.dumps(search_values(t), ensure_ascii=False)))
-                n_rows += len(t.rows)
-                written.append(t.table_id)
-        return TableWriteReport(added, replaced, skipped, n_rows, tuple(written))
+        return self._writes.add(tables, replace)
 
     def delete(self, table_ids: Sequence[str]) -> TableDeleteReport:
         """Drop the tables (all or nothing: an id not stored is an InputError and nothing is deleted)."""
-        ids = list(dict.fromkeys(table_ids))
-        if not ids:
-            raise InputError("no table ids to delete")
-        with self._transaction() as conn:
-            stored = _stored(conn, ids)
-            missing = [i for i in ids if i not in stored]
-            if missing:
-                raise InputError(f"{len(missing)} table id(s) not in the store, e.g. {missing[0]!r}; nothing deleted")
-            for i in ids:
-                conn.execute(f"DROP TABLE {stored[i][0]}")
-                conn.execute(f"DELETE FROM {CATALOG} WHERE table_id = ?", (i,))
-        return TableDeleteReport(len(ids), tuple(ids))
+        return self._writes.delete(table_ids)
 
     # ---------------------------------------------------------------- querying
     def runner(self, timeout_s: float = DEFAULT_TIMEOUT_S, row_limit: int = DEFAULT_ROW_LIMIT) -> SqliteTableRunner:
@@ -326,7 +273,7 @@ class TableStore:
         return runner
 
     def search(self, question: str, k: int = 5) -> list[TableHit]:
-        """The `k` stored tables that best match `question` (BM25, see `tables.search`)."""
+        """The `k` stored tables that best match `question` (BM25, see `store.table_search`)."""
         return self._searcher().search(question, k)
 
     def _searcher(self) -> TableSearch:
@@ -349,14 +296,48 @@ class TableStore:
         return self._search.searcher(self.generation(), entries, values_of)
 
 
-def _stored(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, tuple[str, str]]:
-    """{table_id: (sql_name, content_sha256)} of the stored ones among `ids`."""
-    out: dict[str, tuple[str, str]] = {}
-    for i in range(0, len(ids), 900):
-        chunk = list(ids[i : i + 900])
-        q = f"SELECT table_id, sql_name, content_sha256 FROM {CATALOG} WHERE table_id IN ({','.join('?' * len(chunk))})"
-        out.update({r[0]: (r[1], r[2]) for r in conn.execute(q, chunk)})
-    return out
+class SqliteTableStatements:
+    """The embedded store's SQL of a table write (`store.table_writes.TableStatements`)."""
+
+    def stored(self, conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, tuple[str, str]]:
+        out: dict[str, tuple[str, str]] = {}
+        for i in range(0, len(ids), 900):
+            chunk = list(ids[i : i + 900])
+            q = (f"SELECT table_id, sql_name, content_sha256 FROM {CATALOG} "
+                 f"WHERE table_id IN ({','.join('?' * len(chunk))})")
+            out.update({r[0]: (r[1], r[2]) for r in conn.execute(q, chunk)})
+        return out
+
+    def remove_replaced(self, conn: sqlite3.Connection, table_id: str, sql_name: str) -> None:
+        conn.execute(f"DROP TABLE IF EXISTS {sql_name}")
+        conn.execute(f"DELETE FROM {CATALOG} WHERE table_id = ?", (table_id,))
+
+    def sql_name_owner(self, conn: sqlite3.Connection, sql_name: str) -> str | None:
+        other = conn.execute(f"SELECT table_id FROM {CATALOG} WHERE sql_name = ?", (sql_name,)).fetchone()
+        return None if other is None else str(other[0])
+
+    def write_table(self, conn: sqlite3.Connection, table: Table, profile: TableProfile, sha256: str) -> None:
+        conn.execute(create_statement(profile))
+        insert = insert_statement(profile)
+        batch: list[tuple[object, ...]] = []
+        for values in row_values(table):
+            batch.append(values)
+            if len(batch) >= INSERT_BATCH:
+                conn.executemany(insert, batch)
+                batch = []
+        if batch:
+            conn.executemany(insert, batch)
+        for stmt in index_statements(profile):
+            conn.execute(stmt)
+        conn.execute(f"INSERT INTO {CATALOG} VALUES (?, ?, ?, ?, ?, ?)",
+                     (table.table_id, profile.sql_name, doc_id_of(table), sha256,
+                      json.dumps(profile.to_dict(), ensure_ascii=False),
+                      json.dumps(search_values(table), ensure_ascii=False)))
+
+    def remove(self, conn: sqlite3.Connection, sql_names: dict[str, str]) -> None:
+        for table_id, sql_name in sql_names.items():
+            conn.execute(f"DROP TABLE {sql_name}")
+            conn.execute(f"DELETE FROM {CATALOG} WHERE table_id = ?", (table_id,))
 
 
 class SqliteTableRunner:
