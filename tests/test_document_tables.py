@@ -91,6 +91,20 @@ def test_docx_real_table_has_its_grid_layout_and_headerless_tables_do_not() -> N
     assert "Spring duties" in headings and "Autumn duties" in headings  # the layout table's content
 
 
+def test_pptx_real_table_has_its_grid_and_a_table_without_header_row_does_not() -> None:
+    pytest.importorskip("pptx")
+    deck = parse_document(DOCS / "ferries.pptx", "pptx")
+    tables = [b for b in deck.blocks if b.kind == "table"]
+    assert [(t.page, t.grid is not None) for t in tables] == [(1, True), (2, False)]  # the ticket office: no header
+    grid = tables[0].grid
+    assert grid is not None and grid.header == ("Route", "Departs", "Pier")
+    assert grid.rows[1] == ("Harbour to Headland", "16:15", "Pier 2")  # the merged cell repeated
+    (table,) = document_tables(deck, "kb/ferries.pptx", "ferries.pptx", "pptx")
+    assert table.table_id == "kb/ferries.pptx#table-1" and table.metadata["type"] == "pptx"
+    slides = parse_document(DOCS / "slides.pptx", "pptx")  # one data row: not a real table
+    assert [b.grid for b in slides.blocks if b.kind == "table"] == [None]
+
+
 def test_document_tables_ids_titles_and_provenance() -> None:
     doc = parse_document(DOCS / "observatories.html", "html")
     (table,) = document_tables(doc, "kb/observatories.html", "observatories.html", "html")
@@ -128,14 +142,16 @@ def test_build_answers_over_document_tables_and_sync_replaces_them_with_their_do
     pytest.importorskip("docx")
     docs = tmp_path / "kb"
     docs.mkdir()
-    for name in ("observatories.html", "fleet.docx"):
+    for name in ("observatories.html", "fleet.docx", "ferries.pptx"):
         shutil.copy(DOCS / name, docs / name)
     idx = tmp_path / "idx"
     r = runner.invoke(app, ["index", "build", str(docs), "--index", str(idx), "--json", "-q"])
     assert r.exit_code == 0, r.output
-    assert json.loads(r.stdout.strip().splitlines()[-1])["tables"]["added"] == 2
+    assert json.loads(r.stdout.strip().splitlines()[-1])["tables"]["added"] == 3
     # one table each: the layout tables and the tables without a header row give none
-    assert _table_ids(idx) == ["kb/fleet.docx#table-1", "kb/observatories.html#table-1"]
+    assert _table_ids(idx) == ["kb/ferries.pptx#table-1", "kb/fleet.docx#table-1", "kb/observatories.html#table-1"]
+    (docs / "ferries.pptx").unlink()
+    assert _sync(docs, idx)["tables"]["deleted"] == 1
 
     widest = _ask(idx, "Which observatory has the largest aperture?")
     assert widest["trace"]["strategy"] == "table" and widest["answer"] == "Saltmarsh Point"

@@ -17,8 +17,9 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from amsrag.ingest.parsers.base import Block, ParseBudget, ParsedDocument, SkippedDocument, TextBudget, mib
+from amsrag.ingest.parsers.base import Block, Grid, ParseBudget, ParsedDocument, SkippedDocument, TextBudget, mib
 from amsrag.ingest.parsers.docx_tables import docx_grid, is_layout, layout_blocks, style_name
+from amsrag.ingest.parsers.grids import real_grid
 
 _HEADING_STYLE = re.compile(r"^heading\s*(\d)$", re.IGNORECASE)
 _CODE_STYLES = ("code", "source", "preformatted", "verbatim", "macro text")
@@ -125,10 +126,25 @@ def parse_docx(path: Path, budget: ParseBudget) -> ParsedDocument:
     return ParsedDocument(title=title, blocks=blocks)
 
 
+def pptx_grid(table: Any) -> Grid | None:
+    """A PowerPoint table with its "Header Row" option on, as a grid when it is a real table (`grids`); a merged
+    cell's text is repeated into the cells it covers (python-pptx leaves those empty)."""
+    if not table.first_row:
+        return None
+    rows = [[" ".join(c.text.split()) for c in row.cells] for row in table.rows]
+    for r, row in enumerate(table.rows):
+        for c, cell in enumerate(row.cells):
+            if cell.is_merge_origin:
+                for covered in rows[r : r + cell.span_height]:
+                    covered[c : c + cell.span_width] = [rows[r][c]] * len(covered[c : c + cell.span_width])
+    return real_grid(rows[0], rows[1:]) if rows else None
+
+
 def _shape_blocks(shape: Any, page: int, budget: TextBudget) -> list[Block]:
     if getattr(shape, "has_table", False) and shape.has_table:
         rows = [" | ".join(" ".join(c.text.split()) for c in row.cells) for row in shape.table.rows]
-        return [Block("table", budget.take("\n".join(r for r in rows if r.strip(" |"))), 0, page)]
+        return [Block("table", budget.take("\n".join(r for r in rows if r.strip(" |"))), 0, page,
+                      grid=pptx_grid(shape.table))]
     if getattr(shape, "shape_type", None) is not None and hasattr(shape, "shapes"):  # a group
         return [b for sub in shape.shapes for b in _shape_blocks(sub, page, budget)]
     if not getattr(shape, "has_text_frame", False) or not shape.has_text_frame:
