@@ -66,6 +66,17 @@ _TYPE_LINE = re.compile(r"(?m)^[ \t]*(?:[-*+][ \t]+)?Type:[ \t]*(?P<v>[^\n|]+)")
 _LIST_SEP = re.compile(r"\s*(?:,|\|| or )\s*")
 
 
+@dataclass(frozen=True, slots=True)
+class DocRow:
+    """One row of one item: the answer audited, the passage it is cited to, and its features."""
+
+    kind: str
+    label: int
+    answer: str
+    cited: Passage
+    features: Any  # AuditFeatures
+
+
 @dataclass(slots=True)
 class DocRows:
     x: np.ndarray
@@ -137,8 +148,8 @@ def neighbour(item: Item, same_kind_in_file: Sequence[Item], wrong_f1: float) ->
 
 
 def item_rows(item: Item, items: Sequence[Item], reader: SpanReader, seed: int, candidates: int,
-              wrong_f1: float) -> list[tuple[str, int, Any]]:
-    """(kind, label, AuditFeatures) of one documentation item (see the module docstring)."""
+              wrong_f1: float) -> list[DocRow]:
+    """The rows of one documentation item (see the module docstring)."""
     from amsrag.learn.common import seeded_rank
 
     answer = item.answers[0]
@@ -146,42 +157,45 @@ def item_rows(item: Item, items: Sequence[Item], reader: SpanReader, seed: int, 
     cited = [_passage(gold.title, gold.text, 0)]
     q = item.question
     r = reader.answer_support(q, cited, [answer], candidates=candidates)
-    out: list[tuple[str, int, Any]] = [("doc-gold", 1, audit_features(q, answer, cited, False, r.answers[0],
-                                                                       r.top_prob))]
+    out = [DocRow("doc-gold", 1, answer, cited[0], audit_features(q, answer, cited, False, r.answers[0],
+                                                                 r.top_prob))]
     wrong = next((c for c in r.candidates if _is_wrong(c.answer, item.answers, wrong_f1)), None)
     if wrong is not None:
-        out.append(("doc-wrong", 0, audit_features(q, wrong.answer, cited, False, wrong, r.top_prob)))
+        out.append(DocRow("doc-wrong", 0, wrong.answer, cited[0], audit_features(q, wrong.answer, cited, False,
+                                                                                 wrong, r.top_prob)))
     distractors = [p for p in item.paras if not p.gold]
     if distractors:
         dis = [_passage(distractors[0].title, distractors[0].text, 1)]
         rd = reader.answer_support(q, dis, [answer])
-        out.append(("doc-distractor", 0, audit_features(q, answer, dis, False, rd.answers[0], rd.top_prob)))
+        out.append(DocRow("doc-distractor", 0, answer, dis[0], audit_features(q, answer, dis, False, rd.answers[0],
+                                                                              rd.top_prob)))
     same_kind = [it for it in items if it.qtype == item.qtype]
     near = near_misses(item, [it for it in same_kind if it.group == item.group], wrong_f1)
     if near:
         pick = min(near, key=lambda v: seeded_rank(seed, item.id + "\x1f" + v))
         rn = reader.answer_support(q, cited, [pick])
-        out.append(("doc-near", 0, audit_features(q, pick, cited, False, rn.answers[0], rn.top_prob)))
+        out.append(DocRow("doc-near", 0, pick, cited[0], audit_features(q, pick, cited, False, rn.answers[0],
+                                                                        rn.top_prob)))
     other = neighbour(item, [it for it in same_kind if it.group == item.group], wrong_f1)
     if other is not None:
         op = other.paras[other.answer_para]
         theirs = [_passage(op.title, op.text, 2)]
         ro = reader.answer_support(q, theirs, [other.answers[0]])
-        out.append(("doc-neighbour", 0, audit_features(q, other.answers[0], theirs, False, ro.answers[0],
-                                                       ro.top_prob)))
+        out.append(DocRow("doc-neighbour", 0, other.answers[0], theirs[0],
+                          audit_features(q, other.answers[0], theirs, False, ro.answers[0], ro.top_prob)))
     return out
 
 
-def build_doc_rows(docs_dir: Path, names: Sequence[str], reader: SpanReader, seed: int = 13, candidates: int = 5,
+def build_doc_rows(docs_dir: Path, sets: Sequence[DocSet], reader: SpanReader, seed: int = 13, candidates: int = 5,
                    wrong_f1: float = 0.3, progress: Callable[[int, int], None] | None = None) -> DocRows:
-    """The rows of the documentation sets `names` (folders under `docs_dir`), with their provenance."""
+    """The rows of the documentation `sets` (folders under `docs_dir`), with their provenance."""
     from amsrag.learn.reader.doc_data import doc_items, doc_passages
 
     xs, ys, qi, splits, dsets, kinds, sources = [], [], [], [], [], [], []
     questions: list[str] = []
-    sets: dict[str, dict[str, Any]] = {}
-    for name in names:
-        ds = doc_set(name)
+    provenance: dict[str, dict[str, Any]] = {}
+    for ds in sets:
+        name = ds.name
         folder = Path(docs_dir) / ds.folder
         if not folder.is_dir():
             raise FileNotFoundError(f"documentation set {name!r} not found at {folder} "
@@ -189,21 +203,21 @@ def build_doc_rows(docs_dir: Path, names: Sequence[str], reader: SpanReader, see
         items = doc_items(doc_passages(folder, name), name, seed)
         n_rows = 0
         for n, item in enumerate(items):
-            for kind, label, feats in item_rows(item, items, reader, seed, candidates, wrong_f1):
-                xs.append(feats.values)
-                ys.append(label)
+            for row in item_rows(item, items, reader, seed, candidates, wrong_f1):
+                xs.append(row.features.values)
+                ys.append(row.label)
                 qi.append(len(questions))
                 splits.append(ds.split)
                 dsets.append(f"docs:{name}")
-                kinds.append(kind)
-                sources.append(feats.source)
+                kinds.append(row.kind)
+                sources.append(row.features.source)
                 n_rows += 1
             questions.append(item.question)
             if progress is not None:
                 progress(n + 1, len(items))
-        sets[name] = {"repo": ds.repo, "commit": ds.commit, "licence": ds.licence, "folder": ds.folder,
+        provenance[name] = {"repo": ds.repo, "commit": ds.commit, "licence": ds.licence, "folder": ds.folder,
                       "split": ds.split, "sha256": folder_sha256(folder), "items": len(items), "rows": n_rows}
     width = len(xs[0]) if xs else 0
     return DocRows(np.vstack(xs) if xs else np.zeros((0, width)), np.array(ys, dtype=np.int64),
                    np.array(qi, dtype=np.int64), np.array(splits), np.array(dsets), np.array(kinds),
-                   np.array(sources), questions, sets)
+                   np.array(sources), questions, provenance)
