@@ -79,3 +79,16 @@ def test_registered_sets_are_not_evaluated_sets_and_split_by_set() -> None:
     assert all(len(s.commit) == 40 for s in DOC_SETS)
     with pytest.raises(ValueError):
         doc_set("mkdocs")
+
+
+def test_doc_default_reads_whose_default_the_answer_is() -> None:
+    from amsrag.audit.features import doc_default
+
+    title, text = "Configuring Tool › brace_style", CONFIG_MD.split("## brace_style")[1].split("## hard_tabs")[0]
+    asked = "What is the default value of brace_style?"
+    assert doc_default(asked, '"SameLineWhere"', [title], [text]) > 0
+    assert doc_default(asked, "PreferSameLine", [title], [text]) == -1.0  # a possible value, not the default
+    other = doc_default("What is the default value of max_width?", "SameLineWhere", [title], [text])
+    assert -1.0 < other < doc_default(asked, "SameLineWhere", [title], [text])  # another setting's default
+    assert doc_default("Which option sets the brace style?", "brace_style", [title], [text]) == 0.0
+    assert doc_default("What is the default of css.include?", "[]", ["css › css.include"], ["Default: []"]) > 0

@@ -221,7 +221,8 @@ def with_doc_rows(rows: Rows, docs_dir: Path, config: AuditDataConfig, reader: S
     `rows.questions`); the sha256 covers each set's files and the documentation rows' settings."""
     from amsrag.learn.audit.doc_rows import build_doc_rows, doc_set
 
-    doc = build_doc_rows(docs_dir, [doc_set(n) for n in config.doc_sets], reader, config.seed, config.candidates, config.wrong_f1)
+    doc = build_doc_rows(docs_dir, [doc_set(n) for n in config.doc_sets], reader, config.seed, config.candidates,
+                         config.wrong_f1)
     h = hashlib.sha256(f"{rows.sha256}|docs-1".encode())
     for name, info in doc.sets.items():
         h.update(f"|{name}:{info['split']}:{info['sha256']}".encode())
