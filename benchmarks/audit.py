@@ -1,6 +1,6 @@
 """Citation-support audit benchmark: writes docs/benchmarks/audit.{md,json}.
 
-    OMP_NUM_THREADS=1 python benchmarks/audit.py [--data ../shared/data]
+    OMP_NUM_THREADS=1 python benchmarks/audit.py [--data ../shared/data] [--docs /work/docs_corpora]
 
 Evaluates the shipped artifact (src/amsrag/data/audit) on the held-out test split of its own training rows
 (held out by question; the rows' sha256 is checked against the card): ROC-AUC, ECE (15 bins), Brier, the
@@ -33,7 +33,6 @@ from amsrag.config import cache_root  # noqa: E402
 from amsrag.generate.span_reader import SpanReader  # noqa: E402
 from amsrag.learn.audit.data import answer_of, build_rows, cited_passages, load_pools_for  # noqa: E402
 from amsrag.learn.audit.train import (  # noqa: E402
-    TRAIN_COMMAND,
     AuditTrainConfig,
     evaluate_head,
     fit_head,
@@ -104,8 +103,15 @@ def write_report(res: dict[str, Any]) -> None:
              f"supported answers are flagged. Held out by "
              f"question; questions the span reader trained on are left out of every split "
              f"({res['data']['dropped_reader_training']} of {res['data']['questions_loaded']}). "
-             f"Training rows sha256 matches the card: {res['artifact_matches_data']}.", "",
-             "| split | questions | rows | supported |", "|---|---:|---:|---:|"]
+             f"Training rows sha256 matches the card: {res['artifact_matches_data']}.", ""]
+    docs = res["data"].get("doc_sets") or {}
+    if docs:
+        sets = ", ".join(f"{n} ({d['split']}, {d['rows']} rows)" for n, d in docs.items())
+        lines += [f"Documentation rows (`learn/audit/doc_rows.py`, issue 37), a whole set in the train or cal split, "
+                  f"none in test: {sets}. Their questions count in the table below; the test split is QA only. "
+                  f"Leave one documentation set out: docs/benchmarks/audit-docs.json "
+                  f"(`benchmarks/audit_docs.py`).", ""]
+    lines += ["| split | questions | rows | supported |", "|---|---:|---:|---:|"]
     for s in ("train", "cal", "test"):
         lines.append(f"| {s} | {res['questions'][s]} | {res['rows'][s]} | {res['positives'][s]} |")
     lines += ["", "## Held-out test split", "",
@@ -175,15 +181,18 @@ def write_report(res: dict[str, Any]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--data", type=Path, default=SHARED_DATA)
+    parser.add_argument("--docs", type=Path, default=Path("/work/docs_corpora"),
+                        help="the documentation corpora, when the artifact was trained with documentation rows")
     args = parser.parse_args()
     model = SupportModel.load()
     tc = model.meta["train_config"]
-    config = AuditTrainConfig(**{k: v for k, v in tc.items() if k in AuditTrainConfig.__dataclass_fields__})
+    config = AuditTrainConfig(**{k: tuple(v) if k == "doc_sets" else v for k, v in tc.items()
+                                 if k in AuditTrainConfig.__dataclass_fields__})
     reader = SpanReader.load()
-    rows = build_rows(args.data, config.data_config(), reader, cache_root() / "audit-features")
+    rows = build_rows(args.data, config.data_config(), reader, cache_root() / "audit-features", docs_dir=args.docs)
     cal, te = rows.split == "cal", rows.split == "test"
     res: dict[str, Any] = {
-        "command": COMMAND, "train_command": TRAIN_COMMAND, "date": time.strftime("%Y-%m-%d"),
+        "command": COMMAND, "train_command": config.rebuild_command(), "date": time.strftime("%Y-%m-%d"),
         "data_sha256": rows.sha256, "artifact_matches_data": rows.sha256 == model.meta["training_data"]["sha256"],
         "train_config": tc, "data": rows.stats,
         "questions": {s: len(set(rows.question[rows.split == s].tolist())) for s in ("train", "cal", "test")},

@@ -93,11 +93,22 @@ def build_index(corpus: Path, index: Path, name: str) -> None:
                     "-q"], check=True, env=env)
 
 
-def run_set(name: str, index: Path, questions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def open_engine(index: Path, audit_artifact: Path | None) -> Any:
+    """The engine over `index` with its own configuration; `audit_artifact`: audit with that artifact instead."""
     from amsrag.pipeline import Engine
+    from amsrag.store.open import open_index
 
+    if audit_artifact is None:
+        return Engine.open(index)
+    opened = open_index(index)
+    audit = opened.config.audit.model_copy(update={"artifact": str(audit_artifact)})
+    return Engine(opened, config=opened.config.model_copy(update={"audit": audit}))
+
+
+def run_set(name: str, index: Path, questions: list[dict[str, Any]],
+            audit_artifact: Path | None = None) -> list[dict[str, Any]]:
     rows = []
-    with Engine.open(index) as engine:
+    with open_engine(index, audit_artifact) as engine:
         for q in questions:
             t = time.perf_counter()
             r = engine.ask(q["question"])
@@ -222,6 +233,7 @@ def main() -> None:
     ap.add_argument("--corpora", type=Path, default=Path("/work/docs_corpora"))
     ap.add_argument("--indexes", type=Path, default=Path("/work/docs_idx"))
     ap.add_argument("--build", action="store_true", help="rebuild the indexes")
+    ap.add_argument("--audit-artifact", type=Path, help="audit with this artifact instead of the shipped one")
     ap.add_argument("--fit-defaults", metavar="SET", help="calibrate the reader's default statements on SET's "
                     "questions and write the confidence into the card of the reader in src/ (doc_cues)")
     ap.add_argument("--report", action="store_true", help="rescore the stored runs (judged.csv) and print the table")
@@ -253,7 +265,7 @@ def main() -> None:
             index = args.indexes / name
             if args.build or not (index / "manifest.json").exists():
                 build_index(args.corpora / SETS[name], index, name)
-            run["rows"] += run_set(name, index, load_questions(name))
+            run["rows"] += run_set(name, index, load_questions(name), args.audit_artifact)
         if earlier:
             run["command"] = results[args.label]["command"] + "; " + run["command"]
         results[args.label] = run

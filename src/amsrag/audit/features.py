@@ -8,7 +8,12 @@ No NLI model runs offline here, so the signal is built from what amsrag has:
   key entities (capitalised spans, quoted strings, dates, titles: no NER model, so an audit loads no spaCy)
   and content terms covered by the cited text and by the sentences holding the answer, the answer's shape
   against the expected answer type, and for a multi-hop question a bridge between the cited passages
-  (`correct.sufficiency.find_bridge`).
+  (`correct.sufficiency.find_bridge`);
+- documentation (`doc_default`, issue 37): for a question asking for a default, whether the answer is the
+  default the cited text states for the setting the question names (`generate.doc_cues.default_answers`),
+  another default it states, or none: the reader barely reads "Default: false" lines, and the wrong answers
+  there are the other values of the same passage (its "Possible values", its "Type:" line) or another
+  setting's default.
 An answer the reader cannot read (Chinese) is audited on the text features alone (`text_only`).
 """
 
@@ -30,13 +35,15 @@ from amsrag.generate.reader_spans import SpanSupport
 from amsrag.indexes.entities import entity_key
 from amsrag.text.questions import is_yesno_question, question_options
 from amsrag.text.sentences import split_sentences
+from amsrag.types import Passage
 
 # 2: question entities and bridge entities without spaCy (`ner=False`), so auditing loads no NER model
-FEATURE_VERSION = 2
+# 3: `doc_default` (issue 37)
+FEATURE_VERSION = 3
 READER_FEATURES: tuple[str, ...] = ("r_prob", "r_logit", "r_rel", "r_found")
 TEXT_FEATURES: tuple[str, ...] = (
     "ans_exact", "ans_tok_cov", "ans_in_question", "yesno", "type_ok", "ent_cov", "ent_min", "has_ent",
-    "term_cov", "sent_cov", "sent_ent", "multi_hop", "bridge", "n_cited", "ans_len",
+    "term_cov", "sent_cov", "sent_ent", "multi_hop", "bridge", "n_cited", "ans_len", "doc_default",
 )
 FEATURE_NAMES: tuple[str, ...] = READER_FEATURES + TEXT_FEATURES
 N_TEXT = len(TEXT_FEATURES)
@@ -98,6 +105,33 @@ def _type_ok(question: str, answer: str) -> float:
     return 1.0
 
 
+def _light(s: str) -> str:
+    """Lower case, quotes and backticks stripped, white space collapsed: "[]" keeps its brackets (SQuAD
+    normalisation empties it), "'docs'" reads as docs."""
+    s = re.sub(r"[`\"“”‘’']", "", s.lower())
+    return " ".join(s.split()).strip(" .,;:")
+
+
+_DEFAULT_LEVELS = {"owner": 1.0, "heading": 0.5}
+
+
+def doc_default(question: str, answer: str, titles: Sequence[str], texts: Sequence[str]) -> float:
+    """0 unless the question asks for a default; then 1 when the answer is the default the cited text states
+    for the setting the question names, 0.5 for a heading the question names, 0.25 for a default of no named
+    owner, -1 when it is no default the cited text states."""
+    from amsrag.generate.doc_cues import DEFAULT_QUESTION, default_answers
+
+    if not DEFAULT_QUESTION.search(question):
+        return 0.0
+    cited = [Passage(f"c{i}", text, title) for i, (title, text) in enumerate(zip(titles, texts, strict=True))]
+    light, norm = _light(answer), normalize_answer(answer)
+    best = -1.0
+    for found in default_answers(question, cited):
+        if (light and _light(found.value) == light) or (norm and normalize_answer(found.value) == norm):
+            best = max(best, _DEFAULT_LEVELS.get(found.level, 0.25))
+    return best
+
+
 def text_features(question: str, answer: str, passages: Sequence[Any], multi_hop: bool) -> list[float]:
     """`TEXT_FEATURES` of one answer against the cited passages (dicts or objects with id / title / text)."""
     titles = [passage_field(p, "title") for p in passages]
@@ -142,7 +176,7 @@ def text_features(question: str, answer: str, passages: Sequence[Any], multi_hop
     return [exact, tok_cov, in_question, 1.0 if yesno else 0.0, _type_ok(question, answer),
             float(np.mean(covs)) if covs else 0.0, float(min(covs)) if covs else 0.0, 1.0 if keys else 0.0,
             term_cov, sent_cov, sent_ent, 1.0 if multi_hop else 0.0, bridge, math.log1p(len(passages)),
-            math.log1p(len(a_tokens))]
+            math.log1p(len(a_tokens)), doc_default(question, answer, titles, texts)]
 
 
 def audit_features(question: str, answer: str, passages: Sequence[Any], multi_hop: bool,

@@ -7,6 +7,7 @@ of each was chosen on that split too (`amsrag train audit train`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -71,10 +72,14 @@ class SupportModel:
         return save_artifact(directory, FORMAT, arrays, card)
 
     @classmethod
-    def load(cls, path: Path | str | None = None) -> SupportModel:
-        """An artifact directory (None or "": the one shipped in the package), its sha256 checked."""
+    def load(cls, path: Path | str | None = None,
+             feature_spec: tuple[int, Sequence[str]] | None = None) -> SupportModel:
+        """An artifact directory (None or "": the one shipped in the package), its sha256 checked.
+        `feature_spec` (version, names): accept an artifact of that spec instead of this amsrag's (a
+        benchmark comparing against an older artifact, scoring the columns it names)."""
         artifact = load_artifact(Path(path) if path else shipped_artifact_dir(), FORMAT)
-        check_features(artifact, FORMAT, FEATURE_VERSION, FEATURE_NAMES)
+        version, names = feature_spec or (FEATURE_VERSION, FEATURE_NAMES)
+        check_features(artifact, FORMAT, version, names)
         heads: dict[str, SupportHead] = {}
         for name in HEADS:
             spec = artifact.card.get("heads", {}).get(name)

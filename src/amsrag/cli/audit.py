@@ -43,6 +43,9 @@ def train_cmd(
     calibration: Annotated[str, typer.Option("--calibration", help="platt|isotonic|temperature|none")] = "platt",
     cache: Annotated[Path | None, typer.Option("--cache", help="feature cache directory")] = None,
     report_file: Annotated[Path | None, typer.Option("--report", help="also write the full report as JSON")] = None,
+    docs: Annotated[Path | None, typer.Option(
+        "--docs", help="folder of the documentation corpora (benchmarks/docs_qa/README.md): adds the rows of "
+                       "the documentation sets of amsrag.learn.audit.doc_rows to the train / cal splits")] = None,
     as_json: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -53,6 +56,7 @@ def train_cmd(
     from amsrag.generate.reader_model import SpanReader
     from amsrag.ingest.dataset_facts import default_data_dir
     from amsrag.learn.audit.data import build_rows
+    from amsrag.learn.audit.doc_rows import DOC_SET_NAMES
     from amsrag.learn.audit.train import AuditTrainConfig, train
     from amsrag.progress import progress_for
 
@@ -60,12 +64,13 @@ def train_cmd(
         raise InputError(f"unknown calibration method {calibration!r}; use one of: {', '.join(EVAL_CALIBRATIONS)}")
     if model not in ("gbdt", "logistic"):
         raise InputError(f"unknown model {model!r}; use gbdt or logistic")
-    config = AuditTrainConfig(seed=seed, model=model, calibration=calibration)
+    config = AuditTrainConfig(seed=seed, model=model, calibration=calibration,
+                              doc_sets=DOC_SET_NAMES if docs is not None else ())
     data_dir = data or default_data_dir()
     reader = SpanReader.load()
     with progress_for(err, quiet) as progress, progress.task("audit rows (reader + features)", None) as advance:
         rows = build_rows(data_dir, config.data_config(), reader, cache or cache_root() / "audit-features",
-                          lambda i, n: advance(1))
+                          lambda i, n: advance(1), docs)
     support_model, report = train(rows, config, data_dir)
     support_model.save(out_dir)
     if report_file is not None:

@@ -48,6 +48,7 @@ class AuditDataConfig:
     test_fraction: float = 0.3
     candidates: int = 5  # reader spans searched for a wrong answer
     wrong_f1: float = 0.3  # a candidate is wrong below this F1 against every gold alias
+    doc_sets: tuple[str, ...] = ()  # documentation sets of `learn.audit.doc_rows` mixed in (none: QA rows only)
 
 
 @dataclass(slots=True)
@@ -166,7 +167,8 @@ def entity_rows(q: PoolQuestion, reader: SpanReader, config: AuditDataConfig) ->
 
 def _sha(pools: list[PoolQuestion], config: AuditDataConfig, reader_card: dict[str, Any]) -> str:
     h = hashlib.sha256()
-    h.update(json.dumps(asdict(config), sort_keys=True).encode())
+    settings = {k: v for k, v in asdict(config).items() if k != "doc_sets"}  # the QA rows do not depend on them
+    h.update(json.dumps(settings, sort_keys=True).encode())
     h.update(pools_sha256(pools, DataConfig(config.seed, config.per_dataset, config.distractors,
                                             config.nq_negatives)).encode())
     h.update(f"features-{FEATURE_VERSION}|{','.join(FEATURE_NAMES)}".encode())
@@ -192,20 +194,43 @@ def load_pools_for(data_dir: Path, config: AuditDataConfig) -> tuple[list[PoolQu
 
 
 def build_rows(data_dir: Path, config: AuditDataConfig, reader: SpanReader, cache_dir: Path | None = None,
-               progress: Callable[[int, int], None] | None = None) -> Rows:
-    """Every training row, with features; cached (by a sha256 of the data, the settings, the feature spec
-    and the reader's card) as an npz in `cache_dir`."""
+               progress: Callable[[int, int], None] | None = None, docs_dir: Path | None = None) -> Rows:
+    """Every training row, with features; the QA rows cached (by a sha256 of the data, the settings, the
+    feature spec and the reader's card) as an npz in `cache_dir`; then the rows of `config.doc_sets` (their
+    folders under `docs_dir`), in the splits of their sets."""
     pools, stats = load_pools_for(data_dir, config)
     sha = _sha(pools, config, reader.card)
     cache = Path(cache_dir) / f"audit-rows-{sha[:20]}.npz" if cache_dir is not None else None
     base = _rows(pools, question_rows, reader, config, sha, stats, cache, progress)
     extra_cache = cache.with_name(cache.name.replace("audit-rows-", "audit-entity-rows-")) if cache else None
     extra = _rows(pools, entity_rows, reader, config, sha, stats, extra_cache, progress)
-    return Rows(np.concatenate([base.x, extra.x]), np.concatenate([base.y, extra.y]),
+    rows = Rows(np.concatenate([base.x, extra.x]), np.concatenate([base.y, extra.y]),
                 np.concatenate([base.question, extra.question]), np.concatenate([base.split, extra.split]),
                 np.concatenate([base.dataset, extra.dataset]), np.concatenate([base.kind, extra.kind]),
                 np.concatenate([base.source, extra.source]), base.questions,
                 hashlib.sha256(f"{sha}|entity-1".encode()).hexdigest(), stats)
+    if not config.doc_sets:
+        return rows
+    if docs_dir is None:
+        raise ValueError("documentation rows asked for (doc_sets) without the folder of the documentation corpora")
+    return with_doc_rows(rows, docs_dir, config, reader)
+
+
+def with_doc_rows(rows: Rows, docs_dir: Path, config: AuditDataConfig, reader: SpanReader) -> Rows:
+    """`rows` and the documentation rows of `config.doc_sets` after them (their questions numbered after
+    `rows.questions`); the sha256 covers each set's files and the documentation rows' settings."""
+    from amsrag.learn.audit.doc_rows import build_doc_rows, doc_set
+
+    doc = build_doc_rows(docs_dir, [doc_set(n) for n in config.doc_sets], reader, config.seed, config.candidates,
+                         config.wrong_f1)
+    h = hashlib.sha256(f"{rows.sha256}|docs-1".encode())
+    for name, info in doc.sets.items():
+        h.update(f"|{name}:{info['split']}:{info['sha256']}".encode())
+    return Rows(np.concatenate([rows.x, doc.x]), np.concatenate([rows.y, doc.y]),
+                np.concatenate([rows.question, doc.question + len(rows.questions)]),
+                np.concatenate([rows.split, doc.split]), np.concatenate([rows.dataset, doc.dataset]),
+                np.concatenate([rows.kind, doc.kind]), np.concatenate([rows.source, doc.source]),
+                rows.questions + doc.questions, h.hexdigest(), {**rows.stats, "doc_sets": doc.sets})
 
 
 def _rows(pools: list[PoolQuestion], make: Callable[[PoolQuestion, SpanReader, AuditDataConfig], list[Any]],

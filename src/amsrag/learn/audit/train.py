@@ -20,6 +20,7 @@ from amsrag.learn.evaluator.train import binary_metrics
 
 TRAIN_COMMAND = ("OMP_NUM_THREADS=1 amsrag train audit train --data ../shared/data --out src/amsrag/data/audit "
                  "--seed 13 --model gbdt --calibration platt")
+DOCS_OPTION = "--docs /work/docs_corpora"  # the documentation sets of learn.audit.doc_rows (docs_qa/README.md)
 
 
 # With `monotone`, support never falls as these rise. Off in the shipped model: the wrong answers of the rows
@@ -42,9 +43,13 @@ class AuditTrainConfig:
     c: float = 1.0
     false_flags: float = 0.2  # the flag threshold: at most this share of the cal split's supported answers flagged
     monotone: bool = False  # constrain the trees to support non-decreasing in `MONOTONE`
+    doc_sets: tuple[str, ...] = ()  # documentation sets mixed into the train / cal splits (learn.audit.doc_rows)
 
     def data_config(self) -> AuditDataConfig:
-        return AuditDataConfig(seed=self.seed, per_dataset=self.per_dataset)
+        return AuditDataConfig(seed=self.seed, per_dataset=self.per_dataset, doc_sets=tuple(self.doc_sets))
+
+    def rebuild_command(self) -> str:
+        return f"{TRAIN_COMMAND} {DOCS_OPTION}" if self.doc_sets else TRAIN_COMMAND
 
 
 def fit_model(x: np.ndarray, y: np.ndarray, config: AuditTrainConfig) -> Any:
@@ -172,9 +177,10 @@ def train(rows: Rows, config: AuditTrainConfig, data_dir: Path) -> tuple[Support
         "metrics": {f"{name}_test_{k}": report[name]["test"]["metrics"][k] for name in HEADS
                     for k in ("roc_auc", "ece")},
         "flag": {name: report[name]["test"]["flag"] for name in HEADS},
-        "rebuild": TRAIN_COMMAND,
+        "rebuild": config.rebuild_command(),
         "note": "held out by question (a seeded hash of the normalised question); questions the span reader "
-                "trained on are left out of every split",
+                "trained on are left out of every split; documentation rows (training_data.doc_sets) are in the "
+                "train or cal split of their whole set, never in test",
     }
     report["n_features"] = len(FEATURE_NAMES)
     return model, report
