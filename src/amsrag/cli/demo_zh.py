@@ -59,6 +59,9 @@ def open_or_build_zh_index(index_dir: Path, fresh: bool, err: Console, quiet: bo
         except AmsragError as exc:  # built by another version: the demo index is ours to rebuild
             err.print(f"[yellow]rebuilding the Chinese demo index[/] ({escape(str(exc))})", highlight=False)
             shutil.rmtree(index_dir)
+    from amsrag.embed.multilingual import package_version
+
+    package_version()  # the multilingual extra: named before the build starts, not halfway through it
     passages = list(iter_passages(zh_files()))
     config = chinese_config()
     err.print(Text(f"building the Chinese demo index at {index_dir} from {len(passages)} passages of "
