@@ -337,27 +337,3 @@ def test_an_answer_naming_the_first_hops_entity_of_an_attribute_question_is_foun
     # no earlier hop to compare with
     one = ChainTrace(plan, steps=chain.steps[:1])
     assert names_inner_entity(q, plan, one, "Kenneth LaValle") is None
-
-
-@pytest.mark.parametrize(("question", "sub"), [
-    ("Which club has more players, A or B?", "How many players does {E} have?"),
-    ("Who has won more Olympic gold medals, A or B?", "How many Olympic gold medals does {E} have?"),
-    ("Which school has a larger number of students, A or B?", "How many students does {E} have?"),
-    ("Which town has the smaller population, A or B?", "What is the population of {E}?"),
-    ("Which lighthouse is taller, A or B?", "How tall is {E}?"),
-    ("Which canal is longer, A or B?", "How long is {E}?"),
-    ("Which is more famous, A or B?", None),  # an adjective: no count to ask for
-    ("Which has more than two owners, A or B?", None),
-])
-def test_a_numeric_comparison_asks_for_the_measure_it_names(question, sub):
-    from amsrag.decompose.measures import measure_question
-
-    assert measure_question(question) == sub
-
-
-def test_a_comparison_by_count_asks_each_entity_for_the_count(decomposer):
-    plan = decomposer.decompose("Which band has more members, The Kinks or The Zombies?")
-    assert plan.kind == "comparison" and plan.operator == "more" and plan.value == "number"
-    assert [[s.question for s in chain] for chain in plan.chains] == [
-        ["How many members does The Kinks have?"], ["How many members does The Zombies have?"]]
-    assert "measure the question names" in plan.notes[0]

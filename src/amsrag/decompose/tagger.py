@@ -27,7 +27,6 @@ import numpy as np
 
 from amsrag.decompose.features import TAGS, token_features, type_features
 from amsrag.decompose.inner import INNER_FEATURES, best_inner, candidates
-from amsrag.decompose.measures import measure_question
 from amsrag.decompose.names import tidy_name
 from amsrag.decompose.plan import PLAN_KINDS, SLOT, Operator, Plan, PlanKind, Step, ValueKind
 from amsrag.embed.encoder import MiniLMEncoder, TokenStates
@@ -349,11 +348,6 @@ class TaggerDecomposer:
             checks = tuple((Step(f"What is {e}?", e),) for e in entities)
             return Plan("comparison", probs, chains=checks, entities=entities, operator=operator, value=value,
                         predicate=predicate)
-        measure = measure_question(question) if value == "number" else None
-        if measure is not None:
-            measured = tuple((Step(measure.replace("{E}", e), e),) for e in entities)
-            return Plan("comparison", probs, chains=measured, entities=entities, operator=operator, value=value,
-                        notes=("sub-question from the measure the question names",))
         if not len(self.model.bank_templates):
             return Plan("comparison", probs, entities=entities, operator=operator, value=value,
                         notes=("the artifact has no comparison templates",))
