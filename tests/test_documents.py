@@ -290,7 +290,9 @@ def test_a_scanned_pdf_is_read_by_ocr_with_its_pages(tmp_path: Path, counter: To
     with monkeypatch.context() as absent:
         absent.setitem(sys.modules, ocr.MODULE, None)
         assert "pip install 'amsrag[ocr]'" in skipped(scan, "pdf")
-    parsed = parse_document(scan, "pdf")
+    heard: list[str] = []
+    parsed = parse_document(scan, "pdf", notice=heard.append)
+    assert heard == ["scan.pdf: no text layer, reading page 1 of 1 by OCR"]  # a long job says where it is
     assert parsed.pages == 1 and {b.page for b in parsed.blocks} == {1}
     import pypdfium2 as pdfium
 

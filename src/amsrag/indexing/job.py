@@ -171,7 +171,7 @@ class Job:
         ingest = self.config.ingest
         self.reader = FileReader(self.config.chunking, ingest.max_file_mb, ParseBudget(
             ingest.max_pages, int(ingest.max_markup_mb * (1 << 20)), int(ingest.max_text_mb * (1 << 20)),
-            int(ingest.max_file_mb * (1 << 20)), ingest.ocr_max_pages))
+            int(ingest.max_file_mb * (1 << 20)), ingest.ocr_max_pages), notice=self.say)
         self.fmt = fmt
         self.report = JobReport()
         self.doc_ids: set[str] = set()  # documents met by `scan`

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -165,10 +165,11 @@ class FileReader:
     """Reads the passages of input files; the token counter is loaded on first use."""
 
     def __init__(self, chunking: ChunkConfig | None, max_file_mb: float | None = None,
-                 budget: ParseBudget | None = None) -> None:
+                 budget: ParseBudget | None = None, notice: Callable[[str], None] | None = None) -> None:
         self.chunking = chunking or ChunkConfig()
         self.max_file_mb = max_file_mb
         self.budget = budget or ParseBudget()
+        self.notice = notice  # hears a long parse's progress (OCR pages)
         self._counter: TokenCounter | None = None
 
     @property
@@ -190,7 +191,7 @@ class FileReader:
             for passage in read_document(path, source.key, fmt, self.chunking, self.counter, source.source):
                 yield f"{path} (chunk {passage.metadata['chunk']})", passage
         elif fmt in DOCUMENT_FORMATS:
-            parsed = parse_document(path, fmt, self.budget)
+            parsed = parse_document(path, fmt, self.budget, self.notice)
             if tables is not None:
                 tables += document_tables(parsed, source.key, source.source, fmt)
             for passage in document_passages(parsed, source.key, source.source, fmt, self.chunking, self.counter):

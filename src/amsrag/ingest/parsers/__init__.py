@@ -41,11 +41,17 @@ def _parser(fmt: str) -> Parser:
     return parse_docx if fmt == "docx" else parse_pptx
 
 
-def parse_document(path: Path, fmt: str, budget: ParseBudget | None = None) -> ParsedDocument:
-    """The blocks of a document file; SkippedDocument (an InputError) names a file left out and why."""
+def parse_document(path: Path, fmt: str, budget: ParseBudget | None = None,
+                   notice: Callable[[str], None] | None = None) -> ParsedDocument:
+    """The blocks of a document file; SkippedDocument (an InputError) names a file left out and why. `notice`
+    hears the progress of a long parse (a scanned PDF read by OCR, page by page)."""
     if fmt not in DOCUMENT_SUFFIXES:
         raise ValueError(f"not a document format: {fmt}")
     try:
+        if fmt == "pdf":
+            from amsrag.ingest.parsers.pdf import parse_pdf
+
+            return parse_pdf(path, budget or ParseBudget(), notice)
         return _parser(fmt)(path, budget or ParseBudget())
     except MemoryError:
         raise SkippedDocument(path, "out of memory while parsing (lower ingest.max_pages / max_markup_mb)") \

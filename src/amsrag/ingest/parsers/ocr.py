@@ -13,7 +13,6 @@ punctuation or a section number that runs into a capital. One engine per process
 
 from __future__ import annotations
 
-import logging
 import re
 import threading
 import unicodedata
@@ -29,7 +28,6 @@ RUN_TOGETHER = 12  # letters per space above which a line has lost its spaces (E
 _LETTER_RUN = re.compile(r"[A-Za-z]{6,}")
 _JOINED = re.compile(r"(?<=[a-z][.,;:!?])(?=[A-Z])|(?<=\d)(?=[A-Z][a-z])")
 
-log = logging.getLogger("amsrag.ingest")
 _ENGINE: list[Any] = []
 _LOCK = threading.Lock()
 
@@ -80,10 +78,9 @@ def lines_of(result: Sequence[Any]) -> list[str]:
     return [respace(" ".join(text for _, text in sorted(words))) for _, _, words in lines]
 
 
-def page_lines(page: Any, name: str = "", number: int = 0) -> list[str]:
+def page_lines(page: Any) -> list[str]:
     """The lines of one pypdfium2 page, read by OCR."""
     image = page.render(scale=RENDER_DPI / 72, grayscale=True).to_numpy()
     with _LOCK:
-        log.info("OCR %s page %d", name, number)
         result, _ = _engine()(image)
     return lines_of(result or [])

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -171,7 +171,8 @@ def _has_text(page_lines: Sequence[Sequence[str]], pages: int) -> bool:
     return letters >= _MIN_TEXT_PER_PAGE * max(pages, 1)
 
 
-def _ocr(path: Path, doc: Any, pages: int, budget: ParseBudget) -> list[list[str]]:
+def _ocr(path: Path, doc: Any, pages: int, budget: ParseBudget,
+         notice: Callable[[str], None] | None = None) -> list[list[str]]:
     """The lines of every page of a PDF without a text layer, read by OCR (`ocr`); SkippedDocument when OCR is
     off, not installed, over its page budget or finds no text either."""
     from amsrag.ingest.parsers import ocr
@@ -187,9 +188,11 @@ def _ocr(path: Path, doc: Any, pages: int, budget: ParseBudget) -> list[list[str
                                     f"({budget.ocr_pages:,}) to read by OCR)")
     page_lines = []
     for index in range(pages):
+        if notice is not None:
+            notice(f"{path.name}: no text layer, reading page {index + 1} of {pages} by OCR")
         page = doc[index]
         try:
-            page_lines.append(ocr.page_lines(page, path.name, index + 1))
+            page_lines.append(ocr.page_lines(page))
         finally:
             page.close()
     if not _has_text(page_lines, pages):
@@ -197,7 +200,7 @@ def _ocr(path: Path, doc: Any, pages: int, budget: ParseBudget) -> list[list[str
     return page_lines
 
 
-def parse_pdf(path: Path, budget: ParseBudget) -> ParsedDocument:
+def parse_pdf(path: Path, budget: ParseBudget, notice: Callable[[str], None] | None = None) -> ParsedDocument:
     doc = _open(path)
     try:
         pages = len(doc)
@@ -208,7 +211,7 @@ def parse_pdf(path: Path, budget: ParseBudget) -> ParsedDocument:
         for lines in page_lines:
             text_budget.take("\n".join(lines))
         if not _has_text(page_lines, pages):
-            page_lines = _ocr(path, doc, pages, budget)
+            page_lines = _ocr(path, doc, pages, budget, notice)
             for lines in page_lines:
                 text_budget.take("\n".join(lines))
         outline = _outline(doc, pages)
