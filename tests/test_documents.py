@@ -290,6 +290,12 @@ def test_a_scanned_pdf_is_read_by_ocr_with_its_pages(tmp_path: Path, counter: To
     with monkeypatch.context() as absent:
         absent.setitem(sys.modules, ocr.MODULE, None)
         assert "pip install 'amsrag[ocr]'" in skipped(scan, "pdf")
+    with monkeypatch.context() as broken:  # installed, but its engine does not load (opencv without libGL)
+        broken.setattr(ocr, "_ENGINE", [])
+        broken.setitem(sys.modules, "cv2", None)
+        for name in [m for m in sys.modules if m.startswith(ocr.MODULE)]:
+            broken.delitem(sys.modules, name)
+        assert "the OCR engine did not load: ModuleNotFoundError" in skipped(scan, "pdf")
     heard: list[str] = []
     parsed = parse_document(scan, "pdf", notice=heard.append)
     assert heard == ["scan.pdf: no text layer, reading page 1 of 1 by OCR"]  # a long job says where it is

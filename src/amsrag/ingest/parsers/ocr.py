@@ -37,11 +37,18 @@ def available() -> bool:
     return installed(MODULE)
 
 
+class OcrUnavailable(RuntimeError):
+    """The `ocr` extra is installed but its engine does not load (a missing system library, a broken install)."""
+
+
 def _engine() -> Any:
     if not _ENGINE:
-        from rapidocr_onnxruntime import RapidOCR
+        try:
+            from rapidocr_onnxruntime import RapidOCR
 
-        _ENGINE.append(RapidOCR(intra_op_num_threads=1, inter_op_num_threads=1))
+            _ENGINE.append(RapidOCR(intra_op_num_threads=1, inter_op_num_threads=1))
+        except (ImportError, OSError, RuntimeError) as exc:  # opencv without libGL, onnxruntime without its models
+            raise OcrUnavailable(f"{type(exc).__name__}: {exc}") from exc
     return _ENGINE[0]
 
 

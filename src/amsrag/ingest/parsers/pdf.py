@@ -193,6 +193,8 @@ def _ocr(path: Path, doc: Any, pages: int, budget: ParseBudget,
         page = doc[index]
         try:
             page_lines.append(ocr.page_lines(page))
+        except ocr.OcrUnavailable as exc:
+            raise SkippedDocument(path, f"{scanned}; the OCR engine did not load: {exc})") from None
         finally:
             page.close()
     if not _has_text(page_lines, pages):
