@@ -337,3 +337,15 @@ def test_an_answer_naming_the_first_hops_entity_of_an_attribute_question_is_foun
     # no earlier hop to compare with
     one = ChainTrace(plan, steps=chain.steps[:1])
     assert names_inner_entity(q, plan, one, "Kenneth LaValle") is None
+
+
+@pytest.mark.parametrize(("predicate", "text", "holds"), [
+    ("film directors", "Delmer Daves was an American screenwriter, director and producer.", True),  # the head noun
+    ("board games", "Villa Paletti is a board game designed by Bill Payne.", True),  # every word, singular
+    ("science fiction writers", "Stephen R. Donaldson is an American fantasy and science fiction novelist.", False),
+    ("frozen drinks", "The Grand Hotel is a five-star hotel in Naples.", False),
+])
+def test_a_both_check_holds_with_every_word_or_half_of_them_with_the_head_noun(predicate, text, holds):
+    from amsrag.pipeline.chain import predicate_holds
+
+    assert predicate_holds(predicate, text)[0] is holds

@@ -140,6 +140,20 @@ def predicate_words(text: str) -> set[str]:
     return {singular(w) for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in _PRED_STOP}
 
 
+def predicate_holds(predicate: str, text: str) -> tuple[bool, float]:
+    """Whether `text` says its subject is `predicate` ("film directors"), and the share of the predicate's content
+    words it holds: all of them, or at least half with the head noun (the last word: "director" in "an American
+    screenwriter, director and producer"). On 60 held-out HotpotQA "both" questions the head-noun rule took `full`
+    from EM 0.583 to 0.633 (5 answers gained, 2 lost where only a qualifier was missing: "Argentinian authors");
+    docs/benchmarks/compose/README.md."""
+    need = predicate_words(predicate)
+    have = predicate_words(text)
+    share = len(need & have) / max(len(need), 1)
+    content = [w for w in re.findall(r"[a-z0-9]+", predicate.lower()) if w not in _PRED_STOP]
+    head = singular(content[-1]) if content else None
+    return share == 1.0 or (head in have and share >= 0.5), share
+
+
 def same_name(answer: str, subject: str) -> bool:
     """Whether a hop's answer restates the subject it was asked about: the same words, two or more words all
     taken from the subject, or a person's name with the subject's first and last word ("Dwight H. Little" for
@@ -257,7 +271,7 @@ class ChainRunner:
 
     def _check(self, run: _Run, step: Step, predicate: str) -> ChainStep:
         """A "both" check: does the entity's own passage (the retrieved one titled by it, else the first) say it is
-        `predicate`? Yes when every content word of the predicate is in it (plural or singular)."""
+        `predicate` (`predicate_holds`)?"""
         t = self.clock()
         evidence = self.retrieve(step.question)
         run.calls += evidence.calls
@@ -268,11 +282,9 @@ class ChainRunner:
             done = ChainStep(step.question, "", None, 0.0, evidence.retrievers, (self.clock() - t) * 1000,
                              step.entity, "no passage found")
         else:
-            need = predicate_words(predicate)
-            have = predicate_words(f"{passage.title} {passage.text}")
-            share = len(need & have) / max(len(need), 1)
-            done = ChainStep(step.question, "yes" if share == 1.0 else "no", passage.id, share if share == 1.0
-                             else 1.0 - share, evidence.retrievers, (self.clock() - t) * 1000, step.entity)
+            holds, share = predicate_holds(predicate, f"{passage.title} {passage.text}")
+            done = ChainStep(step.question, "yes" if holds else "no", passage.id, share if holds else 1.0 - share,
+                             evidence.retrievers, (self.clock() - t) * 1000, step.entity)
         run.steps.append(done)
         return done
 
