@@ -313,6 +313,33 @@ def test_a_scanned_pdf_is_read_by_ocr_with_its_pages(tmp_path: Path, counter: To
     assert shell.metadata["page"] == 1 and shell.metadata["type"] == "pdf"
 
 
+@pytest.mark.slow
+def test_a_scanned_page_inside_a_text_pdf_is_read_by_ocr(tmp_path: Path) -> None:
+    import pypdfium2 as pdfium
+
+    from amsrag.ingest.parsers import ocr
+
+    if not ocr.available():
+        pytest.skip("the ocr extra is not installed")  # the test extra installs it: CI runs this test
+    source = DOCS / "debian-reference-p30-33.pdf"
+    scan = pdfium.PdfDocument(str(scan_of(source, tmp_path / "scan.pdf", pages=2)))
+    text = pdfium.PdfDocument(str(source))
+    mixed = pdfium.PdfDocument.new()
+    mixed.import_pages(text, [0])  # page 1 keeps its text layer, page 2 is the scan of the original page 2
+    mixed.import_pages(scan, [1])
+    mixed.save(tmp_path / "mixed.pdf")
+    for doc in (mixed, scan, text):
+        doc.close()
+    heard: list[str] = []
+    parsed = parse_document(tmp_path / "mixed.pdf", "pdf", notice=heard.append)
+    assert heard == ["mixed.pdf: page 2 has no text layer, reading it by OCR (1 of 1)"]
+    page_two = " ".join(b.text for b in parsed.blocks if b.page == 2)
+    assert "gain the root shell prompt" in page_two and "su -l" in page_two
+    assert any(b.page == 1 and "Now you are in the shell" in b.text for b in parsed.blocks)  # the text layer
+    unread = parse_document(tmp_path / "mixed.pdf", "pdf", ParseBudget(ocr_pages=0))
+    assert {b.page for b in unread.blocks} == {1}  # OCR off: the page stays empty, the file is still read
+
+
 # ---------------------------------------------------------------- through an index, on both backends
 
 

@@ -4,7 +4,8 @@ Per page: PDFium's text in reading order, its soft-hyphen markers removed (PDFiu
 line end and marks the break), a word broken with a real hyphen at a line end joined unless the document
 spells it hyphenated elsewhere, and running headers and footers (lines at the top or bottom of a page that
 recur on several pages with their page number, or on a third of them) dropped. The outline (bookmarks)
-gives the headings: each entry's title is looked for on its page and the page split there.
+gives the headings: each entry's title is looked for on its page and the page split there. A file without a
+text layer, and the pages without any text in one that has it, are read by OCR with the `ocr` extra (`ocr`).
 """
 
 from __future__ import annotations
@@ -202,6 +203,38 @@ def _ocr(path: Path, doc: Any, pages: int, budget: ParseBudget,
     return page_lines
 
 
+def _ocr_scanned_pages(path: Path, doc: Any, page_lines: list[list[str]], budget: ParseBudget,
+                       notice: Callable[[str], None] | None = None) -> list[list[str]]:
+    """OCR of the pages without any text in a PDF that has a text layer elsewhere (a scanned appendix, a signed
+    page), when the `ocr` extra is installed and `ingest.ocr_max_pages` allows them all; their lines replace the
+    empty ones in `page_lines`. Returns the lines read. A failing engine leaves those pages empty (the rest of the
+    file stands) and says so."""
+    from amsrag.ingest.parsers import ocr
+
+    scanned = [i for i, lines in enumerate(page_lines) if not any(c.isalnum() for line in lines for c in line)]
+    if not scanned or budget.ocr_pages == 0 or not ocr.available():
+        return []
+    say = notice or (lambda message: None)
+    if len(scanned) > budget.ocr_pages:
+        say(f"{path.name}: {len(scanned)} pages without a text layer left unread (more than ingest.ocr_max_pages, "
+            f"{budget.ocr_pages})")
+        return []
+    read: list[list[str]] = []
+    for n, index in enumerate(scanned, start=1):
+        say(f"{path.name}: page {index + 1} has no text layer, reading it by OCR ({n} of {len(scanned)})")
+        page = doc[index]
+        try:
+            page_lines[index] = ocr.page_lines(page)
+        except ocr.OcrUnavailable as exc:
+            say(f"{path.name}: {len(scanned)} pages without a text layer left unread: the OCR engine did not load "
+                f"({exc})")
+            return read
+        finally:
+            page.close()
+        read.append(page_lines[index])
+    return read
+
+
 def parse_pdf(path: Path, budget: ParseBudget, notice: Callable[[str], None] | None = None) -> ParsedDocument:
     doc = _open(path)
     try:
@@ -215,6 +248,9 @@ def parse_pdf(path: Path, budget: ParseBudget, notice: Callable[[str], None] | N
         if not _has_text(page_lines, pages):
             page_lines = _ocr(path, doc, pages, budget, notice)
             for lines in page_lines:
+                text_budget.take("\n".join(lines))
+        else:
+            for lines in _ocr_scanned_pages(path, doc, page_lines, budget, notice):
                 text_budget.take("\n".join(lines))
         outline = _outline(doc, pages)
         title = _info_title(doc)
