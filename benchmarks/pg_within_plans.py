@@ -33,7 +33,8 @@ from filters import main_data
 from pg_dense_within import BITS, bitmap
 
 FILTERS = (("type=pdf source=guides/1*", ["type=pdf", "source=guides/1*"], "pdf"),
-           ("type=html", ["type=html"], "html"), ("modified 2024", ["modified>=2024-01-01", "modified<2025-01-01"], None),
+           ("type=html", ["type=html"], "html"),
+           ("modified 2024", ["modified>=2024-01-01", "modified<2025-01-01"], None),
            ("type=pdf", ["type=pdf"], "pdf"))
 PARTIAL_SQL = ("SELECT prow, id, title, embedding FROM passages WHERE metadata->>'type' = %(kind)s {extra} "
                "ORDER BY embedding <=> %(q)s LIMIT 20")
