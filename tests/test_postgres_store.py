@@ -991,6 +991,9 @@ def test_dense_within_a_filter_ranks_its_gathered_vectors_exactly_and_follows_wr
             assert np.allclose([h.score for h in gathered], [h.score for h in exact], atol=1e-6)
         gather = KEPT.get(dense, allowed)
         assert gather is not None and len(KEPT) == 1 and gather.rows.tolist() == allowed.tolist()
+        stored = idx.read(lambda c: c.execute("SELECT embedding FROM passages WHERE prow = ANY(%s) ORDER BY prow",
+                                              (allowed.tolist(),)).fetchall())
+        assert np.array_equal(gather.vectors, np.stack([np.asarray(v, dtype=np.float32) for (v,) in stored]))
         assert len(dense.search_within("q", len(allowed) + 3, allowed, vectors[0], total=total)) == len(allowed)
 
         top = dense.search_within("q", 1, allowed, vectors[1], total=total)[0]

@@ -25,7 +25,10 @@ GATHER_KEPT_MAX = 64 << 20  # the largest gather made (~43k vectors of 384 dimen
 
 # The generation and the allowed rows' vectors, read in one snapshot (the caller's transaction).
 GENERATION_SQL = "SELECT coalesce((SELECT (value::text)::bigint FROM meta WHERE key = 'generation'), 0)"
-VECTORS_SQL = "SELECT prow, embedding FROM passages WHERE prow = ANY(%s::text::bigint[]) ORDER BY prow"
+# pgvector's binary form (int16 dimensions, int16 unused, big-endian float4s) as bytea: parsed in one numpy call,
+# 0.65x the time of pgvector's loader making an array per row (96 against 148 ms for 12.7k vectors)
+VECTORS_SQL = "SELECT prow, vector_send(embedding) FROM passages WHERE prow = ANY(%s::text::bigint[]) ORDER BY prow"
+HEADER_BYTES = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,9 +53,8 @@ def read_gather(conn: psycopg.Connection, rows_literal: str, dim: int) -> Gather
     if row is None:
         raise AssertionError("a scalar query returned no row")
     found = np.fromiter((r for r, _ in got), dtype=np.int64, count=len(got))
-    vectors = np.empty((len(got), dim), dtype=np.float32)
-    for i, (_, vec) in enumerate(got):
-        vectors[i] = vec
+    packed = np.frombuffer(b"".join(v for _, v in got), dtype=np.uint8).reshape(len(got), HEADER_BYTES + 4 * dim)
+    vectors = np.ascontiguousarray(packed[:, HEADER_BYTES:]).view(">f4").astype(np.float32)
     vectors.flags.writeable = False  # shared by every query under the filter
     return Gather(int(row[0]), found, vectors)
 
