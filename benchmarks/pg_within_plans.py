@@ -6,7 +6,9 @@ plan, interleaved query by query on one held index (issue 38).
 
 On the index of benchmarks/filters.py (25k passages), for the benchmark's large filters (20-51 % of the passages):
 - `unfiltered`: `search` (pgvector's HNSW over every passage, ef `hnsw_ef_search`), the ratio's reference;
-- `shipped`: `search_within` with the total (the store's plan at that share), `exact`: the exact scan by key;
+- `shipped`: `search_within` with the total (the store's plan at that share: since issue 38's gather commit, the
+  gather below as the store keeps it), `iterative`: the plan shipped before it (pgvector's iterative HNSW scan with
+  the allowed rows as a bitmap, ef 400, from 25 % of the passages), `exact`: the exact scan by key;
 - `partial efN`: a partial HNSW index per frequent `type` value (`WHERE metadata->>'type' = 'pdf'`, built here
   once, its build seconds and size printed) searched with the same WHERE, iteratively (`relaxed_order`) with
   the rest of the filter as the shipped bitmap check, LIMIT 20, re-scored exactly;
@@ -119,7 +121,8 @@ def main() -> None:
             plans: dict[str, Any] = {
                 "unfiltered": lambda v: dense.search("q", 10, query_vector=v),
                 "exact": lambda v, rows=rows: dense.search_within("q", 10, rows, v),
-                "shipped": lambda v, rows=rows: dense.search_within("q", 10, rows, v, total=n)}
+                "shipped": lambda v, rows=rows: dense.search_within("q", 10, rows, v, total=n),
+                "iterative": lambda v, rows=rows: dense._iterative_within(v, 10, rows)}
             if kind:
                 narrower = None if specs == [f"type={kind}"] else {"bits": bitmap(rows, int(rows.max())),
                                                                    "last": int(rows.max())}
