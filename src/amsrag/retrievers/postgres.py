@@ -33,6 +33,7 @@ from amsrag.indexes.pagerank import (
 )
 from amsrag.indexes.query_checks import check_k, check_query
 from amsrag.retrieve.dense import check_query_vector
+from amsrag.retrievers.pg_gather import KEPT, read_gather
 from amsrag.store.postgres.bm25_blobs import BM25State
 from amsrag.store.postgres.graph_state import GENERATION_KEY, GraphCache, GraphState
 from amsrag.store.postgres.graph_state import generation as graph_generation
@@ -310,10 +311,11 @@ class PgDenseRetriever:
 
     def search_within(self, query: str, k: int, rows: np.ndarray,
                       query_vector: np.ndarray | None = None, total: int | None = None) -> list[Hit]:
-        """The top `k` among passage rows `rows` (a metadata filter's, ascending): when they are at least
-        `HNSW_WITHIN_SHARE` of the `total` passages, pgvector's HNSW scanned iteratively with the filter in SQL
-        (`_iterative_within`); else, or when that finds fewer than k, an exact scan of those rows by primary key,
-        so k come back whenever k are allowed."""
+        """The top `k` among passage rows `rows` (a metadata filter's, ascending). With the `total` passages given
+        (a filter's search), exactly over their vectors gathered into the process once and kept (`_gathered_within`)
+        when they fit `pg_gather.KEPT`; else, when they are at least `HNSW_WITHIN_SHARE` of the `total`, pgvector's
+        HNSW scanned iteratively with the filter in SQL (`_iterative_within`); else, or when that finds fewer than
+        k, an exact scan of those rows by primary key, so k come back whenever k are allowed."""
         check_query(query)
         check_k(k)
         qvec = check_query_vector(query_vector, 384)
@@ -321,6 +323,10 @@ class PgDenseRetriever:
             qvec = self.index.encoder.encode_query(query)
         if not len(rows):
             return []
+        if total and KEPT.fits(len(rows), len(qvec)):
+            gathered = self._gathered_within(qvec, k, rows)
+            if gathered is not None:
+                return gathered
         cfg = self.index.config.dense
         if (total and total >= cfg.hnsw_min_size and len(rows) >= HNSW_WITHIN_SHARE * total
                 and int(rows[-1]) < BITMAP_MAX_ROW):
@@ -331,6 +337,30 @@ class PgDenseRetriever:
         params = {"q": qvec, "rows": self._rows_literal(rows)}
         got = self.index.read(lambda c: c.execute(sql, params, binary=True).fetchall())
         return self._ranked(got, qvec, k)
+
+    def _gathered_within(self, qvec: np.ndarray, k: int, rows: np.ndarray) -> list[Hit] | None:
+        """The exact top `k` of the allowed rows' vectors kept in the process (read on the first query under these
+        rows): the rows scoring at least the k-th are named in one statement with the stored generation; None
+        when that is not the gather's (the gather is dropped, the caller searches in SQL)."""
+        gather = KEPT.get(self, rows)
+        if gather is None:
+            gather = self.index.read(lambda c: read_gather(c, self._rows_literal(rows), len(qvec)))
+            KEPT.put(self, rows, gather)
+        if not len(gather.rows):
+            return []
+        scores = np.asarray(gather.vectors @ qvec, dtype=np.float32)
+        cand = np.arange(len(scores))
+        if len(scores) > k:  # every row tied with the k-th score, for the order by id
+            kth = np.partition(scores, len(scores) - k)[len(scores) - k]
+            cand = np.flatnonzero(scores >= kth)
+        generation, found = self.index.read(lambda c: describe_at_generation(c, "generation", gather.rows[cand]))
+        if generation != gather.generation or len(found) != len(cand):
+            KEPT.drop(self, rows)
+            return None
+        named = [found[int(r)] for r in gather.rows[cand]]
+        best = topk_indices(scores[cand], k, lambda i: named[i][0])
+        return [Hit(id=named[i][0], score=float(scores[cand[i]]), rank=n + 1, title=named[i][1],
+                    retriever=self.name, row=int(gather.rows[cand[i]])) for n, i in enumerate(best)]
 
     def _iterative_within(self, qvec: np.ndarray, k: int, rows: np.ndarray) -> list[Hit]:
         """The allowed rows' nearest by pgvector's iterative HNSW scan (`relaxed_order`, ef `HNSW_WITHIN_EF`): the
