@@ -7,7 +7,8 @@ plan type). `replay`: the policy `pipeline.compose.Composer` applies with that f
 run's `predictions.jsonl` records of each chain (its steps' confidences, its answer, the plain reader's answer
 and confidence), so it is replayed on evaluation runs made without the file, and scored.
 
-    python benchmarks/compose_policy.py fit --run CAL_RUN --out src/amsrag/data/decomposer/chain.json
+    python benchmarks/compose_policy.py fit --run CAL_RUN [--run …] --exclude EVAL_RUN [--exclude …] \
+        --coverage 0.9 --out src/amsrag/data/decomposer/chain.json
     python benchmarks/compose_policy.py replay --run EVAL_RUN --calibration src/amsrag/data/decomposer/chain.json
     (or, within one run: fit --half cal, replay --half test)
 """
@@ -40,7 +41,9 @@ def ran(chain: dict[str, Any] | None) -> bool:
 
 def features(chain: dict[str, Any]) -> list[float]:
     return chain_features(_plan(chain["plan"]), [s["confidence"] for s in chain["steps"]], chain["answer"],
-                          chain["plain_answer"], float(chain.get("plain_confidence") or 0.0))
+                          chain["plain_answer"], float(chain.get("plain_confidence") or 0.0),
+                          float(chain["confidence"] if chain.get("executor_confidence") is None
+                                else chain["executor_confidence"]))
 
 
 def answered(chain: dict[str, Any]) -> bool:
@@ -59,8 +62,14 @@ def rows_of(run: Path, system: str, half: str = "all") -> list[dict[str, Any]]:
 
 
 def cmd_fit(args: argparse.Namespace) -> None:
+    held_out = {r["question"] for run in args.exclude for r in rows_of(run, "full")}
+    rows: dict[str, dict[str, Any]] = {}
+    for run in args.run:  # a question in several calibration runs counts once (its first run's row)
+        for r in rows_of(run, "full", args.half):
+            if r["question"] not in held_out:
+                rows.setdefault(r["question"], r)
     records = []
-    for r in rows_of(args.run, "full", args.half):
+    for r in rows.values():
         chain = r.get("chain")
         if not ran(chain):
             continue
@@ -71,12 +80,13 @@ def cmd_fit(args: argparse.Namespace) -> None:
                         "plain_f1": f1_score(chain["plain_answer"], r["answers"]) if chain["plain_answer"] else 0.0,
                         "plain_confidence": float(chain.get("plain_confidence") or 0.0)})
     card = fit(records, args.coverage)
-    pred = args.run / "predictions.jsonl"
-    card.update({"questions": len(rows_of(args.run, "full", args.half)), "multi_step": len(records),
-                 "run": str(args.run), "half": args.half,
-                 "predictions_sha256": hashlib.sha256(pred.read_bytes()).hexdigest(),
-                 "command": "python benchmarks/compose_policy.py fit --run RUN --out chain.json (RUN: amsrag eval "
-                            "--systems full --no-audit on calibration questions disjoint from evaluated ones)"})
+    card.update({"questions": len(rows), "multi_step": len(records), "half": args.half,
+                 "runs": [{"run": str(run), "predictions_sha256":
+                           hashlib.sha256((run / "predictions.jsonl").read_bytes()).hexdigest()} for run in args.run],
+                 "excluded_questions_of": [str(run) for run in args.exclude], "excluded": len(held_out),
+                 "command": "python benchmarks/compose_policy.py fit --run CAL_RUN [--run …] --exclude EVAL_RUN "
+                            f"[…] --coverage {args.coverage} --out chain.json (CAL_RUN: amsrag eval --systems "
+                            "full-plain,full --no-audit on calibration questions; EVAL_RUN: the runs it is judged on)"})
     args.out.write_text(json.dumps(card, indent=1) + "\n", encoding="utf-8")
     print(json.dumps(card["metrics"], indent=1))
     print(f"thresholds {card['thresholds']}; wrote {args.out}")
@@ -122,9 +132,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     f = sub.add_parser("fit")
-    f.add_argument("--run", type=Path, required=True)
+    f.add_argument("--run", type=Path, action="append", required=True, help="a calibration run (repeatable)")
+    f.add_argument("--exclude", type=Path, action="append", default=[],
+                   help="a run whose questions are left out of the fit (the evaluated ones; repeatable)")
     f.add_argument("--out", type=Path, required=True)
-    f.add_argument("--coverage", type=float, default=0.8)
+    f.add_argument("--coverage", type=float, default=0.9)
     f.add_argument("--half", choices=("all", "cal", "test"), default="all",
                    help="fit on one hash half of the run's questions (replay on the other)")
     r = sub.add_parser("replay")

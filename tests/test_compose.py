@@ -86,10 +86,12 @@ def test_intersection_reads_each_entity_and_keeps_the_answer_both_hold(engine, d
     assert [s.entity for s in chain.steps] == ["Havanese", "Black Mouth Cur"] and chain.retriever_calls >= 2
     assert chain.answered and chain.answer.lower().rstrip("s") == "dog", chain.reason
     assert chain.reason.startswith("both readings hold") and chain.citations
-    # a runner-up pair has no calibrated probability: half the weaker step's confidence
+    # the executor's own figure: the weaker step's confidence, halved for a runner-up pair; the calibration's
+    # probability, fitted on held-out chains, is what the chain's confidence says
     ranks = chain.reason.rsplit("(answers ranked ", 1)[1]
     weakest = min(s.confidence for s in chain.steps)
-    assert chain.confidence == pytest.approx(weakest if ranks.startswith("1 and 1") else weakest / 2)
+    assert chain.executor_confidence == pytest.approx(weakest if ranks.startswith("1 and 1") else weakest / 2)
+    assert 0 < chain.confidence < 1 and chain.confidence != chain.executor_confidence
 
 
 @pytest.mark.parametrize(("a", "b", "shared"), [
@@ -120,6 +122,41 @@ def test_implicit_question_is_planned_as_such_and_read_plainly(engine, decompose
 def test_one_hop_question_gets_a_single_plan_and_no_chain(decomposer):
     plan = decomposer.decompose("Who wrote the novel Frankenstein?")
     assert plan.kind == "single" and not plan.multi_step
+
+
+def test_a_question_asking_only_what_its_description_is_gets_no_second_hop(decomposer):
+    # SQuAD (CC BY-SA 4.0); the outer "What person was #1?" would read #1's answer for another person
+    plan = decomposer.decompose("What person was the Director of the Science Museum at Notre Dame in the late 19th "
+                                "century?")
+    assert plan.kind == "single" and not plan.multi_step and "asks only who or what" in plan.notes[0]
+    kept = decomposer.decompose("What nationality is the director of the film Devotion?")
+    assert [s.question for s in kept.steps][-1] == "What nationality is #1?"
+
+
+class _ConfidencelessLLM:
+    """A stand-in LLM generator (outside the product): a fixed answer and no confidence, as an API model gives."""
+
+    name = "scripted-llm"
+    knows = False
+    logprobs = False
+    streaming = False
+
+    def generate(self, question, passages):
+        from amsrag.generate.base import Generation
+
+        return Generation("purple elephant quartet", (passages[0].id,), None, False, generator=self.name)
+
+    def closed_book(self, question):
+        from amsrag.generate.base import ABSTAIN, Generation
+
+        return Generation(ABSTAIN, (), None, True, generator=self.name)
+
+
+def test_an_answer_without_confidence_is_not_abstained_by_the_plan_types_threshold(engine):
+    q = _questions()["bridge"]
+    answered = engine.ask(q["question"], generator=_ConfidencelessLLM())
+    assert answered.trace.chain is not None and answered.trace.chain.plan.kind == "bridge"
+    assert not answered.abstained and answered.answer == "purple elephant quartet"
 
 
 def test_full_plain_never_composes(engine):

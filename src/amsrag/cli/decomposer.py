@@ -70,7 +70,7 @@ def calibrate_cmd(
     qa: Annotated[Path, typer.Option("--qa", help="amsrag QA JSONL, disjoint from evaluated questions (an eval "
                                      "benchmark's calibration.jsonl)")],
     out_dir: Annotated[Path, typer.Option("--out", help="folder for chain.json (copy it beside the decomposer)")],
-    coverage: Annotated[float, typer.Option("--coverage", help="share of each plan type's questions answered")] = 0.8,
+    coverage: Annotated[float, typer.Option("--coverage", help="share of each plan type's questions answered")] = 0.9,
 ) -> None:
     """Calibrate the chain's confidence end to end and set the abstention threshold per plan type."""
     from amsrag.learn.decomposer.calibrate import calibrate

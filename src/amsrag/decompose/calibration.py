@@ -21,15 +21,18 @@ from amsrag.decompose.tagger import DecomposerArtifactError, default_directory
 
 CALIBRATION_FILE = "chain.json"
 FEATURES = ("bias", "plan_confidence", "min_step", "mean_step", "steps", "comparison", "yes_no", "plain_confidence",
-            "agrees_with_plain")
+            "agrees_with_plain", "executor_confidence")
 
 
 def chain_features(plan: Plan, step_confidences: list[float], answer: str, plain_answer: str,
-                   plain_confidence: float) -> list[float]:
+                   plain_confidence: float, executor_confidence: float) -> list[float]:
+    """The calibration's inputs (`FEATURES`); `executor_confidence` is the chain runner's own figure (the weaker
+    step's, halved for a runner-up pair of an intersection), which carries what the steps' numbers alone do not."""
     steps = step_confidences or [0.0]
     agree = float(bool(answer) and answer.strip().lower() == plain_answer.strip().lower())
     return [1.0, plan.confidence, min(steps), sum(steps) / len(steps), len(steps) / 4.0,
-            float(plan.kind == "comparison"), float(answer.lower() in ("yes", "no")), plain_confidence, agree]
+            float(plan.kind == "comparison"), float(answer.lower() in ("yes", "no")), plain_confidence, agree,
+            executor_confidence]
 
 
 @dataclass(frozen=True, slots=True)

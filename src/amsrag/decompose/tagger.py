@@ -35,6 +35,10 @@ from amsrag.errors import AmsragError
 MODEL_FILE = "decomposer.npz"
 CARD_FILE = "decomposer.json"
 REBUILD = "amsrag train decomposer train --out DIR"
+# an outer question that asks only what kind of thing the inner description is: no second hop
+_IDENTITY = re.compile(r"^\s*(?:what|which|who)(?:\s+(?:person|man|woman|individual|people|one|company|organi[sz]ation|"
+                       rf"group|team|band|city|country|place|state|thing))?\s+(?:is|was|are|were)\s+{re.escape(SLOT)}"
+                       r"\s*\??\s*$", re.IGNORECASE)
 _PERSON_HEADS = re.compile(r"\b(performer|director|father|mother|wife|husband|founder|actor|actress|singer|author|"
                            r"writer|composer|producer|creator|player|spouse|son|daughter|brother|sister|child|"
                            r"man|woman|person|leader|president|king|queen|owner|designer|architect|coach|"
@@ -418,4 +422,6 @@ class TaggerDecomposer:
         rest = f"{question[:a]}{SLOT}{question[b:]}"
         if rest.strip(" ?") == SLOT:
             return Plan("bridge", probs, notes=(f"inner description {inner!r} is the whole question",))
+        if _IDENTITY.match(rest):  # "What person was the director of X?": one hop, whatever the type head says
+            return Plan("single", probs, notes=(f"{rest!r} asks only who or what {inner!r} is",))
         return Plan("bridge", probs, steps=(Step(inner_question(inner)), Step(rest)))

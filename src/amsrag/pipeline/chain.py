@@ -96,6 +96,7 @@ class ChainTrace:
     ms: float = 0.0
     plain_answer: str = ""
     plain_confidence: float | None = None
+    executor_confidence: float | None = None  # the runner's own figure, when `confidence` is the calibrated one
 
     @property
     def answered(self) -> bool:
@@ -106,7 +107,7 @@ class ChainTrace:
                 "citations": list(self.citations), "confidence": round(self.confidence, 4), "used": self.used,
                 "reason": self.reason, "failed_step": self.failed_step, "retriever_calls": self.retriever_calls,
                 "ms": round(self.ms, 3), "plain_answer": self.plain_answer,
-                "plain_confidence": self.plain_confidence}
+                "plain_confidence": self.plain_confidence, "executor_confidence": self.executor_confidence}
 
 
 _PRED_STOP = frozenset({"a", "an", "the", "of", "in", "on", "for", "to", "by", "with", "from", "at", "as", "is", "are",

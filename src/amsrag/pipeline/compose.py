@@ -178,8 +178,9 @@ class Composer:
         plain_conf = float(plain.confidence or 0.0)  # the reader's calibrated probability, abstained or not
         calibration = None if self.calibration_off else self.calibration
         if chain.answered and calibration is not None:
-            features = chain_features(plan, [s.confidence for s in chain.steps], chain.answer, candidate, plain_conf)
-            chain = replace(chain, confidence=calibration.probability(features))
+            features = chain_features(plan, [s.confidence for s in chain.steps], chain.answer, candidate, plain_conf,
+                                      chain.confidence)
+            chain = replace(chain, confidence=calibration.probability(features), executor_confidence=chain.confidence)
         # a generator that gives no confidence (a scripted or LLM answer): its answer stands unless it abstained
         comparable = plain.abstained or plain.confidence is not None
         use = chain.answered and comparable and chain.confidence >= plain_conf + cfg.prefer_chain_margin \
@@ -200,8 +201,10 @@ class Composer:
             g = Generation(ABSTAIN if abstain else chain.answer, () if abstain else chain.citations,
                            round(chain.confidence, 4), abstain, plain.prompt_tokens, plain.output_tokens,
                            plain.ms + chain.ms, plain.generator, details)
-        elif threshold is not None and candidate and plain.abstained != (plain_conf < threshold):
+        elif threshold is not None and plain.confidence is not None and candidate \
+                and plain.abstained != (plain_conf < threshold):
             # the plan type's threshold decides whether the plain answer is given, in place of the reader's own
+            # (a generator that gives no confidence, an LLM, keeps its own decision)
             cited = plain.details.get("candidate_passage")
             abstain = plain_conf < threshold
             g = replace(plain, answer=ABSTAIN if abstain else candidate, abstained=abstain,
