@@ -133,6 +133,19 @@ def test_a_question_asking_only_what_its_description_is_gets_no_second_hop(decom
     assert [s.question for s in kept.steps][-1] == "What nationality is #1?"
 
 
+def test_the_outer_questions_own_verb_is_not_read_as_part_of_the_description(decomposer):
+    # MuSiQue (CC BY 4.0) phrasings: the description is the subject of "What city was …", its verb is the outer one's
+    plan = decomposer.decompose("What city was the author of What We Talk About When We Talk About love born in?")
+    assert [s.question for s in plan.steps] == ["Who is the author of What We Talk About When We Talk About love?",
+                                                "What city was #1 born in?"]
+    plan = decomposer.decompose("Which region is Corey Taylor's city of birth located?")
+    assert [s.question for s in plan.steps][-1] == "Which region is #1 located?"
+    # a verb behind its own auxiliary belongs to the description
+    plan = decomposer.decompose("Where does the Merrimack River start in the state where the Kraus House is located?")
+    assert [s.question for s in plan.steps] == ["What is the state where the Kraus House is located?",
+                                                "Where does the Merrimack River start in #1?"]
+
+
 class _ConfidencelessLLM:
     """A stand-in LLM generator (outside the product): a fixed answer and no confidence, as an API model gives."""
 

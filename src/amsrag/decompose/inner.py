@@ -125,6 +125,34 @@ def _add(out: dict[tuple[int, int], Candidate], doc: Doc, head: Token, a: int, b
     out[(start, end)] = Candidate(start, end, features)
 
 
+_AUXILIARY = frozenset({"is", "was", "are", "were", "does", "do", "did"})
+_BE_HAVE = _AUXILIARY | {"be", "been", "being", "has", "have", "had"}
+
+
+def without_outer_verb(doc: Doc, start: int, end: int) -> int:
+    """The end of the inner description `start`..`end` (character offsets) once the outer question's own verb is
+    given back. When the description is the subject of a question opened by an auxiliary ("Which country is
+    [the firm that owns Babycham located]?", "What city was [the author of X born in]?") and runs to the question
+    mark, its last verb with the prepositions after it is the outer question's ("… is #1 located?"); a verb
+    behind its own auxiliary ("the state where X is located") stays in the description."""
+    inside = [t for t in doc if t.idx >= start and t.idx + len(t.text) <= end]
+    before = [t for t in doc if t.idx + len(t.text) <= start]
+    after = [t for t in doc if t.idx >= end]
+    if len(inside) < 3 or any(not t.is_punct for t in after) or not before or before[-1].lower_ not in _AUXILIARY:
+        return end
+    opening = before[1] if before[0].pos_ == "ADP" and len(before) > 1 else before[0]
+    if opening.lower_ not in _WH:
+        return end
+    i = len(inside) - 1
+    while i > 0 and inside[i].tag_ in ("IN", "RP"):
+        i -= 1
+    verb = inside[i]
+    if i < 2 or not verb.tag_.startswith("VB") or inside[i - 1].lower_ in _BE_HAVE \
+            or inside[i - 1].lower_ in _RELATIVE:
+        return end
+    return inside[i - 1].idx + len(inside[i - 1].text)
+
+
 def best_inner(cands: Sequence[Candidate], weights: np.ndarray, bias: float) -> Candidate | None:
     """The candidate the ranker scores highest (None without candidates)."""
     if not cands:

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from amsrag.decompose.features import TAGS, token_features, type_features
-from amsrag.decompose.inner import INNER_FEATURES, best_inner, candidates
+from amsrag.decompose.inner import INNER_FEATURES, best_inner, candidates, without_outer_verb
 from amsrag.decompose.names import tidy_name
 from amsrag.decompose.plan import PLAN_KINDS, SLOT, Operator, Plan, PlanKind, Step, ValueKind
 from amsrag.embed.encoder import MiniLMEncoder, TokenStates
@@ -405,9 +405,10 @@ class TaggerDecomposer:
 
         from amsrag.indexes.entities import parser_pipeline
 
-        chosen = best_inner(candidates(parser_pipeline()(question), words), self.model.inner_w, self.model.inner_b)
+        doc = parser_pipeline()(question)
+        chosen = best_inner(candidates(doc, words), self.model.inner_w, self.model.inner_b)
         if chosen is not None:
-            a, b = chosen.start, chosen.end
+            a, b = chosen.start, without_outer_verb(doc, chosen.start, chosen.end)
         else:  # no noun phrase the parse offers: the best word span the tag head allows
             span = best_span(words, description)
             if span is None:
@@ -417,7 +418,7 @@ class TaggerDecomposer:
             rel = next((k for k, w in enumerate(inside) if w in _RELATIVE), None)
             if rel is not None and "of" in inside[:rel]:  # "the seat of [the county where X is located]"
                 i += max(k for k in range(rel) if inside[k] == "of") + 1
-            a, b = words[i].start, words[j].end
+            a, b = words[i].start, without_outer_verb(doc, words[i].start, words[j].end)
         inner = question[a:b]
         rest = f"{question[:a]}{SLOT}{question[b:]}"
         if rest.strip(" ?") == SLOT:
