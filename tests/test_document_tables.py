@@ -1,11 +1,13 @@
-"""Real tables found in HTML and DOCX go to the table store (the structured route answers over them) as well as
-to the passage index as text; layout tables and tables without a header are text only; a document's tables are
-replaced and deleted with it. Fixtures: tests/fixtures/documents (observatories.html, fleet.docx; SOURCES.md)."""
+"""Real tables found in HTML, DOCX, PPTX and PDF go to the table store (the structured route answers over them) as
+well as to the passage index as text; layout tables and tables without a header are text only; a document's tables
+are replaced and deleted with it. Fixtures: tests/fixtures/documents (observatories.html, fleet.docx, ferries.pptx,
+accruals.pdf; SOURCES.md)."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -105,6 +107,58 @@ def test_pptx_real_table_has_its_grid_and_a_table_without_header_row_does_not() 
     assert [b.grid for b in slides.blocks if b.kind == "table"] == [None]
 
 
+def _pdf_blocks(name: str, extra: bool, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, int | None]]:
+    with monkeypatch.context() as patch:
+        if not extra:
+            patch.setitem(sys.modules, "pdfplumber", None)  # how an install without `pdf-tables` looks
+        doc = parse_document(DOCS / name, "pdf")
+    return [(b.kind, b.text, b.page) for b in doc.blocks]
+
+
+def test_pdf_ruled_real_table_is_a_table_block_and_its_text_is_not_left_on_the_page(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("pdfplumber")
+    doc = parse_document(DOCS / "accruals.pdf", "pdf")
+    tables = [b for b in doc.blocks if b.kind == "table"]
+    assert len(tables) == 1 and tables[0].page == 1  # four ruled header-only tables ("No results") stay text
+    grid = tables[0].grid
+    assert grid is not None and grid.header[:5] == ("Line no", "UPC code", "Location", "Item Description",
+                                                    "Item Quantity")
+    assert len(grid.rows) == 4 and grid.rows[1][3:7] == ("LILYS DRK CHC CRMLZD SLTD", "688", "$ 0.61", "$ 419.68")
+    assert "LILYS DRK CHC CRMLZD SLTD | 688" in tables[0].text
+    texts = "\n".join(b.text for b in doc.blocks if b.kind != "table")
+    assert "LILYS" not in texts and "Item Quantity" not in texts  # no passage holds the table twice
+    assert "Associated claims\nClaim ID Claim type" in texts  # the rest of the page reads as before
+    (table,) = document_tables(doc, "kb/accruals.pdf", "accruals.pdf", "pdf")
+    assert table.table_id == "kb/accruals.pdf#table-1" and table.metadata["page"] == "1"
+
+    plain = _pdf_blocks("accruals.pdf", False, monkeypatch)  # without the extra: the table is text, as before
+    assert [kind for kind, _, _ in plain] == ["text"] and "LILYS DRK CHC CRMLZD SLTD 688 $ 0.61" in plain[0][1]
+
+
+def test_pdf_table_without_outer_borders_keeps_all_its_columns() -> None:
+    pytest.importorskip("pdfplumber")
+    doc = parse_document(DOCS / "debian-reference-p30-33.pdf", "pdf")  # DocBook: rules across, none at the sides
+    tables = [b for b in doc.blocks if b.kind == "table"]
+    assert [(t.page, t.grid is not None) for t in tables] == [(3, True), (4, True)]
+    first = tables[0].grid
+    assert first is not None and first.header == ("package", "popcon", "size", "description")
+    assert first.rows[0] == ("mc", "V:54, I:226", "1482", "A text-mode full-screen file manager")
+    assert len(first.rows) == 7 and first.rows[-1][0] == "gpm"
+    texts = [b.text for b in doc.blocks if b.kind != "table"]
+    assert not any("full-screen file manager" in t for t in texts)
+    assert any("Table 1.1: List of interesting text-mode program packages" in t for t in texts)
+    second = tables[1].grid
+    assert second is not None and second.header == ("package", "popcon", "size", "description")
+
+
+def test_pdf_text_only_files_give_the_same_blocks_with_and_without_the_table_finder(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("pdfplumber")
+    for name in ("cite.pdf", "heads-only.pdf"):
+        assert _pdf_blocks(name, True, monkeypatch) == _pdf_blocks(name, False, monkeypatch)
+
+
 def test_document_tables_ids_titles_and_provenance() -> None:
     doc = parse_document(DOCS / "observatories.html", "html")
     (table,) = document_tables(doc, "kb/observatories.html", "observatories.html", "html")
@@ -181,6 +235,24 @@ def test_build_answers_over_document_tables_and_sync_replaces_them_with_their_do
     (docs / "fleet.docx").unlink()
     assert _sync(docs, idx)["tables"]["deleted"] == 1  # the file is gone: its table goes with it
     assert _table_ids(idx) == []
+
+
+@pytest.mark.slow
+def test_a_pdf_table_reaches_the_table_store_and_a_structured_question_answers_over_it(tmp_path: Path) -> None:
+    pytest.importorskip("pdfplumber")
+    docs = tmp_path / "kb"
+    docs.mkdir()
+    for name in ("accruals.pdf", "cite.pdf"):
+        shutil.copy(DOCS / name, docs / name)
+    idx = tmp_path / "idx"
+    r = runner.invoke(app, ["index", "build", str(docs), "--index", str(idx), "--json", "-q"])
+    assert r.exit_code == 0, r.output
+    assert _table_ids(idx) == ["kb/accruals.pdf#table-1"]  # the text-only PDF gives none
+    most = _ask(idx, "Which item description has the highest item quantity?")
+    assert most["trace"]["strategy"] == "table" and most["answer"] == "LILYS DRK CHC CRMLZD SLTD"
+    assert most["citations"][0].startswith("kb/accruals.pdf#table-1#row=")
+    (docs / "accruals.pdf").unlink()
+    assert _sync(docs, idx)["tables"]["deleted"] == 1 and _table_ids(idx) == []
 
 
 @pytest.mark.slow

@@ -1,8 +1,10 @@
 """Ruled tables on PDF pages, with the `pdf-tables` extra (pdfplumber, MIT, on pdfminer.six, MIT).
 
-A page is searched only when PDFium shows it drawing at least `MIN_RULES` path objects (ruling lines, cell
-borders or fills) and holds at most `MAX_PAGE_CHARS` characters and `MAX_PAGE_OBJECTS` objects, so a page of
-running text costs one pass over its objects. pdfplumber's `lines` strategy then finds the tables its ruling
+A page is searched only when PDFium shows it drawing a ruled grid: `MIN_RULES_ACROSS` horizontal rules and
+`MIN_RULES_SIDE_BY_SIDE` vertical rules side by side with the same ends, as a row of cells has them (a frame
+around code or a note has two; frames side by side rarely end together), with at most
+`MAX_PAGE_OBJECTS` objects and `MAX_PAGE_CHARS` characters, so a page of running text costs one pass over its
+path objects. pdfplumber's `lines` strategy then finds the tables its ruling
 lines draw (docs/benchmarks/parsers.md §7: its text-alignment strategy finds a "table" on nearly every page of
 prose). A table whose cells pass `grids.real_grid` (first row as the header) is a real table; a cell that a
 merged cell covers takes that cell's text. The table's characters are then left out of the page's text, and
@@ -22,11 +24,14 @@ from amsrag.ingest.parsers.grids import real_grid
 from amsrag.lazy import installed
 
 MODULE = "pdfplumber"
-MIN_RULES = 8  # path objects at least `_RULE_LENGTH` long; a text page draws a footnote rule or column lines
+MIN_RULES_ACROSS = 3  # horizontal rules on the page
+MIN_RULES_SIDE_BY_SIDE = 3  # vertical rules at different x with the same ends: a row of cells (a frame has 2)
+_THIN = 2.5  # points: a path this thin across is a rule
 MAX_PAGE_CHARS = 20_000
 MAX_PAGE_OBJECTS = 20_000
 _RULE_LENGTH = 10.0  # points
-_SETTINGS = {"vertical_strategy": "lines", "horizontal_strategy": "lines"}
+_MIN_SHARED_RULES = 3  # horizontal rules with the same ends that make a table's open sides
+SETTINGS = {"vertical_strategy": "lines", "horizontal_strategy": "lines"}
 
 Box = tuple[float, float, float, float]  # left, bottom, right, top in PDF user space
 
@@ -42,22 +47,30 @@ def available() -> bool:
 
 
 def worth_searching(page: Any) -> bool:
-    """Whether a pypdfium2 page draws enough long paths to hold a ruled table, within the per-page limits."""
+    """Whether a pypdfium2 page draws a ruled grid (module doc), within the per-page object limit."""
     import pypdfium2.raw as pdfium_c
 
-    if page.get_rotation() not in (0, 90):
+    rotation = page.get_rotation()
+    if rotation not in (0, 90) or pdfium_c.FPDFPage_CountObjects(page) > MAX_PAGE_OBJECTS:
         return False
-    objects = pdfium_c.FPDFPage_CountObjects(page)
-    if objects > MAX_PAGE_OBJECTS:
-        return False
-    rules = 0
+    across = 0
+    uprights: list[tuple[int, float, float]] = []  # x, bottom, top of the vertical rules
     for obj in page.get_objects(filter=[pdfium_c.FPDF_PAGEOBJ_PATH], max_depth=2):
         left, bottom, right, top = obj.get_bounds()
-        if max(right - left, top - bottom) >= _RULE_LENGTH:
-            rules += 1
-            if rules >= MIN_RULES:
-                return True
-    return False
+        if rotation == 90:  # the page is shown turned: its rules across are vertical in PDF space
+            left, bottom, right, top = bottom, left, top, right
+        if max(right - left, top - bottom) < _RULE_LENGTH:
+            continue
+        if top - bottom <= _THIN:
+            across += 1
+        elif right - left <= _THIN:
+            uprights.append((round((left + right) / 2), bottom, top))
+    if across < MIN_RULES_ACROSS:
+        return False
+    rows: dict[tuple[int, int], set[int]] = {}  # the x of the vertical rules that start and end together
+    for x, bottom, top in uprights:
+        rows.setdefault((round(bottom), round(top)), set()).add(x)
+    return any(len(xs) >= MIN_RULES_SIDE_BY_SIDE for xs in rows.values())
 
 
 def _cell_text(text: str | None) -> str:
@@ -90,10 +103,13 @@ def _spanned(table: Any, text_in: Callable[[Any], str] | None) -> list[list[str]
 
 
 def _titled(rows: list[list[str]]) -> tuple[str, list[list[str]]]:
-    """A first row that is one cell across the whole width (a title drawn in the ruled frame) as the caption."""
-    if len(rows) > 1 and len(set(rows[0])) == 1 and len(rows[0]) > 1:
-        return rows[0][0], rows[1:]
-    return "", rows
+    """First rows that are one cell across the whole width (a title drawn in the ruled frame, an empty band)
+    dropped; the first such title is the caption."""
+    caption = ""
+    while len(rows) > 1 and len(rows[0]) > 1 and len(set(rows[0])) == 1:
+        caption = caption or rows[0][0]
+        rows = rows[1:]
+    return caption, rows
 
 
 def _pdf_box(bbox: Sequence[float], rotation: int, mediabox: Box) -> Box:
@@ -103,6 +119,61 @@ def _pdf_box(bbox: Sequence[float], rotation: int, mediabox: Box) -> Box:
     if rotation == 90:
         return (top + mx0, x0 + my0, bottom + mx0, x1 + my0)
     return (x0 + mx0, my1 - bottom, x1 + mx0, my1 - top)
+
+
+def open_sides(page: Any) -> list[tuple[tuple[float, float, float, float], list[dict[str, Any]]]]:
+    """Runs of `_MIN_SHARED_RULES`+ horizontal rules that start and end together (joined where they meet) and
+    are not closed by a vertical edge at an end: a table drawn without outer borders (DocBook, many LaTeX
+    classes), which pdfplumber's `lines` strategy would cut down to the columns between inner rules. Each as
+    its bounding box (pdfplumber's x0, top, x1, bottom) and the vertical edges that close its open ends."""
+    from pdfplumber.table import merge_edges
+
+    tolerance = 3
+    rules = merge_edges([e for e in page.edges if e["orientation"] == "h"], tolerance, tolerance, tolerance,
+                        tolerance)
+    verticals = [e for e in page.vertical_edges if e["height"] >= 2]
+    runs: dict[tuple[int, int], list[Any]] = {}
+    for rule in rules:
+        if rule["width"] >= _RULE_LENGTH:
+            runs.setdefault((round(rule["x0"]), round(rule["x1"])), []).append(rule)
+    found = []
+    for edges in runs.values():
+        if len(edges) < _MIN_SHARED_RULES:
+            continue
+        x0, x1 = edges[0]["x0"], edges[0]["x1"]
+        top, bottom = min(e["top"] for e in edges), max(e["bottom"] for e in edges)
+        sides = [{"x0": x, "x1": x, "top": top, "bottom": bottom, "width": 0, "height": bottom - top,
+                  "orientation": "v", "object_type": "open_side_edge"} for x in (x0, x1)
+                 if not any(abs(v["x0"] - x) <= tolerance and v["top"] < bottom and v["bottom"] > top
+                            for v in verticals)]
+        if sides:
+            found.append(((x0, top, x1, bottom), sides))
+    return found
+
+
+def _overlaps(a: Sequence[float], b: Sequence[float]) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def page_tables(page: Any) -> list[Any]:
+    """pdfplumber's tables of a page, top to bottom: the `lines` strategy, and in the box of each run of rules
+    with open sides (`open_sides`) the same with those sides drawn in. The box is searched apart so that its
+    sides are not snapped to other vertical rules of the page (code boxes beside a table)."""
+    margin = 2
+    tables = []
+    for (x0, top, x1, bottom), sides in open_sides(page):
+        box = (max(x0 - margin, page.bbox[0]), max(top - margin, page.bbox[1]),
+               min(x1 + margin, page.bbox[2]), min(bottom + margin, page.bbox[3]))
+        tables += page.crop(box, strict=False).find_tables({**SETTINGS, "explicit_vertical_lines": sides})
+    tables += [t for t in page.find_tables(SETTINGS) if not any(_overlaps(t.bbox, o.bbox) for o in tables)]
+    return sorted(tables, key=lambda t: (t.bbox[1], t.bbox[0]))
+
+
+def table_grid(table: Any, text_in: Callable[[Any], str] | None = None) -> Grid | None:
+    """A pdfplumber table as a `Grid` when it is a real table (first row the header, a full-width first row its
+    caption); `text_in(pdfplumber cell box)` reads a cell's text, else pdfplumber's."""
+    caption, rows = _titled(_spanned(table, text_in))
+    return real_grid(rows[0], rows[1:], caption) if rows else None
 
 
 def _reader(text_in: Callable[[Box], str], rotation: int, mediabox: Box) -> Callable[[Any], str]:
@@ -135,10 +206,8 @@ class PageTables:
             if len(page.chars) > MAX_PAGE_CHARS:
                 return []
             found: list[PageTable] = []
-            for table in sorted(page.find_tables(_SETTINGS), key=lambda t: (t.bbox[1], t.bbox[0])):
-                read = None if text_in is None else _reader(text_in, rotation, mediabox)
-                caption, rows = _titled(_spanned(table, read))
-                grid = real_grid(rows[0], rows[1:], caption) if rows else None
+            for table in page_tables(page):
+                grid = table_grid(table, None if text_in is None else _reader(text_in, rotation, mediabox))
                 if grid is not None:
                     found.append(PageTable(grid, _pdf_box(table.bbox, rotation, mediabox)))
             return found
