@@ -23,6 +23,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +75,8 @@ CELLS: list[tuple[str, int, int, list[list[str]]]] = [
 ]
 
 STRATEGIES: dict[str, Any] = {
-    "lines + open sides (shipped)": "shipped",
+    "shipped: gate, then lines + open sides": "gated",
+    "lines + open sides, every page": "shipped",
     "lines": {"vertical_strategy": "lines", "horizontal_strategy": "lines"},
     "text": {"vertical_strategy": "text", "horizontal_strategy": "text"},
     "lines-across/text-down": {"vertical_strategy": "text", "horizontal_strategy": "lines"},
@@ -85,8 +87,21 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def _searched(doc: Any, index: int) -> bool:
+    from amsrag.ingest.parsers.pdf_tables import worth_searching
+
+    page = doc[index]
+    textpage = page.get_textpage()
+    try:
+        return worth_searching(page, textpage.count_chars())
+    finally:
+        textpage.close()
+        page.close()
+
+
 def finders(root: Path) -> dict[str, Any]:
     import pdfplumber
+    import pypdfium2 as pdfium
 
     from amsrag.ingest.parsers.pdf_tables import page_tables, table_grid
 
@@ -95,10 +110,14 @@ def finders(root: Path) -> dict[str, Any]:
         found = present = hits = pages = 0
         cpu = 0.0
         for file, labels in LABELS.items():
+            doc = pdfium.PdfDocument(str(root / file))
             with pdfplumber.open(root / file) as pdf:
                 for number, page in enumerate(pdf.pages, start=1):
                     start = time.process_time()
-                    found_here = page_tables(page) if settings == "shipped" else page.find_tables(settings)
+                    if settings == "gated":
+                        found_here = page_tables(page) if _searched(doc, number - 1) else []
+                    else:
+                        found_here = page_tables(page) if settings == "shipped" else page.find_tables(settings)
                     real = [g for g in map(table_grid, found_here) if g is not None]
                     cpu += time.process_time() - start
                     page.close()
@@ -110,6 +129,7 @@ def finders(root: Path) -> dict[str, Any]:
                             hit += 1
                     present += len(labels.get(number, []))
                     found, hits, pages = found + len(real), hits + hit, pages + 1
+            doc.close()
         out[name] = {"pages": pages, "found": found, "present": present, "hits": hits,
                      "precision": round(hits / found, 3) if found else None, "recall": round(hits / present, 3),
                      "cpu_s_per_page": round(cpu / pages, 4)}
@@ -120,7 +140,6 @@ def finders(root: Path) -> dict[str, Any]:
 def gate(root: Path) -> dict[str, Any]:
     import pypdfium2 as pdfium
 
-    from amsrag.ingest.parsers.pdf_tables import worth_searching
 
     searched = {"with_tables": 0, "without": 0}
     pages = {"with_tables": 0, "without": 0}
@@ -129,7 +148,7 @@ def gate(root: Path) -> dict[str, Any]:
         for index in range(len(doc)):
             kind = "with_tables" if labels.get(index + 1) else "without"
             pages[kind] += 1
-            searched[kind] += worth_searching(doc[index])
+            searched[kind] += _searched(doc, index)
         doc.close()
     return {"pages": pages, "searched": searched}
 
@@ -158,7 +177,6 @@ def _without_extra(run: Callable[[], Any]) -> Any:
 def text_cost(files: list[Path], rounds: int) -> dict[str, Any]:
     import pypdfium2 as pdfium
 
-    from amsrag.ingest.parsers.pdf_tables import worth_searching
 
     on = off = 0.0
     same = 0
@@ -167,10 +185,10 @@ def text_cost(files: list[Path], rounds: int) -> dict[str, Any]:
     for path in files:
         doc = pdfium.PdfDocument(str(path))
         pages += len(doc)
-        searched += sum(worth_searching(doc[i]) for i in range(len(doc)))
+        searched += sum(_searched(doc, i) for i in range(len(doc)))
         doc.close()
         for _ in range(rounds):
-            t_off, blocks_off = _without_extra(lambda p=path: _parse(p))
+            t_off, blocks_off = _without_extra(partial(_parse, path))
             t_on, blocks_on = _parse(path)
             off, on = off + t_off, on + t_on
         if blocks_on == blocks_off:

@@ -20,6 +20,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from amsrag.ingest.parsers import pdf_tables
 from amsrag.ingest.parsers.base import Block, Grid, ParseBudget, ParsedDocument, SkippedDocument, TextBudget
 from amsrag.ingest.parsers.grids import grid_text
 
@@ -74,12 +75,15 @@ def _lines(text: str) -> list[str]:
     return [line.rstrip() for line in text.split("\n")]
 
 
-def _page_lines(doc: Any, index: int) -> list[str]:
+def _page_lines(doc: Any, index: int, ruled: set[int] | None = None) -> list[str]:
+    """The page's lines; its index added to `ruled` when given and the page draws a ruled grid (`pdf_tables`)."""
     page = doc[index]
     try:
         textpage = page.get_textpage()
         try:
             text = textpage.get_text_range()
+            if ruled is not None and pdf_tables.worth_searching(page, textpage.count_chars()):
+                ruled.add(index)
         finally:
             textpage.close()
     finally:
@@ -113,7 +117,7 @@ def _lines_around(page: Any, boxes: Sequence[tuple[float, float, float, float]])
 
         for k in range(count):
             where = current
-            if not pdfium_c.FPDFText_IsGenerated(textpage, k):
+            if not pdfium_c.FPDFText_IsGenerated(textpage.raw, k):
                 left, bottom, right, top = textpage.get_charbox(k)
                 x, y = (left + right) / 2, (bottom + top) / 2
                 where = next((n for n, box in enumerate(boxes) if _inside(x, y, box)), None)
@@ -130,24 +134,16 @@ def _lines_around(page: Any, boxes: Sequence[tuple[float, float, float, float]])
     return _lines("".join(parts))
 
 
-def _find_tables(path: Path, doc: Any, page_lines: list[list[str]], skip: set[int],
+def _find_tables(path: Path, doc: Any, page_lines: list[list[str]], ruled: Iterable[int],
                  notice: Callable[[str], None] | None = None) -> dict[int, list[Grid]]:
-    """The real tables of the pages worth searching (`pdf_tables`), by 0-based page, when the `pdf-tables`
-    extra is installed; their pages' lines in `page_lines` are replaced by the lines around them."""
-    from amsrag.ingest.parsers import pdf_tables
-
-    if not pdf_tables.available():
-        return {}
+    """The real tables of the `ruled` pages (`pdf_tables`), by 0-based page; their pages' lines in `page_lines`
+    are replaced by the lines around them."""
     found: dict[int, list[Grid]] = {}
     finder: pdf_tables.PageTables | None = None
     try:
-        for index in range(len(page_lines)):
-            if index in skip:
-                continue
+        for index in sorted(ruled):
             page = doc[index]
             try:
-                if not pdf_tables.worth_searching(page):
-                    continue
                 if finder is None:
                     finder = pdf_tables.PageTables(path)
                 textpage = page.get_textpage()
@@ -361,7 +357,8 @@ def parse_pdf(path: Path, budget: ParseBudget, notice: Callable[[str], None] | N
         if pages > budget.max_pages:
             raise SkippedDocument(path, f"{pages:,} pages, more than ingest.max_pages ({budget.max_pages:,})")
         text_budget = TextBudget(path, budget)
-        page_lines = [_page_lines(doc, i) for i in range(pages)]
+        ruled: set[int] | None = set() if pdf_tables.available() else None
+        page_lines = [_page_lines(doc, i, ruled) for i in range(pages)]
         for lines in page_lines:
             text_budget.take("\n".join(lines))
         tables: dict[int, list[Grid]] = {}
@@ -375,7 +372,8 @@ def parse_pdf(path: Path, budget: ParseBudget, notice: Callable[[str], None] | N
             for lines in _ocr_scanned_pages(path, doc, page_lines, budget, notice):
                 text_budget.take("\n".join(lines))
             text_lines = list(page_lines)
-            tables = _find_tables(path, doc, text_lines, scanned, notice)
+            if ruled:
+                tables = _find_tables(path, doc, text_lines, ruled - scanned, notice)
         outline = _outline(doc, pages)
         title = _info_title(doc)
     finally:

@@ -46,17 +46,36 @@ def available() -> bool:
     return installed(MODULE)
 
 
-def worth_searching(page: Any) -> bool:
-    """Whether a pypdfium2 page draws a ruled grid (module doc), within the per-page object limit."""
+def _path_bounds(page: Any) -> list[tuple[float, float, float, float]]:
+    """The bounds (left, bottom, right, top) of the page's top-level path objects, read through PDFium's C API:
+    wrapping every text object in Python costs more than the page's text."""
+    import ctypes
+
+    import pypdfium2.raw as pdfium_c
+
+    raw = page.raw
+    left, bottom, right, top = (ctypes.c_float() for _ in range(4))
+    found = []
+    for index in range(pdfium_c.FPDFPage_CountObjects(raw)):
+        obj = pdfium_c.FPDFPage_GetObject(raw, index)
+        if pdfium_c.FPDFPageObj_GetType(obj) == pdfium_c.FPDF_PAGEOBJ_PATH and pdfium_c.FPDFPageObj_GetBounds(
+                obj, ctypes.byref(left), ctypes.byref(bottom), ctypes.byref(right), ctypes.byref(top)):
+            found.append((left.value, bottom.value, right.value, top.value))
+    return found
+
+
+def worth_searching(page: Any, chars: int) -> bool:
+    """Whether a pypdfium2 page of `chars` characters draws a ruled grid (module doc), within the per-page
+    limits."""
     import pypdfium2.raw as pdfium_c
 
     rotation = page.get_rotation()
-    if rotation not in (0, 90) or pdfium_c.FPDFPage_CountObjects(page) > MAX_PAGE_OBJECTS:
+    if rotation not in (0, 90) or chars > MAX_PAGE_CHARS or pdfium_c.FPDFPage_CountObjects(
+            page.raw) > MAX_PAGE_OBJECTS:
         return False
     across = 0
     uprights: list[tuple[int, float, float]] = []  # x, bottom, top of the vertical rules
-    for obj in page.get_objects(filter=[pdfium_c.FPDF_PAGEOBJ_PATH], max_depth=2):
-        left, bottom, right, top = obj.get_bounds()
+    for left, bottom, right, top in _path_bounds(page):
         if rotation == 90:  # the page is shown turned: its rules across are vertical in PDF space
             left, bottom, right, top = bottom, left, top, right
         if max(right - left, top - bottom) < _RULE_LENGTH:
@@ -203,8 +222,6 @@ class PageTables:
         page's own text reader, so cells read as the rest of the page does), else pdfplumber's text."""
         page = self._pdf.pages[index]
         try:
-            if len(page.chars) > MAX_PAGE_CHARS:
-                return []
             found: list[PageTable] = []
             for table in page_tables(page):
                 grid = table_grid(table, None if text_in is None else _reader(text_in, rotation, mediabox))
