@@ -31,6 +31,7 @@ MAX_PAGE_CHARS = 20_000
 MAX_PAGE_OBJECTS = 20_000
 _RULE_LENGTH = 10.0  # points
 _MIN_SHARED_RULES = 3  # horizontal rules with the same ends that make a table's open sides
+_MIN_BANDED = 3  # filled cells of the same line count that make a row a band of rows
 SETTINGS = {"vertical_strategy": "lines", "horizontal_strategy": "lines"}
 
 Box = tuple[float, float, float, float]  # left, bottom, right, top in PDF user space
@@ -97,14 +98,14 @@ def _cell_text(text: str | None) -> str:
 
 
 def _spanned(table: Any, text_in: Callable[[Any], str] | None) -> list[list[str]]:
-    """The table's rows, each slot that a merged cell covers (pdfplumber gives None) holding that cell's text;
-    a cell's text is `text_in(cell box)` when given, else pdfplumber's."""
-    rows = table.extract()
-    texts = {}
-    for row_cells, row_text in zip((r.cells for r in table.rows), rows, strict=False):
-        for box, text in zip(row_cells, row_text, strict=False):
-            if box is not None:
-                texts[box] = _cell_text(text_in(box) if text_in is not None else text)
+    """The table's rows of raw cell text, each slot that a merged cell covers (pdfplumber gives None) holding
+    that cell's text; a cell's text is `text_in(cell box)` when given, else pdfplumber's."""
+    texts: dict[Any, str] = {}
+    if text_in is None:
+        for row_cells, row_text in zip((r.cells for r in table.rows), table.extract(), strict=False):
+            texts.update((box, text or "") for box, text in zip(row_cells, row_text, strict=False) if box)
+    else:
+        texts.update((box, text_in(box)) for row in table.rows for box in row.cells if box is not None)
     out: list[list[str]] = []
     for row in table.rows:
         line: list[str] = []
@@ -121,11 +122,27 @@ def _spanned(table: Any, text_in: Callable[[Any], str] | None) -> list[list[str]
     return out
 
 
+def _unbanded(rows: list[list[str]]) -> list[list[str]]:
+    """Data rows with whitespace squashed; a row whose filled cells (`_MIN_BANDED` or more) all hold the same
+    number of lines, more than one, is that many rows: a band of rows drawn without rules between them (a
+    sheet ruled every five rows). A row where only some cells wrap is one row."""
+    out: list[list[str]] = []
+    for row in rows:
+        lines = [[part.strip() for part in cell.splitlines() if part.strip()] for cell in row]
+        heights = {len(cell) for cell in lines if cell}
+        filled = sum(1 for cell in lines if cell)
+        if len(heights) == 1 and (height := heights.pop()) > 1 and filled >= _MIN_BANDED:
+            out += [[cell[k] if cell else "" for cell in lines] for k in range(height)]
+        else:
+            out.append([_cell_text(cell) for cell in row])
+    return out
+
+
 def _titled(rows: list[list[str]]) -> tuple[str, list[list[str]]]:
     """First rows that are one cell across the whole width (a title drawn in the ruled frame, an empty band)
     dropped; the first such title is the caption."""
     caption = ""
-    while len(rows) > 1 and len(rows[0]) > 1 and len(set(rows[0])) == 1:
+    while len(rows) > 1 and len(rows[0]) > 1 and len({_cell_text(c) for c in rows[0]}) == 1:
         caption = caption or rows[0][0]
         rows = rows[1:]
     return caption, rows
@@ -192,7 +209,9 @@ def table_grid(table: Any, text_in: Callable[[Any], str] | None = None) -> Grid 
     """A pdfplumber table as a `Grid` when it is a real table (first row the header, a full-width first row its
     caption); `text_in(pdfplumber cell box)` reads a cell's text, else pdfplumber's."""
     caption, rows = _titled(_spanned(table, text_in))
-    return real_grid(rows[0], rows[1:], caption) if rows else None
+    if not rows:
+        return None
+    return real_grid([_cell_text(cell) for cell in rows[0]], _unbanded(rows[1:]), _cell_text(caption))
 
 
 def _reader(text_in: Callable[[Box], str], rotation: int, mediabox: Box) -> Callable[[Any], str]:
