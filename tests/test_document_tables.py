@@ -152,6 +152,45 @@ def test_pdf_table_without_outer_borders_keeps_all_its_columns() -> None:
     assert second is not None and second.header == ("package", "popcon", "size", "description")
 
 
+def test_pdf_band_of_rows_without_rules_between_is_split_but_a_wrapped_cell_is_not() -> None:
+    from amsrag.ingest.parsers.pdf_tables import split_bands
+
+    band = ["Alabama\r\nAlaska", "18,870\r\n209", "23,022\r\n3,062", ""]
+    assert split_bands([band]) == [["Alabama", "18,870", "23,022", ""], ["Alaska", "209", "3,062", ""]]
+    wrapped = ["vim", "V:97", "3570", "Unix text editor Vi IMproved, a programmers text editor (standard\nversion)"]
+    assert split_bands([wrapped])[0][3] == "Unix text editor Vi IMproved, a programmers text editor (standard version)"
+    two = ["Name\nwrapped", "Note\nwrapped"]  # two cells: too few to tell a band from wrapping
+    assert split_bands([two]) == [["Name wrapped", "Note wrapped"]]
+
+
+def test_pdf_table_finder_runs_only_on_ruled_pages_within_the_page_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("pdfplumber")
+    import pypdfium2 as pdfium
+
+    from amsrag.ingest.parsers import pdf_tables
+
+    def searched(name: str) -> list[bool]:
+        doc = pdfium.PdfDocument(str(DOCS / name))
+        try:
+            out = []
+            for index in range(len(doc)):
+                page = doc[index]
+                textpage = page.get_textpage()
+                out.append(pdf_tables.worth_searching(page, textpage.count_chars()))
+                textpage.close()
+                page.close()
+            return out
+        finally:
+            doc.close()
+
+    assert searched("accruals.pdf") == [True]
+    assert searched("debian-reference-p30-33.pdf") == [False, False, True, True]  # a code box's frame is no grid
+    assert not any(searched("cite.pdf"))
+    monkeypatch.setattr(pdf_tables, "MAX_PAGE_CHARS", 100)  # a page past the limit is read as text only
+    assert searched("accruals.pdf") == [False]
+    assert [b.kind for b in parse_document(DOCS / "accruals.pdf", "pdf").blocks] == ["text"]
+
+
 def test_pdf_text_only_files_give_the_same_blocks_with_and_without_the_table_finder(
         monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("pdfplumber")

@@ -1,15 +1,21 @@
 """Ruled tables on PDF pages, with the `pdf-tables` extra (pdfplumber, MIT, on pdfminer.six, MIT).
 
-A page is searched only when PDFium shows it drawing a ruled grid: `MIN_RULES_ACROSS` horizontal rules and
-`MIN_RULES_SIDE_BY_SIDE` vertical rules side by side with the same ends, as a row of cells has them (a frame
-around code or a note has two; frames side by side rarely end together), with at most
-`MAX_PAGE_OBJECTS` objects and `MAX_PAGE_CHARS` characters, so a page of running text costs one pass over its
-path objects. pdfplumber's `lines` strategy then finds the tables its ruling
-lines draw (docs/benchmarks/parsers.md §7: its text-alignment strategy finds a "table" on nearly every page of
-prose). A table whose cells pass `grids.real_grid` (first row as the header) is a real table; a cell that a
-merged cell covers takes that cell's text. The table's characters are then left out of the page's text, and
-the table is put where its first character stood, so its text is not a passage twice. Without the extra, or
-when a page is not searched, the page reads as it does without tables.
+Chosen by measurement (docs/benchmarks/parsers.md §7): pdfplumber's `lines` strategy finds the tables that ruling
+lines draw; its text-alignment strategy finds a "table" on nearly every page of prose, so tables without rules
+stay text. Steps, each bounded:
+
+- **Gate** (`worth_searching`): a page is searched only when PDFium shows it drawing a ruled grid,
+  `MIN_RULES_ACROSS` horizontal rules and `MIN_RULES_SIDE_BY_SIDE` vertical rules with the same ends, as a row of
+  cells has them (a frame around code or a note has two), on a page of at most `MAX_PAGE_CHARS` characters and
+  `MAX_PAGE_OBJECTS` objects. A page of prose costs one pass over its objects' types.
+- **Find** (`page_tables`): `lines`, plus the open sides of tables drawn without outer borders (`open_sides`).
+- **Read** (`table_grid`): cells read by PDFium in each cell's box (as the rest of the page reads); a merged
+  cell's text repeated into the slots it covers; a first row across the whole width is the caption; a band of
+  rows drawn without rules between them is split (`split_bands`); the first row is the header, and the table
+  is real when `grids.real_grid` says so.
+
+The parser (`pdf.py`) then leaves the table's characters out of the page's text and puts the table where its
+first character stood. Without the extra a PDF reads as it did before tables.
 """
 
 from __future__ import annotations
@@ -122,7 +128,7 @@ def _spanned(table: Any, text_in: Callable[[Any], str] | None) -> list[list[str]
     return out
 
 
-def _unbanded(rows: list[list[str]]) -> list[list[str]]:
+def split_bands(rows: list[list[str]]) -> list[list[str]]:
     """Data rows with whitespace squashed; a row whose filled cells (`_MIN_BANDED` or more) all hold the same
     number of lines, more than one, is that many rows: a band of rows drawn without rules between them (a
     sheet ruled every five rows). A row where only some cells wrap is one row."""
@@ -211,7 +217,7 @@ def table_grid(table: Any, text_in: Callable[[Any], str] | None = None) -> Grid 
     caption, rows = _titled(_spanned(table, text_in))
     if not rows:
         return None
-    return real_grid([_cell_text(cell) for cell in rows[0]], _unbanded(rows[1:]), _cell_text(caption))
+    return real_grid([_cell_text(cell) for cell in rows[0]], split_bands(rows[1:]), _cell_text(caption))
 
 
 def _reader(text_in: Callable[[Box], str], rotation: int, mediabox: Box) -> Callable[[Any], str]:
