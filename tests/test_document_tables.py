@@ -1,7 +1,7 @@
 """Real tables found in HTML, DOCX, PPTX and PDF go to the table store (the structured route answers over them) as
 well as to the passage index as text; layout tables and tables without a header are text only; a document's tables
 are replaced and deleted with it. Fixtures: tests/fixtures/documents (observatories.html, fleet.docx, ferries.pptx,
-accruals.pdf; SOURCES.md)."""
+accruals.pdf, warn-summary.pdf; SOURCES.md)."""
 
 from __future__ import annotations
 
@@ -152,6 +152,34 @@ def test_pdf_table_without_outer_borders_keeps_all_its_columns() -> None:
     assert second is not None and second.header == ("package", "popcon", "size", "description")
 
 
+def test_pdf_table_over_two_pages_is_one_table_and_a_headerless_tail_stays_text() -> None:
+    pytest.importorskip("pdfplumber")
+    doc = parse_document(DOCS / "warn-summary.pdf", "pdf")
+    tables = [b for b in doc.blocks if b.kind == "table"]
+    assert [(t.page, t.grid is not None) for t in tables] == [(1, True), (2, False)]
+    grid = tables[0].grid
+    assert grid is not None and grid.header[:3] == ("Summary by Month", "Notices", "Employees Affected")
+    assert len(grid.rows) == 10 and grid.rows[0][0] == "July 2015" and grid.rows[-1][:3] == ("Total", "632", "53,454")
+    assert grid.rows[3][:3] == ("October 2015", "71", "6,102")  # a row printed on page 2
+    assert tables[1].text.startswith("September 2015 | 76 | 4,864 |")  # page 2's part: a passage of its page
+    texts = "\n".join(b.text for b in doc.blocks if b.kind != "table")
+    assert "October 2015" not in texts and "Summary by Month" not in texts
+    # the last rows of the report's main table open page 1 without their header: they stay text
+    assert "Rockwell Collins, Inc." in texts
+    (table,) = document_tables(doc, "kb/warn-summary.pdf", "warn-summary.pdf", "pdf")
+    assert table.metadata["page"] == "1"
+
+
+def test_pdf_first_row_of_values_is_no_header() -> None:
+    from amsrag.ingest.parsers.pdf_tables import is_header
+
+    assert is_header(["Notice Date", "Effective", "Received", "Company", "City", "No. Of", "Layoff/Closure"])
+    assert not is_header(["07/17/2015", "09/18/2015", "07/21/2015", "Boeing Company", "Huntington Beach", "65",
+                          "Layoff Unknown at this time"])
+    assert not is_header(["0.47", "0.40", "0.03", "0.31"]) and not is_header(["", ""])
+    assert is_header(["Line no", "UPC code", "Item Quantity", "Bill Amount ($)"])
+
+
 def test_pdf_band_of_rows_without_rules_between_is_split_but_a_wrapped_cell_is_not() -> None:
     from amsrag.ingest.parsers.pdf_tables import split_bands
 
@@ -281,17 +309,20 @@ def test_a_pdf_table_reaches_the_table_store_and_a_structured_question_answers_o
     pytest.importorskip("pdfplumber")
     docs = tmp_path / "kb"
     docs.mkdir()
-    for name in ("accruals.pdf", "cite.pdf"):
+    for name in ("accruals.pdf", "cite.pdf", "warn-summary.pdf"):
         shutil.copy(DOCS / name, docs / name)
     idx = tmp_path / "idx"
     r = runner.invoke(app, ["index", "build", str(docs), "--index", str(idx), "--json", "-q"])
     assert r.exit_code == 0, r.output
-    assert _table_ids(idx) == ["kb/accruals.pdf#table-1"]  # the text-only PDF gives none
+    assert _table_ids(idx) == ["kb/accruals.pdf#table-1", "kb/warn-summary.pdf#table-1"]  # cite.pdf: none
     most = _ask(idx, "Which item description has the highest item quantity?")
     assert most["trace"]["strategy"] == "table" and most["answer"] == "LILYS DRK CHC CRMLZD SLTD"
     assert most["citations"][0].startswith("kb/accruals.pdf#table-1#row=")
+    october = _ask(idx, "How many notices were there in October 2015?")  # a row printed on the table's 2nd page
+    assert october["trace"]["strategy"] == "table" and october["answer"] == "71"
+    assert october["citations"][0].startswith("kb/warn-summary.pdf#table-1#row=")
     (docs / "accruals.pdf").unlink()
-    assert _sync(docs, idx)["tables"]["deleted"] == 1 and _table_ids(idx) == []
+    assert _sync(docs, idx)["tables"]["deleted"] == 1 and _table_ids(idx) == ["kb/warn-summary.pdf#table-1"]
 
 
 @pytest.mark.slow

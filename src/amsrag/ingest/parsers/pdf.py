@@ -22,7 +22,7 @@ from typing import Any
 
 from amsrag.ingest.parsers import pdf_tables
 from amsrag.ingest.parsers.base import Block, Grid, ParseBudget, ParsedDocument, SkippedDocument, TextBudget
-from amsrag.ingest.parsers.grids import grid_text
+from amsrag.ingest.parsers.grids import grid_text, real_grid
 
 _SOFT_HYPHENS = re.compile("[\ufffe\x02\u00ad]")
 _LINE_HYPHEN = re.compile(r"(\w+)-\n(\w+)")
@@ -134,39 +134,75 @@ def _lines_around(page: Any, boxes: Sequence[tuple[float, float, float, float]])
     return _lines("".join(parts))
 
 
+@dataclass(slots=True)
+class _Joined:
+    """A table as it goes to the table store: its header, its rows from every page it runs over, and where each
+    part of it stands (page, index among that page's found tables, its own rows)."""
+
+    header: tuple[str, ...]
+    caption: str
+    rows: list[tuple[str, ...]]
+    parts: list[tuple[int, int, tuple[tuple[str, ...], ...]]]
+
+
+def _join_pages(found: dict[int, list[pdf_tables.PageTable]]) -> list[_Joined]:
+    """Tables with a header, each followed by the headerless first table of the next page when it is as wide
+    and the table was the last on its page: a table that runs over pages is one table."""
+    joined: list[_Joined] = []
+    last: tuple[int, _Joined] | None = None  # the last table of the last page read, and its page
+    for index in sorted(found):
+        for n, table in enumerate(found[index]):
+            if table.header is not None:
+                joined.append(_Joined(table.header, table.caption, list(table.rows), [(index, n, table.rows)]))
+                last = (index, joined[-1])
+            elif n == 0 and last is not None and last[0] == index - 1 and len(last[1].header) == len(table.rows[0]):
+                last[1].rows += table.rows
+                last[1].parts.append((index, n, table.rows))
+                last = (index, last[1])
+    return joined
+
+
 def _find_tables(path: Path, doc: Any, page_lines: list[list[str]], ruled: Iterable[int],
-                 notice: Callable[[str], None] | None = None) -> dict[int, list[Grid]]:
-    """The real tables of the `ruled` pages (`pdf_tables`), by 0-based page; their pages' lines in `page_lines`
-    are replaced by the lines around them."""
-    found: dict[int, list[Grid]] = {}
-    finder: pdf_tables.PageTables | None = None
+                 notice: Callable[[str], None] | None = None) -> dict[int, list[tuple[str, Grid | None]]]:
+    """The real tables of the `ruled` pages (`pdf_tables`) as (text, grid) by 0-based page, in page order: a
+    table over several pages has its grid on its first part and text only on the others. Their pages' lines in
+    `page_lines` are replaced by the lines around them."""
+    found: dict[int, list[pdf_tables.PageTable]] = {}
     try:
-        for index in sorted(ruled):
-            page = doc[index]
-            try:
-                if finder is None:
-                    finder = pdf_tables.PageTables(path)
+        with pdf_tables.PageTables(path) as finder:
+            for index in sorted(ruled):
+                page = doc[index]
                 textpage = page.get_textpage()
                 try:
                     tables = finder.find(index, page.get_rotation(), tuple(page.get_mediabox()),
                                          partial(_text_in, textpage))
                 finally:
                     textpage.close()
+                    page.close()
                 if tables:
-                    page_lines[index] = _lines_around(page, [t.box for t in tables])
-                    found[index] = [t.grid for t in tables]
-            finally:
-                page.close()
+                    found[index] = tables
     except Exception as exc:  # pdfminer fails on a file PDFium reads: its tables stay text
         if notice is not None:
             notice(f"{path.name}: tables not read ({type(exc).__name__}: {exc}); they stay text")
-        for index in found:
-            page_lines[index] = _page_lines(doc, index)
         return {}
-    finally:
-        if finder is not None:
-            finder.close()
-    return found
+    placed: dict[int, dict[int, tuple[str, Grid | None]]] = {}
+    for table in _join_pages(found):
+        grid = real_grid(table.header, table.rows, table.caption)
+        if grid is None:
+            continue
+        for k, (index, n, rows) in enumerate(table.parts):
+            text = grid_text([table.header, *rows] if k == 0 else rows)
+            placed.setdefault(index, {})[n] = (text, grid if k == 0 else None)
+    out: dict[int, list[tuple[str, Grid | None]]] = {}
+    for index, by_position in placed.items():
+        order = sorted(by_position)
+        page = doc[index]
+        try:
+            page_lines[index] = _lines_around(page, [found[index][n].box for n in order])
+        finally:
+            page.close()
+        out[index] = [by_position[n] for n in order]
+    return out
 
 
 def _edge_key(line: str) -> str:
@@ -230,9 +266,9 @@ def _title_patterns(title: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
     return at_line, re.compile(words, re.IGNORECASE)
 
 
-def _place_tables(blocks: list[Block], grids: Sequence[Grid]) -> list[Block]:
-    """Text blocks split at the `<mark>N<mark>` lines, the table block of grid N standing there."""
-    if not grids:
+def _place_tables(blocks: list[Block], tables: Sequence[tuple[str, Grid | None]]) -> list[Block]:
+    """Text blocks split at the `<mark>N<mark>` lines, the table block of table N (its text, its grid) there."""
+    if not tables:
         return blocks
     out: list[Block] = []
     for block in blocks:
@@ -244,8 +280,8 @@ def _place_tables(blocks: list[Block], grids: Sequence[Grid]) -> list[Block]:
             before = block.text[cursor : m.start()].strip()
             if before:
                 out.append(Block("text", before, 0, block.page))
-            grid = grids[int(m.group(1))]
-            out.append(Block("table", grid_text([grid.header, *grid.rows]), 0, block.page, grid=grid))
+            text, grid = tables[int(m.group(1))]
+            out.append(Block("table", text, 0, block.page, grid=grid))
             cursor = m.end()
         rest = block.text[cursor:].strip()
         if rest:
@@ -361,7 +397,7 @@ def parse_pdf(path: Path, budget: ParseBudget, notice: Callable[[str], None] | N
         page_lines = [_page_lines(doc, i, ruled) for i in range(pages)]
         for lines in page_lines:
             text_budget.take("\n".join(lines))
-        tables: dict[int, list[Grid]] = {}
+        tables: dict[int, list[tuple[str, Grid | None]]] = {}
         if not _has_text(page_lines, pages):
             page_lines = _ocr(path, doc, pages, budget, notice)
             for lines in page_lines:

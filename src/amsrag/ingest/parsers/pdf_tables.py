@@ -20,6 +20,7 @@ first character stood. Without the extra a PDF reads as it did before tables.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,14 +40,20 @@ _RULE_LENGTH = 10.0  # points
 _MIN_SHARED_RULES = 3  # horizontal rules with the same ends that make a table's open sides
 _MIN_BANDED = 3  # filled cells of the same line count that make a row a band of rows
 SETTINGS = {"vertical_strategy": "lines", "horizontal_strategy": "lines"}
+_VALUE = re.compile(r"[\d\s$€£¥%()+\-.,:/]*\d[\d\s$€£¥%()+\-.,:/]*")  # a number, an amount, a date
 
 Box = tuple[float, float, float, float]  # left, bottom, right, top in PDF user space
 
 
 @dataclass(frozen=True, slots=True)
 class PageTable:
-    grid: Grid
+    """A table found on a page: its header, None when its first row is not one (it may be the rest of a table
+    from the page before), and its data rows."""
+
     box: Box
+    header: tuple[str, ...] | None
+    rows: tuple[tuple[str, ...], ...]
+    caption: str = ""
 
 
 def available() -> bool:
@@ -211,13 +218,31 @@ def page_tables(page: Any) -> list[Any]:
     return sorted(tables, key=lambda t: (t.bbox[1], t.bbox[0]))
 
 
-def table_grid(table: Any, text_in: Callable[[Any], str] | None = None) -> Grid | None:
-    """A pdfplumber table as a `Grid` when it is a real table (first row the header, a full-width first row its
-    caption); `text_in(pdfplumber cell box)` reads a cell's text, else pdfplumber's."""
+def is_header(row: Sequence[str]) -> bool:
+    """Whether a first row reads as a header: some text, and fewer than half of its filled cells values
+    (numbers, amounts, dates), which a data row carried over from the page before has."""
+    filled = [cell for cell in row if cell.strip()]
+    return bool(filled) and 2 * sum(1 for cell in filled if _VALUE.fullmatch(cell)) < len(filled)
+
+
+def read_table(table: Any, box: Box, text_in: Callable[[Any], str] | None = None) -> PageTable | None:
+    """A pdfplumber table's header (when its first row is one, `is_header`) and data rows; `text_in(pdfplumber
+    cell box)` reads a cell's text, else pdfplumber's. None for a table without rows."""
     caption, rows = _titled(_spanned(table, text_in))
     if not rows:
         return None
-    return real_grid([_cell_text(cell) for cell in rows[0]], split_bands(rows[1:]), _cell_text(caption))
+    header = [_cell_text(cell) for cell in rows[0]]
+    if not is_header(header):
+        return PageTable(box, None, tuple(map(tuple, split_bands(rows))), _cell_text(caption))
+    return PageTable(box, tuple(header), tuple(map(tuple, split_bands(rows[1:]))), _cell_text(caption))
+
+
+def table_grid(table: Any, text_in: Callable[[Any], str] | None = None) -> Grid | None:
+    """A pdfplumber table as a `Grid` when it is a real table on its own (`read_table` gives it a header)."""
+    found = read_table(table, (0.0, 0.0, 0.0, 0.0), text_in)
+    if found is None or found.header is None:
+        return None
+    return real_grid(found.header, found.rows, found.caption)
 
 
 def _reader(text_in: Callable[[Box], str], rotation: int, mediabox: Box) -> Callable[[Any], str]:
@@ -243,15 +268,17 @@ class PageTables:
 
     def find(self, index: int, rotation: int, mediabox: Box,
              text_in: Callable[[Box], str] | None = None) -> list[PageTable]:
-        """The real tables of the page (0-based `index`), top to bottom; `text_in(box)` reads a cell's text (the
-        page's own text reader, so cells read as the rest of the page does), else pdfplumber's text."""
+        """The tables of the page (0-based `index`), top to bottom: those with a header, and a first one without
+        (the rest of a table from the page before, perhaps); `text_in(box)` reads a cell's text (the page's own
+        text reader, so cells read as the rest of the page does), else pdfplumber's text."""
         page = self._pdf.pages[index]
         try:
             found: list[PageTable] = []
             for table in page_tables(page):
-                grid = table_grid(table, None if text_in is None else _reader(text_in, rotation, mediabox))
-                if grid is not None:
-                    found.append(PageTable(grid, _pdf_box(table.bbox, rotation, mediabox)))
+                read = read_table(table, _pdf_box(table.bbox, rotation, mediabox),
+                                  None if text_in is None else _reader(text_in, rotation, mediabox))
+                if read is not None and (read.header is not None or not found):
+                    found.append(read)
             return found
         finally:
             page.close()
