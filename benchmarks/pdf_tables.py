@@ -2,11 +2,12 @@
 
 1. **Finders** over a hand-labelled set of real PDF pages (LABELS: the real tables each page holds, counted from
    its rendering, with their column counts; sources and sha256 in docs/benchmarks/parsers.md §7). A finder's table
-   counts when it passes `grids.real_grid` the way the parser applies it (`pdf_tables.table_grid`); it is a hit
-   when a labelled table of its page has its number of columns (a table cut to some of its columns is not).
-   Candidates: pdfplumber's `lines` strategy with the open sides of borderless tables drawn in (what ships), plain
-   `lines`, its `text` strategy (word alignment) and lines across with text down (booktabs-style rules). CPU
-   seconds per page.
+   is a hit when a labelled table of its page has its number of columns (a table cut to some of its columns is
+   not).
+   The shipped row is `parse_pdf` itself (its table blocks, a later page's part of a table included; seconds are
+   the whole parse); the finder rows count every table of 2+ columns and 3+ rows a finder gives, header or not:
+   pdfplumber's `lines` strategy with the open sides of borderless tables drawn in, plain `lines`, its `text`
+   strategy (word alignment) and lines across with text down (booktabs-style rules). CPU seconds per page.
 2. **The gate**: which labelled pages `pdf_tables.worth_searching` sends to the finder.
 3. **Cost on text PDFs**: `parse_pdf` on the same files with the extra and with pdfplumber blocked (the path of an
    install without the extra), alternating, CPU seconds; and the blocks each gives (text-only PDFs: the same).
@@ -122,10 +123,24 @@ def _parsed_widths(path: Path) -> tuple[dict[int, list[int]], float]:
     return widths, seconds
 
 
+def _width(table: Any) -> int:
+    """A found table's width when it has the shape of a table (2+ columns, 3+ rows, its first row as a header
+    or not: a finder's job is the grid; whether a row is a header is the parser's), else 0."""
+    from amsrag.ingest.parsers.grids import MIN_COLUMNS
+    from amsrag.ingest.parsers.pdf_tables import read_table
+
+    read = read_table(table, (0.0, 0.0, 0.0, 0.0))
+    if read is None:
+        return 0
+    width = len(read.header) if read.header is not None else len(read.rows[0])
+    rows = len(read.rows) + (read.header is not None)
+    return width if width >= MIN_COLUMNS and rows >= 3 else 0
+
+
 def finders(root: Path) -> dict[str, Any]:
     import pdfplumber
 
-    from amsrag.ingest.parsers.pdf_tables import page_tables, table_grid
+    from amsrag.ingest.parsers.pdf_tables import page_tables
 
     out: dict[str, Any] = {}
     for name, settings in STRATEGIES.items():
@@ -141,7 +156,7 @@ def finders(root: Path) -> dict[str, Any]:
                     for number, page in enumerate(pdf.pages, start=1):
                         start = time.process_time()
                         found_here = page_tables(page) if settings == "shipped" else page.find_tables(settings)
-                        widths[number] = [len(g.header) for g in map(table_grid, found_here) if g is not None]
+                        widths[number] = [w for w in (_width(t) for t in found_here) if w]
                         cpu += time.process_time() - start
                         page.close()
             for number in range(1, _page_count(root / file) + 1):
@@ -264,6 +279,8 @@ def gate_cost(files: list[Path]) -> dict[str, Any]:
 
 
 def cells(root: Path) -> dict[str, Any]:
+    """Cells of the parser's table blocks against CELLS, over the tables it takes (a table it leaves as text, such
+    as one without a header row, is listed apart)."""
     from amsrag.ingest.parsers.base import ParseBudget
     from amsrag.ingest.parsers.pdf import parse_pdf
 
@@ -272,7 +289,10 @@ def cells(root: Path) -> dict[str, Any]:
     for file, page, n, want in CELLS:
         doc = parse_pdf(root / file, ParseBudget())
         grids = [b.grid for b in doc.blocks if b.kind == "table" and b.page == page and b.grid is not None]
-        got = [list(grids[n].header), *map(list, grids[n].rows)] if len(grids) > n else []
+        if len(grids) <= n:
+            per[f"{file} p{page}"] = "not taken as a table"
+            continue
+        got = [list(grids[n].header), *map(list, grids[n].rows)]
         ok = sum(1 for r, row in enumerate(want) for c, cell in enumerate(row)
                  if r < len(got) and c < len(got[r]) and got[r][c] == cell)
         size = sum(len(row) for row in want)

@@ -9,13 +9,14 @@ stay text. Steps, each bounded:
   cells has them (a frame around code or a note has two), on a page of at most `MAX_PAGE_CHARS` characters and
   `MAX_PAGE_OBJECTS` objects. A page of prose costs one pass over its objects' types.
 - **Find** (`page_tables`): `lines`, plus the open sides of tables drawn without outer borders (`open_sides`).
-- **Read** (`table_grid`): cells read by PDFium in each cell's box (as the rest of the page reads); a merged
+- **Read** (`read_table`): cells read by PDFium in each cell's box (as the rest of the page reads); a merged
   cell's text repeated into the slots it covers; a first row across the whole width is the caption; a band of
-  rows drawn without rules between them is split (`split_bands`); the first row is the header, and the table
-  is real when `grids.real_grid` says so.
+  rows drawn without rules between them is split (`split_bands`); the first row is the header when it reads as
+  one (`is_header`), else the table may go on from the page before (`pdf.py` joins the two).
 
-The parser (`pdf.py`) then leaves the table's characters out of the page's text and puts the table where its
-first character stood. Without the extra a PDF reads as it did before tables.
+A table is real when `grids.real_grid` says so of its header and all its rows. The parser (`pdf.py`) then leaves
+the table's characters out of the page's text and puts the table where its first character stood. Without the
+extra a PDF reads as it did before tables.
 """
 
 from __future__ import annotations
@@ -26,8 +27,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from amsrag.ingest.parsers.base import Grid
-from amsrag.ingest.parsers.grids import real_grid
 from amsrag.lazy import installed
 
 MODULE = "pdfplumber"
@@ -235,14 +234,6 @@ def read_table(table: Any, box: Box, text_in: Callable[[Any], str] | None = None
     if not is_header(header):
         return PageTable(box, None, tuple(map(tuple, split_bands(rows))), _cell_text(caption))
     return PageTable(box, tuple(header), tuple(map(tuple, split_bands(rows[1:]))), _cell_text(caption))
-
-
-def table_grid(table: Any, text_in: Callable[[Any], str] | None = None) -> Grid | None:
-    """A pdfplumber table as a `Grid` when it is a real table on its own (`read_table` gives it a header)."""
-    found = read_table(table, (0.0, 0.0, 0.0, 0.0), text_in)
-    if found is None or found.header is None:
-        return None
-    return real_grid(found.header, found.rows, found.caption)
 
 
 def _reader(text_in: Callable[[Box], str], rotation: int, mediabox: Box) -> Callable[[Any], str]:
