@@ -178,6 +178,7 @@ def test_pdf_first_row_of_values_is_no_header() -> None:
                           "Layoff Unknown at this time"])
     assert not is_header(["0.47", "0.40", "0.03", "0.31"]) and not is_header(["", ""])
     assert is_header(["Line no", "UPC code", "Item Quantity", "Bill Amount ($)"])
+    assert is_header(["Region", "2019", "2020", "2021"])  # columns named by their year
 
 
 def test_pdf_band_of_rows_without_rules_between_is_split_but_a_wrapped_cell_is_not() -> None:

@@ -40,6 +40,7 @@ _MIN_SHARED_RULES = 3  # horizontal rules with the same ends that make a table's
 _MIN_BANDED = 3  # filled cells of the same line count that make a row a band of rows
 SETTINGS = {"vertical_strategy": "lines", "horizontal_strategy": "lines"}
 _VALUE = re.compile(r"[\d\s$€£¥%()+\-.,:/]*\d[\d\s$€£¥%()+\-.,:/]*")  # a number, an amount, a date
+_YEAR = re.compile(r"(?:19|20)\d\d")  # a column named by its year ("Region | 2019 | 2020")
 
 Box = tuple[float, float, float, float]  # left, bottom, right, top in PDF user space
 
@@ -219,9 +220,11 @@ def page_tables(page: Any) -> list[Any]:
 
 def is_header(row: Sequence[str]) -> bool:
     """Whether a first row reads as a header: some text, and fewer than half of its filled cells values
-    (numbers, amounts, dates), which a data row carried over from the page before has."""
-    filled = [cell for cell in row if cell.strip()]
-    return bool(filled) and 2 * sum(1 for cell in filled if _VALUE.fullmatch(cell)) < len(filled)
+    (numbers, amounts, dates; a bare year names a column), which a data row carried over from the page before
+    has."""
+    filled = [cell.strip() for cell in row if cell.strip()]
+    values = sum(1 for cell in filled if _VALUE.fullmatch(cell) and not _YEAR.fullmatch(cell))
+    return bool(filled) and 2 * values < len(filled)
 
 
 def read_table(table: Any, box: Box, text_in: Callable[[Any], str] | None = None) -> PageTable | None:
