@@ -1,11 +1,13 @@
-"""Real tables found in HTML and DOCX go to the table store (the structured route answers over them) as well as
-to the passage index as text; layout tables and tables without a header are text only; a document's tables are
-replaced and deleted with it. Fixtures: tests/fixtures/documents (observatories.html, fleet.docx; SOURCES.md)."""
+"""Real tables found in HTML, DOCX, PPTX and PDF go to the table store (the structured route answers over them) as
+well as to the passage index as text; layout tables and tables without a header are text only; a document's tables
+are replaced and deleted with it. Fixtures: tests/fixtures/documents (observatories.html, fleet.docx, ferries.pptx,
+accruals.pdf, warn-summary.pdf; SOURCES.md)."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -105,6 +107,126 @@ def test_pptx_real_table_has_its_grid_and_a_table_without_header_row_does_not() 
     assert [b.grid for b in slides.blocks if b.kind == "table"] == [None]
 
 
+def _pdf_blocks(name: str, extra: bool, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, int | None]]:
+    with monkeypatch.context() as patch:
+        if not extra:
+            patch.setitem(sys.modules, "pdfplumber", None)  # how an install without `pdf-tables` looks
+        doc = parse_document(DOCS / name, "pdf")
+    return [(b.kind, b.text, b.page) for b in doc.blocks]
+
+
+def test_pdf_ruled_real_table_is_a_table_block_and_its_text_is_not_left_on_the_page(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("pdfplumber")
+    doc = parse_document(DOCS / "accruals.pdf", "pdf")
+    tables = [b for b in doc.blocks if b.kind == "table"]
+    assert len(tables) == 1 and tables[0].page == 1  # four ruled header-only tables ("No results") stay text
+    grid = tables[0].grid
+    assert grid is not None and grid.header[:5] == ("Line no", "UPC code", "Location", "Item Description",
+                                                    "Item Quantity")
+    assert len(grid.rows) == 4 and grid.rows[1][3:7] == ("LILYS DRK CHC CRMLZD SLTD", "688", "$ 0.61", "$ 419.68")
+    assert "LILYS DRK CHC CRMLZD SLTD | 688" in tables[0].text
+    texts = "\n".join(b.text for b in doc.blocks if b.kind != "table")
+    assert "LILYS" not in texts and "Item Quantity" not in texts  # no passage holds the table twice
+    assert "Associated claims\nClaim ID Claim type" in texts  # the rest of the page reads as before
+    (table,) = document_tables(doc, "kb/accruals.pdf", "accruals.pdf", "pdf")
+    assert table.table_id == "kb/accruals.pdf#table-1" and table.metadata["page"] == "1"
+
+    plain = _pdf_blocks("accruals.pdf", False, monkeypatch)  # without the extra: the table is text, as before
+    assert [kind for kind, _, _ in plain] == ["text"] and "LILYS DRK CHC CRMLZD SLTD 688 $ 0.61" in plain[0][1]
+
+
+def test_pdf_table_without_outer_borders_keeps_all_its_columns() -> None:
+    pytest.importorskip("pdfplumber")
+    doc = parse_document(DOCS / "debian-reference-p30-33.pdf", "pdf")  # DocBook: rules across, none at the sides
+    tables = [b for b in doc.blocks if b.kind == "table"]
+    assert [(t.page, t.grid is not None) for t in tables] == [(3, True), (4, True)]
+    first = tables[0].grid
+    assert first is not None and first.header == ("package", "popcon", "size", "description")
+    assert first.rows[0] == ("mc", "V:54, I:226", "1482", "A text-mode full-screen file manager")
+    assert len(first.rows) == 7 and first.rows[-1][0] == "gpm"
+    texts = [b.text for b in doc.blocks if b.kind != "table"]
+    assert not any("full-screen file manager" in t for t in texts)
+    assert any("Table 1.1: List of interesting text-mode program packages" in t for t in texts)
+    second = tables[1].grid
+    assert second is not None and second.header == ("package", "popcon", "size", "description")
+
+
+def test_pdf_table_over_two_pages_is_one_table_and_a_headerless_tail_stays_text() -> None:
+    pytest.importorskip("pdfplumber")
+    doc = parse_document(DOCS / "warn-summary.pdf", "pdf")
+    tables = [b for b in doc.blocks if b.kind == "table"]
+    assert [(t.page, t.grid is not None) for t in tables] == [(1, True), (2, False)]
+    grid = tables[0].grid
+    assert grid is not None and grid.header[:3] == ("Summary by Month", "Notices", "Employees Affected")
+    assert len(grid.rows) == 10 and grid.rows[0][0] == "July 2015" and grid.rows[-1][:3] == ("Total", "632", "53,454")
+    assert grid.rows[3][:3] == ("October 2015", "71", "6,102")  # a row printed on page 2
+    assert tables[1].text.startswith("September 2015 | 76 | 4,864 |")  # page 2's part: a passage of its page
+    texts = "\n".join(b.text for b in doc.blocks if b.kind != "table")
+    assert "October 2015" not in texts and "Summary by Month" not in texts
+    # the last rows of the report's main table open page 1 without their header: they stay text
+    assert "Rockwell Collins, Inc." in texts
+    (table,) = document_tables(doc, "kb/warn-summary.pdf", "warn-summary.pdf", "pdf")
+    assert table.metadata["page"] == "1"
+
+
+def test_pdf_first_row_of_values_is_no_header() -> None:
+    from amsrag.ingest.parsers.pdf_tables import is_header
+
+    assert is_header(["Notice Date", "Effective", "Received", "Company", "City", "No. Of", "Layoff/Closure"])
+    assert not is_header(["07/17/2015", "09/18/2015", "07/21/2015", "Boeing Company", "Huntington Beach", "65",
+                          "Layoff Unknown at this time"])
+    assert not is_header(["0.47", "0.40", "0.03", "0.31"]) and not is_header(["", ""])
+    assert is_header(["Line no", "UPC code", "Item Quantity", "Bill Amount ($)"])
+    assert is_header(["Region", "2019", "2020", "2021"])  # columns named by their year
+
+
+def test_pdf_band_of_rows_without_rules_between_is_split_but_a_wrapped_cell_is_not() -> None:
+    from amsrag.ingest.parsers.pdf_tables import split_bands
+
+    band = ["Alabama\r\nAlaska", "18,870\r\n209", "23,022\r\n3,062", ""]
+    assert split_bands([band]) == [["Alabama", "18,870", "23,022", ""], ["Alaska", "209", "3,062", ""]]
+    wrapped = ["vim", "V:97", "3570", "Unix text editor Vi IMproved, a programmers text editor (standard\nversion)"]
+    assert split_bands([wrapped])[0][3] == "Unix text editor Vi IMproved, a programmers text editor (standard version)"
+    two = ["Name\nwrapped", "Note\nwrapped"]  # two cells: too few to tell a band from wrapping
+    assert split_bands([two]) == [["Name wrapped", "Note wrapped"]]
+
+
+def test_pdf_table_finder_runs_only_on_ruled_pages_within_the_page_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("pdfplumber")
+    import pypdfium2 as pdfium
+
+    from amsrag.ingest.parsers import pdf_tables
+
+    def searched(name: str) -> list[bool]:
+        doc = pdfium.PdfDocument(str(DOCS / name))
+        try:
+            out = []
+            for index in range(len(doc)):
+                page = doc[index]
+                textpage = page.get_textpage()
+                out.append(pdf_tables.worth_searching(page, textpage.count_chars()))
+                textpage.close()
+                page.close()
+            return out
+        finally:
+            doc.close()
+
+    assert searched("accruals.pdf") == [True]
+    assert searched("debian-reference-p30-33.pdf") == [False, False, True, True]  # a code box's frame is no grid
+    assert not any(searched("cite.pdf"))
+    monkeypatch.setattr(pdf_tables, "MAX_PAGE_CHARS", 100)  # a page past the limit is read as text only
+    assert searched("accruals.pdf") == [False]
+    assert [b.kind for b in parse_document(DOCS / "accruals.pdf", "pdf").blocks] == ["text"]
+
+
+def test_pdf_text_only_files_give_the_same_blocks_with_and_without_the_table_finder(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("pdfplumber")
+    for name in ("cite.pdf", "heads-only.pdf"):
+        assert _pdf_blocks(name, True, monkeypatch) == _pdf_blocks(name, False, monkeypatch)
+
+
 def test_document_tables_ids_titles_and_provenance() -> None:
     doc = parse_document(DOCS / "observatories.html", "html")
     (table,) = document_tables(doc, "kb/observatories.html", "observatories.html", "html")
@@ -181,6 +303,27 @@ def test_build_answers_over_document_tables_and_sync_replaces_them_with_their_do
     (docs / "fleet.docx").unlink()
     assert _sync(docs, idx)["tables"]["deleted"] == 1  # the file is gone: its table goes with it
     assert _table_ids(idx) == []
+
+
+@pytest.mark.slow
+def test_a_pdf_table_reaches_the_table_store_and_a_structured_question_answers_over_it(tmp_path: Path) -> None:
+    pytest.importorskip("pdfplumber")
+    docs = tmp_path / "kb"
+    docs.mkdir()
+    for name in ("accruals.pdf", "cite.pdf", "warn-summary.pdf"):
+        shutil.copy(DOCS / name, docs / name)
+    idx = tmp_path / "idx"
+    r = runner.invoke(app, ["index", "build", str(docs), "--index", str(idx), "--json", "-q"])
+    assert r.exit_code == 0, r.output
+    assert _table_ids(idx) == ["kb/accruals.pdf#table-1", "kb/warn-summary.pdf#table-1"]  # cite.pdf: none
+    most = _ask(idx, "Which item description has the highest item quantity?")
+    assert most["trace"]["strategy"] == "table" and most["answer"] == "LILYS DRK CHC CRMLZD SLTD"
+    assert most["citations"][0].startswith("kb/accruals.pdf#table-1#row=")
+    october = _ask(idx, "How many notices were there in October 2015?")  # a row printed on the table's 2nd page
+    assert october["trace"]["strategy"] == "table" and october["answer"] == "71"
+    assert october["citations"][0].startswith("kb/warn-summary.pdf#table-1#row=")
+    (docs / "accruals.pdf").unlink()
+    assert _sync(docs, idx)["tables"]["deleted"] == 1 and _table_ids(idx) == ["kb/warn-summary.pdf#table-1"]
 
 
 @pytest.mark.slow

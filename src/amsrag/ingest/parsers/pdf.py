@@ -6,6 +6,8 @@ spells it hyphenated elsewhere, and running headers and footers (lines at the to
 recur on several pages with their page number, or on a third of them) dropped. The outline (bookmarks)
 gives the headings: each entry's title is looked for on its page and the page split there. A file without a
 text layer, and the pages without any text in one that has it, are read by OCR with the `ocr` extra (`ocr`).
+With the `pdf-tables` extra, a ruled table that is a real table (`pdf_tables`) is a `table` block with its grid
+at its place on the page, and its text is no longer among the page's lines.
 """
 
 from __future__ import annotations
@@ -14,10 +16,13 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from amsrag.ingest.parsers.base import Block, ParseBudget, ParsedDocument, SkippedDocument, TextBudget
+from amsrag.ingest.parsers import pdf_tables
+from amsrag.ingest.parsers.base import Block, Grid, ParseBudget, ParsedDocument, SkippedDocument, TextBudget
+from amsrag.ingest.parsers.grids import grid_text, real_grid
 
 _SOFT_HYPHENS = re.compile("[\ufffe\x02\u00ad]")
 _LINE_HYPHEN = re.compile(r"(\w+)-\n(\w+)")
@@ -26,6 +31,8 @@ _EDGE_LINES = 2  # lines at the top and at the bottom of a page that may be runn
 _MIN_REPEATS = 3
 _RUNNING_SHARE = 0.3
 _MIN_TEXT_PER_PAGE = 8  # letters and digits per page below which the file has no text layer
+_TABLE_MARK = "\ue000"  # a private-use character: a line `<mark>N<mark>` holds the place of the page's table N
+_TABLE_LINE = re.compile(rf"^{_TABLE_MARK}(\d+){_TABLE_MARK}$", re.MULTILINE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,18 +70,139 @@ def _outline(doc: Any, pages: int) -> list[OutlineEntry]:
     return entries
 
 
-def _page_lines(doc: Any, index: int) -> list[str]:
+def _lines(text: str) -> list[str]:
+    text = _SOFT_HYPHENS.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
+    return [line.rstrip() for line in text.split("\n")]
+
+
+def _page_lines(doc: Any, index: int, ruled: set[int] | None = None) -> list[str]:
+    """The page's lines; its index added to `ruled` when given and the page draws a ruled grid (`pdf_tables`)."""
     page = doc[index]
     try:
         textpage = page.get_textpage()
         try:
             text = textpage.get_text_range()
+            if ruled is not None and pdf_tables.worth_searching(page, textpage.count_chars()):
+                ruled.add(index)
         finally:
             textpage.close()
     finally:
         page.close()
-    text = _SOFT_HYPHENS.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
-    return [line.rstrip() for line in text.split("\n")]
+    return _lines(text)
+
+
+def _text_in(textpage: Any, box: tuple[float, float, float, float]) -> str:
+    return str(textpage.get_text_bounded(*box))
+
+
+def _inside(x: float, y: float, box: tuple[float, float, float, float]) -> bool:
+    return box[0] <= x <= box[2] and box[1] <= y <= box[3]
+
+
+def _lines_around(page: Any, boxes: Sequence[tuple[float, float, float, float]]) -> list[str]:
+    """The page's lines without the characters inside `boxes`; the line `<mark>N<mark>` where box N's first
+    character stood (PDFium's generated spaces and line breaks go with the character before them)."""
+    import pypdfium2.raw as pdfium_c
+
+    textpage = page.get_textpage()
+    try:
+        parts: list[str] = []
+        placed: set[int] = set()
+        start, current = 0, None  # the run of characters with the same place (None: outside every table)
+        count = textpage.count_chars()
+
+        def close_run(end: int) -> None:
+            if current is None and end > start:
+                parts.append(textpage.get_text_range(start, end - start))
+
+        for k in range(count):
+            where = current
+            if not pdfium_c.FPDFText_IsGenerated(textpage.raw, k):
+                left, bottom, right, top = textpage.get_charbox(k)
+                x, y = (left + right) / 2, (bottom + top) / 2
+                where = next((n for n, box in enumerate(boxes) if _inside(x, y, box)), None)
+            if where != current:
+                close_run(k)
+                if where is not None and where not in placed:
+                    placed.add(where)
+                    parts.append(f"\n{_TABLE_MARK}{where}{_TABLE_MARK}\n")
+                start, current = k, where
+        close_run(count)
+        parts += [f"\n{_TABLE_MARK}{n}{_TABLE_MARK}\n" for n in range(len(boxes)) if n not in placed]
+    finally:
+        textpage.close()
+    return _lines("".join(parts))
+
+
+@dataclass(slots=True)
+class _Joined:
+    """A table as it goes to the table store: its header, its rows from every page it runs over, and where each
+    part of it stands (page, index among that page's found tables, its own rows)."""
+
+    header: tuple[str, ...]
+    caption: str
+    rows: list[tuple[str, ...]]
+    parts: list[tuple[int, int, tuple[tuple[str, ...], ...]]]
+
+
+def _join_pages(found: dict[int, list[pdf_tables.PageTable]]) -> list[_Joined]:
+    """Tables with a header, each followed by the headerless first table of the next page when it is as wide
+    and the table was the last on its page: a table that runs over pages is one table."""
+    joined: list[_Joined] = []
+    last: tuple[int, _Joined] | None = None  # the last table of the last page read, and its page
+    for index in sorted(found):
+        for n, table in enumerate(found[index]):
+            if table.header is not None:
+                joined.append(_Joined(table.header, table.caption, list(table.rows), [(index, n, table.rows)]))
+                last = (index, joined[-1])
+            elif n == 0 and last is not None and last[0] == index - 1 and len(last[1].header) == len(table.rows[0]):
+                last[1].rows += table.rows
+                last[1].parts.append((index, n, table.rows))
+                last = (index, last[1])
+    return joined
+
+
+def _find_tables(path: Path, doc: Any, page_lines: list[list[str]], ruled: Iterable[int],
+                 notice: Callable[[str], None] | None = None) -> dict[int, list[tuple[str, Grid | None]]]:
+    """The real tables of the `ruled` pages (`pdf_tables`) as (text, grid) by 0-based page, in page order: a
+    table over several pages has its grid on its first part and text only on the others. Their pages' lines in
+    `page_lines` are replaced by the lines around them."""
+    found: dict[int, list[pdf_tables.PageTable]] = {}
+    try:
+        with pdf_tables.PageTables(path) as finder:
+            for index in sorted(ruled):
+                page = doc[index]
+                textpage = page.get_textpage()
+                try:
+                    tables = finder.find(index, page.get_rotation(), tuple(page.get_mediabox()),
+                                         partial(_text_in, textpage))
+                finally:
+                    textpage.close()
+                    page.close()
+                if tables:
+                    found[index] = tables
+    except Exception as exc:  # pdfminer fails on a file PDFium reads: its tables stay text
+        if notice is not None:
+            notice(f"{path.name}: tables not read ({type(exc).__name__}: {exc}); they stay text")
+        return {}
+    placed: dict[int, dict[int, tuple[str, Grid | None]]] = {}
+    for table in _join_pages(found):
+        grid = real_grid(table.header, table.rows, table.caption)
+        if grid is None:
+            continue
+        for k, (index, n, rows) in enumerate(table.parts):
+            text = grid_text([table.header, *rows] if k == 0 else rows)
+            placed.setdefault(index, {})[n] = (text, grid if k == 0 else None)
+    out: dict[int, list[tuple[str, Grid | None]]] = {}
+    for index, by_position in placed.items():
+        order = sorted(by_position)
+        page = doc[index]
+        try:
+            page_lines[index] = _lines_around(page, [found[index][n].box for n in order])
+        finally:
+            page.close()
+        out[index] = [by_position[n] for n in order]
+    return out
 
 
 def _edge_key(line: str) -> str:
@@ -136,6 +264,29 @@ def _title_patterns(title: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
     words = r"\s+".join(re.escape(w) for w in title.split())
     at_line = re.compile(rf"(?:^|(?<=\n))[ \t]*(?:[0-9A-Z]{{1,3}}(?:\.[0-9]{{1,3}})*\.?[ \t]+)?{words}", re.IGNORECASE)
     return at_line, re.compile(words, re.IGNORECASE)
+
+
+def _place_tables(blocks: list[Block], tables: Sequence[tuple[str, Grid | None]]) -> list[Block]:
+    """Text blocks split at the `<mark>N<mark>` lines, the table block of table N (its text, its grid) there."""
+    if not tables:
+        return blocks
+    out: list[Block] = []
+    for block in blocks:
+        if block.kind != "text" or _TABLE_MARK not in block.text:
+            out.append(block)
+            continue
+        cursor = 0
+        for m in _TABLE_LINE.finditer(block.text):
+            before = block.text[cursor : m.start()].strip()
+            if before:
+                out.append(Block("text", before, 0, block.page))
+            text, grid = tables[int(m.group(1))]
+            out.append(Block("table", text, 0, block.page, grid=grid))
+            cursor = m.end()
+        rest = block.text[cursor:].strip()
+        if rest:
+            out.append(Block("text", rest, 0, block.page))
+    return out
 
 
 def _page_blocks(text: str, page: int, entries: Sequence[OutlineEntry]) -> list[Block]:
@@ -242,16 +393,23 @@ def parse_pdf(path: Path, budget: ParseBudget, notice: Callable[[str], None] | N
         if pages > budget.max_pages:
             raise SkippedDocument(path, f"{pages:,} pages, more than ingest.max_pages ({budget.max_pages:,})")
         text_budget = TextBudget(path, budget)
-        page_lines = [_page_lines(doc, i) for i in range(pages)]
+        ruled: set[int] | None = set() if pdf_tables.available() else None
+        page_lines = [_page_lines(doc, i, ruled) for i in range(pages)]
         for lines in page_lines:
             text_budget.take("\n".join(lines))
+        tables: dict[int, list[tuple[str, Grid | None]]] = {}
         if not _has_text(page_lines, pages):
             page_lines = _ocr(path, doc, pages, budget, notice)
             for lines in page_lines:
                 text_budget.take("\n".join(lines))
+            text_lines = page_lines
         else:
+            scanned = {i for i, lines in enumerate(page_lines) if not any(line.strip() for line in lines)}
             for lines in _ocr_scanned_pages(path, doc, page_lines, budget, notice):
                 text_budget.take("\n".join(lines))
+            text_lines = list(page_lines)
+            if ruled:
+                tables = _find_tables(path, doc, text_lines, ruled - scanned, notice)
         outline = _outline(doc, pages)
         title = _info_title(doc)
     finally:
@@ -264,7 +422,7 @@ def parse_pdf(path: Path, budget: ParseBudget, notice: Callable[[str], None] | N
     for entry in outline:
         by_page.setdefault(entry.page, []).append(entry)
     blocks: list[Block] = []
-    for number, lines in enumerate(page_lines, start=1):
+    for number, lines in enumerate(text_lines, start=1):
         text = dehyphenate("\n".join(_strip_running(lines, running)), hyphenated)
-        blocks.extend(_page_blocks(text, number, by_page.get(number, ())))
+        blocks.extend(_place_tables(_page_blocks(text, number, by_page.get(number, ())), tables.get(number - 1, ())))
     return ParsedDocument(title=title or path.stem, blocks=blocks, pages=pages)
