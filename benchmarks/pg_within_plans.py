@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from amsrag.filters import Where
 from filters import main_data
-from pg_dense_within import BITS, bitmap
+from pg_dense_within import BITS, bitmap, print_plans, time_plans
 
 FILTERS = (("type=pdf source=guides/1*", ["type=pdf", "source=guides/1*"], "pdf"),
            ("type=html", ["type=html"], "html"),
@@ -130,23 +130,7 @@ def main() -> None:
                     plans[f"partial ef{ef}"] = partial_plan(dense, kind, ef, narrower)
             plans["gather"], took = gather_plan(dense, rows)
             print(f"\n{label}: {len(rows)} allowed ({len(rows) / n:.0%}); gather {took * 1000:.0f} ms", flush=True)
-            ms: dict[str, list[float]] = {name: [] for name in plans}
-            recall: dict[str, list[float]] = {name: [] for name in plans}
-            names = list(plans)
-            for i, v in enumerate(qvecs):
-                for name in names[i % len(names):] + names[: i % len(names)]:
-                    t = time.perf_counter()
-                    hits = plans[name](v)
-                    ms[name].append((time.perf_counter() - t) * 1000)
-                    if name != "unfiltered":
-                        got = {h[0] if isinstance(h, tuple) else h.id for h in hits}
-                        recall[name].append(len(got & set(exact[i])) / 10)
-            ref = float(np.median(ms["unfiltered"]))
-            for name in names:
-                p50 = float(np.median(ms[name]))
-                r = f"{np.mean(recall[name]):.3f}" if recall[name] else "—"
-                print(f"  {name:14s} p50 {p50:6.2f} ms  {p50 / ref:5.2f}x  p95 {np.percentile(ms[name], 95):6.2f}  "
-                      f"recall@10 {r}", flush=True)
+            print_plans(*time_plans(plans, qvecs, exact), width=14)
 
 
 if __name__ == "__main__":

@@ -13,9 +13,6 @@ the index size), keeping only allowed hits.
 
 from __future__ import annotations
 
-import threading
-import weakref
-from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -25,7 +22,7 @@ import numpy as np
 
 from amsrag.indexes.allowed_rows import AllowedRows
 from amsrag.indexes.query_checks import check_k, check_query
-from amsrag.indexes.vectors import VectorIndex
+from amsrag.kept_pairs import KeptByPair
 from amsrag.retrieve.base import Retriever, RowLookup, to_hits
 from amsrag.retrieve.bm25 import BM25Retriever
 from amsrag.retrieve.dense import DenseRetriever, check_query_vector
@@ -39,60 +36,19 @@ GATHER_KEPT_MAX = 64 << 20  # the largest gather kept (a larger one is gathered 
 DEEPEN = 4  # a deepened search asks for this many times more hits each round
 
 
-class GatheredVectors:
+class GatheredVectors(KeptByPair[np.ndarray]):
     """Allowed vectors gathered from a dense index, kept across queries: one matrix per (allowed rows, vector
-    index) pair, both held weakly and compared by identity. A store resolves a filter again when its passages
-    or documents' metadata change (a new `AllowedRows`), and a write makes a new `VectorIndex`, so a kept
-    gather never outlives what it was gathered from. At most `budget` bytes in all, the least recently used
-    dropped first; a gather larger than `largest` is not kept."""
+    index) pair (`amsrag.kept_pairs`). A store resolves a filter again when its passages or documents' metadata
+    change (a new `AllowedRows`), and a write makes a new `VectorIndex`, so a kept gather never outlives what it
+    was gathered from."""
 
-    def __init__(self, budget: int, largest: int) -> None:
-        self.budget, self.largest = budget, largest
-        self.used = 0
-        self._kept: OrderedDict[tuple[int, int], tuple[weakref.ref[AllowedRows], weakref.ref[VectorIndex],
-                                                        np.ndarray]] = OrderedDict()
-        self._lock = threading.Lock()
+    def size(self, value: np.ndarray) -> int:
+        return int(value.nbytes)
 
-    def __len__(self) -> int:
-        return len(self._kept)
-
-    def get(self, allowed: AllowedRows, index: VectorIndex) -> np.ndarray | None:
-        """The kept vectors of `allowed.among(index.rows)`, in that order (None: not kept)."""
-        key = (id(allowed), id(index))
-        with self._lock:
-            kept = self._kept.get(key)
-            if kept is None:
-                return None
-            if kept[0]() is not allowed or kept[1]() is not index:  # ids reused by new objects
-                self._drop(key)
-                return None
-            self._kept.move_to_end(key)
-            return kept[2]
-
-    def put(self, allowed: AllowedRows, index: VectorIndex, vectors: np.ndarray) -> bool:
-        """Keep `vectors` (those of `allowed.among(index.rows)`) when they fit; True when kept."""
-        if vectors.nbytes > min(self.largest, self.budget):
-            return False
-        key = (id(allowed), id(index))
-        with self._lock:
-            for stale in [k for k, (a, i, _) in self._kept.items() if a() is None or i() is None]:
-                self._drop(stale)
-            if key in self._kept:
-                self._drop(key)
-            while self._kept and self.used + vectors.nbytes > self.budget:
-                self._drop(next(iter(self._kept)))
-            vectors.flags.writeable = False  # shared by every query under the filter from now on
-            self._kept[key] = (weakref.ref(allowed), weakref.ref(index), vectors)
-            self.used += vectors.nbytes
-        return True
-
-    def _drop(self, key: tuple[int, int]) -> None:
-        self.used -= self._kept.pop(key)[2].nbytes
-
-    def clear(self) -> None:
-        with self._lock:
-            self._kept.clear()
-            self.used = 0
+    def put(self, first: object, second: object, value: np.ndarray) -> bool:
+        """Keep the vectors of `first` (`AllowedRows`) among `second` (`VectorIndex`) when they fit."""
+        value.flags.writeable = False  # shared by every query under the filter from now on
+        return super().put(first, second, value)
 
 
 GATHERED = GatheredVectors(GATHER_KEPT_BYTES, GATHER_KEPT_MAX)

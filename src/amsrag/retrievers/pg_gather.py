@@ -12,13 +12,12 @@ used dropped first; a gather larger than `largest` is not made.
 
 from __future__ import annotations
 
-import threading
-import weakref
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
 import psycopg
+
+from amsrag.kept_pairs import KeptByPair
 
 GATHER_KEPT_BYTES = 256 << 20  # gathered vectors kept per process, in all
 GATHER_KEPT_MAX = 64 << 20  # the largest gather made (~43k vectors of 384 dimensions)
@@ -59,64 +58,15 @@ def read_gather(conn: psycopg.Connection, rows_literal: str, dim: int) -> Gather
     return Gather(int(row[0]), found, vectors)
 
 
-class KeptGathers:
-    """Gathers by (owner, allowed-row array), both compared by identity and held weakly, within a memory budget."""
+class KeptGathers(KeptByPair[Gather]):
+    """Gathers by (owner retriever, allowed-row array) (`amsrag.kept_pairs`)."""
 
-    def __init__(self, budget: int, largest: int) -> None:
-        self.budget, self.largest = budget, largest
-        self.used = 0
-        self._kept: OrderedDict[tuple[int, int], tuple[weakref.ref[object], weakref.ref[np.ndarray], Gather]] = \
-            OrderedDict()
-        self._lock = threading.Lock()
-
-    def __len__(self) -> int:
-        return len(self._kept)
+    def size(self, value: Gather) -> int:
+        return value.nbytes
 
     def fits(self, n_rows: int, dim: int) -> bool:
         """Whether a gather of `n_rows` vectors would be kept."""
         return n_rows * (dim * 4 + 8) <= min(self.largest, self.budget)
-
-    def get(self, owner: object, rows: np.ndarray) -> Gather | None:
-        key = (id(owner), id(rows))
-        with self._lock:
-            kept = self._kept.get(key)
-            if kept is None:
-                return None
-            if kept[0]() is not owner or kept[1]() is not rows:  # ids reused by new objects
-                self._drop(key)
-                return None
-            self._kept.move_to_end(key)
-            return kept[2]
-
-    def put(self, owner: object, rows: np.ndarray, gather: Gather) -> None:
-        if gather.nbytes > min(self.largest, self.budget):
-            return
-        key = (id(owner), id(rows))
-        with self._lock:
-            for stale in [k for k, (o, r, _) in self._kept.items() if o() is None or r() is None]:
-                self._drop(stale)
-            if key in self._kept:
-                self._drop(key)
-            while self._kept and self.used + gather.nbytes > self.budget:
-                self._drop(next(iter(self._kept)))
-            self._kept[key] = (weakref.ref(owner), weakref.ref(rows), gather)
-            self.used += gather.nbytes
-
-    def drop(self, owner: object, rows: np.ndarray) -> None:
-        """Forget the gather of `rows` made by `owner` (found out of date)."""
-        key = (id(owner), id(rows))
-        with self._lock:
-            kept = self._kept.get(key)
-            if kept is not None and kept[0]() is owner and kept[1]() is rows:
-                self._drop(key)
-
-    def _drop(self, key: tuple[int, int]) -> None:
-        self.used -= self._kept.pop(key)[2].nbytes
-
-    def clear(self) -> None:
-        with self._lock:
-            self._kept.clear()
-            self.used = 0
 
 
 KEPT = KeptGathers(GATHER_KEPT_BYTES, GATHER_KEPT_MAX)
