@@ -117,9 +117,14 @@ def test_entry_keeps_the_audit_and_its_flag(built_index, slice_questions) -> Non
     result = Engine(built_index).ask(slice_questions[0].question).to_dict()
     result["trace"]["audit"] = {"support": 0.25, "flagged": ["the second sentence"], "sentences": 2}
     entry = entry_from_answer(result, QueryLogConfig(store_answers=False, max_query_chars=10), source="cli")
-    assert entry.flagged == result["trace"]["signals"]["flagged"] and entry.audit == result["trace"]["audit"]
+    assert entry.flagged and entry.audit == result["trace"]["audit"]  # the audit flagged a sentence
+    proxy_flag = bool(result["trace"]["signals"]["flagged"])
+    unflagged = {**result, "trace": {**result["trace"], "audit": {"support": 0.9, "flagged": [], "sentences": 2}}}
+    assert entry_from_answer(unflagged, QueryLogConfig(), source="cli").flagged == proxy_flag  # the proxy's flag
     del result["trace"]["signals"]  # a trace without the proxy signals: the audit's flag
     assert entry_from_answer(result, QueryLogConfig(), source="cli").flagged
+    del unflagged["trace"]["signals"]
+    assert not entry_from_answer(unflagged, QueryLogConfig(), source="cli").flagged
     assert entry.answer is None and entry.citations == result["citations"]  # store_answers = false
     assert entry.query == slice_questions[0].question[:10] and entry.signals["query_truncated"]
     assert entry.signals["query_chars"] == len(slice_questions[0].question)
