@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import threading
 import weakref
+from abc import ABC, abstractmethod
 from collections import OrderedDict
 from typing import Generic, TypeVar
 
 V = TypeVar("V")
 
 
-class KeptByPair(Generic[V]):
+class KeptByPair(ABC, Generic[V]):
     """The budgeted store; subclasses say what a value weighs (`size`)."""
 
     def __init__(self, budget: int, largest: int) -> None:
@@ -25,8 +26,9 @@ class KeptByPair(Generic[V]):
         self._kept: OrderedDict[tuple[int, int], tuple[weakref.ref[object], weakref.ref[object], V]] = OrderedDict()
         self._lock = threading.Lock()
 
+    @abstractmethod
     def size(self, value: V) -> int:
-        raise NotImplementedError
+        """The bytes `value` holds, counted against the budget."""
 
     def __len__(self) -> int:
         return len(self._kept)
