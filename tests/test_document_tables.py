@@ -253,6 +253,18 @@ def _sync(docs: Path, idx: Path) -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+def _built(tmp_path: Path, names: tuple[str, ...]) -> tuple[Path, Path, dict]:
+    """The fixtures `names` copied into a folder and indexed by `amsrag index build`: (folder, index, report)."""
+    docs = tmp_path / "kb"
+    docs.mkdir()
+    for name in names:
+        shutil.copy(DOCS / name, docs / name)
+    idx = tmp_path / "idx"
+    r = runner.invoke(app, ["index", "build", str(docs), "--index", str(idx), "--json", "-q"])
+    assert r.exit_code == 0, r.output
+    return docs, idx, json.loads(r.stdout.strip().splitlines()[-1])
+
+
 def _table_ids(idx: Path) -> list[str]:
     with EmbeddedIndex.open(idx) as index:
         tables = index.tables()
@@ -262,14 +274,8 @@ def _table_ids(idx: Path) -> list[str]:
 @pytest.mark.slow
 def test_build_answers_over_document_tables_and_sync_replaces_them_with_their_document(tmp_path: Path) -> None:
     pytest.importorskip("docx")
-    docs = tmp_path / "kb"
-    docs.mkdir()
-    for name in ("observatories.html", "fleet.docx", "ferries.pptx"):
-        shutil.copy(DOCS / name, docs / name)
-    idx = tmp_path / "idx"
-    r = runner.invoke(app, ["index", "build", str(docs), "--index", str(idx), "--json", "-q"])
-    assert r.exit_code == 0, r.output
-    assert json.loads(r.stdout.strip().splitlines()[-1])["tables"]["added"] == 3
+    docs, idx, report = _built(tmp_path, ("observatories.html", "fleet.docx", "ferries.pptx"))
+    assert report["tables"]["added"] == 3
     # one table each: the layout tables and the tables without a header row give none
     assert _table_ids(idx) == ["kb/ferries.pptx#table-1", "kb/fleet.docx#table-1", "kb/observatories.html#table-1"]
     (docs / "ferries.pptx").unlink()
@@ -308,13 +314,7 @@ def test_build_answers_over_document_tables_and_sync_replaces_them_with_their_do
 @pytest.mark.slow
 def test_a_pdf_table_reaches_the_table_store_and_a_structured_question_answers_over_it(tmp_path: Path) -> None:
     pytest.importorskip("pdfplumber")
-    docs = tmp_path / "kb"
-    docs.mkdir()
-    for name in ("accruals.pdf", "cite.pdf", "warn-summary.pdf"):
-        shutil.copy(DOCS / name, docs / name)
-    idx = tmp_path / "idx"
-    r = runner.invoke(app, ["index", "build", str(docs), "--index", str(idx), "--json", "-q"])
-    assert r.exit_code == 0, r.output
+    docs, idx, _ = _built(tmp_path, ("accruals.pdf", "cite.pdf", "warn-summary.pdf"))
     assert _table_ids(idx) == ["kb/accruals.pdf#table-1", "kb/warn-summary.pdf#table-1"]  # cite.pdf: none
     most = _ask(idx, "Which item description has the highest item quantity?")
     assert most["trace"]["strategy"] == "table" and most["answer"] == "LILYS DRK CHC CRMLZD SLTD"
